@@ -1,0 +1,51 @@
+import { z } from 'zod';
+
+/**
+ * The structured error every OAR boundary returns: library calls, CLI output, HTTP bodies.
+ * `retryable` tells a caller whether the same request may succeed later (or after a corrective retry).
+ */
+export const OarErrorSchema = z.object({
+  code: z.string().min(1),
+  message: z.string(),
+  retryable: z.boolean(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+export type OarError = z.infer<typeof OarErrorSchema>;
+
+export function oarError(
+  code: string,
+  message: string,
+  options: { retryable?: boolean; details?: Record<string, unknown> } = {},
+): OarError {
+  return {
+    code,
+    message,
+    retryable: options.retryable ?? false,
+    ...(options.details ? { details: options.details } : {}),
+  };
+}
+
+/**
+ * One fault found in a model's declaration. `path` is a JSON-pointer-like location inside what the model sent
+ * (e.g. `/calls/1/depends`); `hint` is written for the model's corrective retry, not for a human operator.
+ */
+export const ProtocolIssueSchema = z.object({
+  code: z.string().min(1),
+  path: z.string(),
+  message: z.string(),
+  hint: z.string(),
+});
+export type ProtocolIssue = z.infer<typeof ProtocolIssueSchema>;
+
+/** A repair the runtime applied to a known malformation; recorded so adherence and repair rates can be measured. */
+export const RepairSchema = z.object({
+  code: z.string().min(1),
+  detail: z.string(),
+});
+export type Repair = z.infer<typeof RepairSchema>;
+
+/** JSON-pointer path from segments: `['calls', 1, 'depends']` → `/calls/1/depends`. */
+export function pointer(segments: ReadonlyArray<string | number | symbol>): string {
+  if (segments.length === 0) return '';
+  return `/${segments.map((s) => String(s).replace(/~/g, '~0').replace(/\//g, '~1')).join('/')}`;
+}
