@@ -1,1 +1,54 @@
-export {};
+import { oarError, SCHEMA_NAMES, schemaFor } from '@oar/protocol';
+import { Command, CommanderError } from 'commander';
+import { printJson, UsageError } from './io.js';
+import { registerProtocolCommands } from './protocol-commands.js';
+
+export const VERSION = '0.1.0';
+
+/**
+ * Runs the oar CLI and returns the exit code: 0 ok, 1 the checked input was not ok, 2 usage error.
+ * Returning the code (rather than calling process.exit) lets output streams flush.
+ */
+export async function main(argv: string[]): Promise<number> {
+  let exitCode = 0;
+  const setExit = (code: number) => {
+    exitCode = code;
+  };
+  const program = new Command('oar')
+    .description('OAR, the Open Agent Runtime')
+    .version(VERSION)
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+
+  registerProtocolCommands(program, setExit);
+  program
+    .command('schema')
+    .description(`print a JSON Schema (2020-12): ${SCHEMA_NAMES.join(' | ')}`)
+    .argument('<name>', SCHEMA_NAMES.join(' | '))
+    .action((name: string) => {
+      const schema = schemaFor(name);
+      if (!schema) {
+        throw new UsageError(
+          oarError('unknown_schema', `unknown schema "${name}"; choose one of ${SCHEMA_NAMES.join(', ')}`),
+        );
+      }
+      printJson(schema);
+    });
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+    return exitCode;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // --help and --version end through exitOverride with code 0; anything else is a usage error.
+      return error.exitCode === 0 ? 0 : 2;
+    }
+    if (error instanceof UsageError) {
+      process.stderr.write(`${JSON.stringify({ error: error.error })}\n`);
+      return 2;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    process.stderr.write(`${JSON.stringify({ error: oarError('internal_error', message) })}\n`);
+    return 70;
+  }
+}

@@ -1,0 +1,529 @@
+import { z } from 'zod';
+import { CarrierSchema, IntentSchema } from '../declaration.js';
+import { OarErrorSchema, ProtocolIssueSchema, RepairSchema } from '../errors.js';
+import {
+  QueuedTurnSchema,
+  StatusValueSchema,
+  TaskStatusValueSchema,
+  ThreadStatusSchema,
+  VerificationOutcomeSchema,
+} from '../snapshot.js';
+import { EVENT_TYPES, type EventType } from './catalog.js';
+import { JsonObjectSchema } from './envelope.js';
+
+/**
+ * Typed payloads for the events the engine emits first. Every payload is a loose object on purpose: the published
+ * schemas let producers add payload fields, and a relayed or replayed event must keep them. The typed fields are
+ * what OAR promises to write; consumers may rely on their types.
+ *
+ * Large things (inputs, outputs, provider payloads, declarations) travel as refs, never copied into events.
+ */
+
+const Id = z.string().min(1);
+const Ref = z.string().min(1);
+const Count = z.number().int().min(0);
+const DurationMs = z.number().min(0);
+
+/** Token usage as the provider reported it; a missing figure means "not reported", never zero. */
+export const UsageSchema = z.looseObject({
+  inputTokens: Count.optional(),
+  outputTokens: Count.optional(),
+  totalTokens: Count.optional(),
+  reasoningTokens: Count.optional(),
+  cachedInputTokens: Count.optional(),
+});
+export type Usage = z.infer<typeof UsageSchema>;
+
+/** Normalized provider finish reasons (the AI SDK's vocabulary); adapters map anything else to `other`. */
+export const FINISH_REASONS = ['stop', 'length', 'content-filter', 'tool-calls', 'error', 'other', 'unknown'] as const;
+export const FinishReasonSchema = z.enum(FINISH_REASONS);
+export type FinishReason = z.infer<typeof FinishReasonSchema>;
+
+export const ACTION_DECISIONS = ['approve', 'deny', 'approve_for_session'] as const;
+export const ActionDecisionSchema = z.enum(ACTION_DECISIONS);
+export type ActionDecision = z.infer<typeof ActionDecisionSchema>;
+
+export const PERMISSION_DECISIONS = ['allow', 'ask', 'deny'] as const;
+export const PermissionDecisionSchema = z.enum(PERMISSION_DECISIONS);
+export type PermissionDecision = z.infer<typeof PermissionDecisionSchema>;
+
+/** Who or what decided a permission question, so every allow/deny can be explained afterwards. */
+export const PERMISSION_SOURCES = ['mode', 'rule', 'hook', 'classifier', 'human', 'host_policy', 'default'] as const;
+export const PermissionSourceSchema = z.enum(PERMISSION_SOURCES);
+
+// --- session / thread -------------------------------------------------------------------------------------------
+
+export const SessionCreatedPayloadSchema = z.looseObject({
+  title: z.string().optional(),
+  workspaceId: z.string().optional(),
+  metadata: JsonObjectSchema.optional(),
+});
+export const SessionUpdatedPayloadSchema = z.looseObject({
+  title: z.string().optional(),
+  metadata: JsonObjectSchema.optional(),
+  /** Names of the fields that changed, so a projection need not diff. */
+  changed: z.array(z.string()).optional(),
+});
+export const ThreadStartedPayloadSchema = z.looseObject({
+  title: z.string().optional(),
+  parentThreadId: Id.optional(),
+  metadata: JsonObjectSchema.optional(),
+});
+export const ThreadUpdatedPayloadSchema = z.looseObject({
+  status: ThreadStatusSchema.optional(),
+  title: z.string().optional(),
+  activeTurnId: Id.optional(),
+  changed: z.array(z.string()).optional(),
+});
+
+// --- turn -------------------------------------------------------------------------------------------------------
+
+export const TurnSubmittedPayloadSchema = z.looseObject({
+  /** `accepted` runs now; `queued` waits behind another turn or a policy gate. */
+  status: z.enum(['accepted', 'queued']),
+  inputRef: Ref.optional(),
+  /** Where the input came from (workspace, cli, api, channel…). */
+  source: z.string().optional(),
+  queuedTurnId: Id.optional(),
+  queuePosition: Count.optional(),
+});
+export const TurnStartedPayloadSchema = z.looseObject({
+  inputRef: Ref.optional(),
+  /** True when the turn continues after a restart or a resolved action rather than starting fresh. */
+  resumed: z.boolean().optional(),
+});
+export const TurnCompletedPayloadSchema = z.looseObject({
+  /** How the model ended the turn (answer, done, stop…); completion itself is the runtime's fact. */
+  outcome: z.string().optional(),
+  summary: z.string().optional(),
+  messageRef: Ref.optional(),
+  usage: UsageSchema.optional(),
+  durationMs: DurationMs.optional(),
+});
+export const TurnFailedPayloadSchema = z.looseObject({
+  error: OarErrorSchema,
+  usage: UsageSchema.optional(),
+  durationMs: DurationMs.optional(),
+});
+
+// --- model ------------------------------------------------------------------------------------------------------
+
+export const ModelRequestedPayloadSchema = z.looseObject({
+  modelId: Id,
+  provider: Id,
+  /** 1 for the first request of a step; a corrective retry after a protocol error increments it. */
+  attempt: z.number().int().min(1).optional(),
+  corrective: z.boolean().optional(),
+  messageCount: Count.optional(),
+  toolCount: Count.optional(),
+  inputTokenEstimate: Count.optional(),
+  requestRef: Ref.optional(),
+});
+export const ModelDeltaPayloadSchema = z.looseObject({
+  delta: z.string(),
+  /** Which stream the delta belongs to: visible text, tool-call arguments, or structured output. */
+  channel: z.enum(['text', 'tool_call', 'structured']).optional(),
+  index: Count.optional(),
+});
+export const ModelCompletedPayloadSchema = z.looseObject({
+  modelId: Id,
+  provider: Id,
+  finishReason: FinishReasonSchema,
+  usage: UsageSchema,
+  responseRef: Ref.optional(),
+  durationMs: DurationMs.optional(),
+});
+export const ModelFailedPayloadSchema = z.looseObject({
+  modelId: Id,
+  provider: Id,
+  error: OarErrorSchema,
+  usage: UsageSchema.optional(),
+  durationMs: DurationMs.optional(),
+});
+
+// --- tools ------------------------------------------------------------------------------------------------------
+
+export const ToolDescriptorSchema = z.looseObject({
+  name: Id,
+  description: z.string().optional(),
+  /** Where the tool comes from: built-in, function, mcp, cli, agent… */
+  source: z.string().optional(),
+  capabilities: z.array(z.string()).optional(),
+  /** Whether calls may run concurrently with other calls (read-only tools usually can). */
+  concurrencySafe: z.boolean().optional(),
+});
+export type ToolDescriptor = z.infer<typeof ToolDescriptorSchema>;
+
+export const ToolCatalogResolvedPayloadSchema = z.looseObject({
+  tools: z.array(ToolDescriptorSchema),
+  agents: z.array(ToolDescriptorSchema).optional(),
+  inventoryRef: Ref.optional(),
+});
+export const ToolStartedPayloadSchema = z.looseObject({
+  toolName: Id,
+  inputRef: Ref.optional(),
+  attempt: z.number().int().min(1).optional(),
+  /** Whether running it again is harmless; a non-idempotent call interrupted by a crash becomes `lost`. */
+  idempotent: z.boolean().optional(),
+});
+export const ToolArgsPayloadSchema = z.looseObject({
+  /** A streamed fragment of the arguments, or the complete `input` once known. */
+  delta: z.string().optional(),
+  input: JsonObjectSchema.optional(),
+  complete: z.boolean().optional(),
+});
+export const ToolProgressPayloadSchema = z.looseObject({
+  message: z.string().optional(),
+  /** Fraction done, 0..1, when the tool can tell. */
+  fraction: z.number().min(0).max(1).optional(),
+  completed: Count.optional(),
+  total: Count.optional(),
+  outputRef: Ref.optional(),
+});
+export const ToolResultPayloadSchema = z.looseObject({
+  toolName: Id,
+  /** A result the tool itself reports as an error (e.g. non-zero exit); the call still ran to completion. */
+  isError: z.boolean().optional(),
+  summary: z.string().optional(),
+  outputRef: Ref.optional(),
+  artifactIds: z.array(Id).optional(),
+  truncated: z.boolean().optional(),
+  durationMs: DurationMs.optional(),
+});
+export const ToolFailedPayloadSchema = z.looseObject({
+  toolName: Id,
+  error: OarErrorSchema,
+  /** Failure category (invalid_input, denied, timeout, crashed, lost…), for policies and benchmarks. */
+  failureCategory: z.string().optional(),
+  durationMs: DurationMs.optional(),
+});
+
+// --- actions and permissions ------------------------------------------------------------------------------------
+
+export const ActionRequiredPayloadSchema = z.looseObject({
+  /** What kind of decision is pending: tool_permission, user_input, human_task, plan_approval… */
+  actionType: Id,
+  prompt: z.string().optional(),
+  /** The shape of the expected answer (allow_or_deny, structured_input…). */
+  decisionKind: z.string().optional(),
+  toolName: Id.optional(),
+  scope: JsonObjectSchema.optional(),
+  decisions: z.array(ActionDecisionSchema).optional(),
+  /** JSON Schema of the structured answer, for user_input actions. */
+  inputSchema: JsonObjectSchema.optional(),
+  expiresAt: z.iso.datetime({ offset: true }).optional(),
+});
+export const ActionResolvedPayloadSchema = z.looseObject({
+  decision: ActionDecisionSchema,
+  reason: z.string().optional(),
+  /** The structured answer of a user_input action. */
+  payload: JsonObjectSchema.optional(),
+  resolvedBy: z.string().optional(),
+});
+
+const PermissionFacts = {
+  toolName: Id.optional(),
+  /** The rule that matched, in the policy's own notation. */
+  rule: z.string().optional(),
+  /** The permission mode in force (e.g. default, plan, accept_edits, bypass). */
+  mode: z.string().optional(),
+  source: PermissionSourceSchema.optional(),
+  reason: z.string().optional(),
+};
+export const PermissionEvaluatedPayloadSchema = z.looseObject({
+  decision: PermissionDecisionSchema,
+  ...PermissionFacts,
+});
+export const PermissionRequestedPayloadSchema = z.looseObject({ ...PermissionFacts, prompt: z.string().optional() });
+export const PermissionResolvedPayloadSchema = z.looseObject({
+  decision: PermissionDecisionSchema,
+  ...PermissionFacts,
+  /** How far an allow reaches: this call only, or the rest of the session. */
+  grantScope: z.enum(['once', 'session']).optional(),
+});
+
+// --- context and routing ----------------------------------------------------------------------------------------
+
+export const ContextRefSchema = z.looseObject({
+  ref: Ref,
+  kind: z.string().optional(),
+  title: z.string().optional(),
+  tokenEstimate: Count.optional(),
+});
+export const ContextOmissionSchema = z.looseObject({
+  ref: Ref,
+  /** Why it was left out: budget, policy, missing, stale… */
+  reason: Id,
+});
+export const ContextResolvedPayloadSchema = z.looseObject({
+  refs: z.array(ContextRefSchema),
+  omissions: z.array(ContextOmissionSchema).optional(),
+  tokenEstimate: Count.optional(),
+  tokenBudget: Count.optional(),
+});
+
+const RoutingFacts = {
+  taskKind: z.string().optional(),
+  /** Why the candidate was chosen: explicit_default, user_choice, policy, fallback… */
+  decisionSource: z.string().optional(),
+  capabilityGap: z.string().optional(),
+};
+export const RoutingSingleCandidatePayloadSchema = z.looseObject({
+  candidateCount: z.literal(1),
+  selectedModel: Id,
+  provider: Id.optional(),
+  ...RoutingFacts,
+});
+export const RoutingNotPossiblePayloadSchema = z.looseObject({
+  candidateCount: Count.optional(),
+  reason: Id,
+  ...RoutingFacts,
+});
+export const RoutingDecidedPayloadSchema = z.looseObject({
+  selectedModel: Id,
+  provider: Id.optional(),
+  candidateCount: Count.optional(),
+  fallback: z.boolean().optional(),
+  reason: z.string().optional(),
+  ...RoutingFacts,
+});
+
+// --- subagents --------------------------------------------------------------------------------------------------
+
+export const SubagentSpawnedPayloadSchema = z.looseObject({
+  agentName: Id,
+  childThreadId: Id.optional(),
+  objective: z.string().optional(),
+  promptRef: Ref.optional(),
+  /** How the child is isolated from the parent (shared, worktree, sandbox…). */
+  isolation: z.string().optional(),
+});
+export const SubagentStatusPayloadSchema = z.looseObject({ status: StatusValueSchema, detail: z.string().optional() });
+export const SubagentCompletedPayloadSchema = z.looseObject({
+  summary: z.string().optional(),
+  outputRef: Ref.optional(),
+  artifactIds: z.array(Id).optional(),
+  usage: UsageSchema.optional(),
+});
+export const SubagentFailedPayloadSchema = z.looseObject({ error: OarErrorSchema });
+export const SubagentClosedPayloadSchema = z.looseObject({ reason: z.string().optional() });
+
+// --- tasks ------------------------------------------------------------------------------------------------------
+
+const TaskFacts = {
+  /** The task's status after this event, so a projection need not know the transition table. */
+  status: TaskStatusValueSchema.optional(),
+  reason: z.string().optional(),
+};
+export const TaskCreatedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  title: z.string().optional(),
+  objective: z.string().optional(),
+  taskKind: z.string().optional(),
+  visibility: z.enum(['foreground', 'background', 'internal', 'hidden', 'unknown']).optional(),
+});
+export const TaskStartedPayloadSchema = z.looseObject({ ...TaskFacts });
+export const TaskCompletedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  summary: z.string().optional(),
+  outputRefs: z.array(Ref).optional(),
+  artifactIds: z.array(Id).optional(),
+});
+export const TaskFailedPayloadSchema = z.looseObject({ ...TaskFacts, error: OarErrorSchema });
+export const TaskCancelledPayloadSchema = z.looseObject({ ...TaskFacts, requestedBy: z.string().optional() });
+export const TaskLostPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  /** Last moment the worker was known alive; after it nothing can be proven either way. */
+  lastSeenAt: z.iso.datetime({ offset: true }).optional(),
+});
+export const TaskRetryingPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  nextAttempt: z.number().int().min(1).optional(),
+  delayMs: DurationMs.optional(),
+});
+export const TaskWaitingPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  waitingFor: z.enum(['input', 'permission', 'resource']),
+});
+export const TaskBlockedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  /** What is missing: action, credential, policy, context, dependency, tool or quota. */
+  blockedBy: z.string().optional(),
+});
+
+const AttemptFacts = {
+  status: StatusValueSchema.optional(),
+  attempt: z.number().int().min(1).optional(),
+};
+export const TaskAttemptStartedPayloadSchema = z.looseObject({ ...AttemptFacts, worker: JsonObjectSchema.optional() });
+export const TaskAttemptCompletedPayloadSchema = z.looseObject({
+  ...AttemptFacts,
+  summary: z.string().optional(),
+  outputRefs: z.array(Ref).optional(),
+});
+export const TaskAttemptFailedPayloadSchema = z.looseObject({
+  ...AttemptFacts,
+  retryable: z.boolean(),
+  failureCategory: z.string().optional(),
+  /** What happens next: automatic_retry, manual_or_policy_retry, none… */
+  nextAttemptPolicy: z.string().optional(),
+  error: OarErrorSchema.optional(),
+});
+
+// --- artifacts, outputs, evidence -------------------------------------------------------------------------------
+
+export const ArtifactChangedPayloadSchema = z.looseObject({
+  change: z.enum(['created', 'updated', 'deleted']).optional(),
+  name: z.string().optional(),
+  mime: Id,
+  /** Size in bytes of the full stored content. */
+  size: Count,
+  /** Content hash, `<algorithm>:<hex>` (e.g. `sha256:…`). */
+  hash: Id,
+  uri: Id,
+  /** A short excerpt for UIs; never the full content. */
+  preview: z.string().optional(),
+});
+/** A large output moved to an artifact; the event stream and the model only see the ref and a preview. */
+export const OutputSpilledPayloadSchema = z.looseObject({
+  artifactId: Id,
+  sizeBytes: Count,
+  uri: Id.optional(),
+  preview: z.string().optional(),
+  reason: z.string().optional(),
+});
+/** What the model was shown was cut; the full output stays available through `artifactId`. */
+export const OutputTruncatedPayloadSchema = z.looseObject({
+  originalBytes: Count,
+  keptBytes: Count,
+  /** head, tail, head_tail, matching_lines, adaptive… */
+  strategy: z.string().optional(),
+  artifactId: Id.optional(),
+});
+export const EvidenceChangedPayloadSchema = z.looseObject({
+  packRef: Ref.optional(),
+  replayRef: Ref.optional(),
+  reviewRef: Ref.optional(),
+  verificationOutcomes: z.array(VerificationOutcomeSchema).optional(),
+});
+
+// --- run status, queue, snapshot, runtime -----------------------------------------------------------------------
+
+/** A summary of the declaration a model step produced; the full declaration is stored and referenced. */
+export const DeclarationFactSchema = z.looseObject({
+  intent: IntentSchema,
+  carrier: CarrierSchema.optional(),
+  form: z.string().optional(),
+  actionIds: z.array(Id).optional(),
+  ref: Ref.optional(),
+});
+
+/**
+ * `run.status` carries phase/title/detail and, since only standard types go on the stream, OAR's protocol facts:
+ * the declaration summary, repairs applied, whether the declaration was recovered from a direct request, the
+ * graph status and structured protocol issues.
+ */
+export const RunStatusPayloadSchema = z.looseObject({
+  title: z.string(),
+  detail: z.string().optional(),
+  checkpoints: z.array(z.string()).optional(),
+  declaration: DeclarationFactSchema.optional(),
+  repairs: z.array(RepairSchema).optional(),
+  recovered: z.boolean().optional(),
+  graphStatus: z.string().optional(),
+  issues: z.array(ProtocolIssueSchema).optional(),
+  metadata: JsonObjectSchema.optional(),
+});
+export const QueueChangedPayloadSchema = z.looseObject({
+  change: z.enum(['enqueued', 'removed', 'promoted', 'dequeued', 'reordered']),
+  queuedTurnId: Id.optional(),
+  /** The queue after the change, in order. */
+  queuedTurns: z.array(QueuedTurnSchema),
+});
+export const SnapshotUpdatedPayloadSchema = z.looseObject({
+  /** Which read model changed: session_snapshot, thread_read_model, task_snapshot, queue_snapshot… */
+  readModel: Id,
+  version: Count.optional(),
+  ref: Ref.optional(),
+  changed: z.array(z.string()).optional(),
+});
+/** `runtime.warning` and `runtime.error` payloads ARE the structured error, plus whether the runtime can go on. */
+export const RuntimeWarningPayloadSchema = z.looseObject({ ...OarErrorSchema.shape });
+export const RuntimeErrorPayloadSchema = z.looseObject({ ...OarErrorSchema.shape, fatal: z.boolean().optional() });
+
+/** The payload of every standard event OAR does not (yet) type: any JSON object, as the profile requires. */
+export const GenericPayloadSchema = JsonObjectSchema;
+
+const TYPED_PAYLOAD_SCHEMAS = {
+  'session.created': SessionCreatedPayloadSchema,
+  'session.updated': SessionUpdatedPayloadSchema,
+  'thread.started': ThreadStartedPayloadSchema,
+  'thread.updated': ThreadUpdatedPayloadSchema,
+  'turn.submitted': TurnSubmittedPayloadSchema,
+  'turn.started': TurnStartedPayloadSchema,
+  'turn.completed': TurnCompletedPayloadSchema,
+  'turn.failed': TurnFailedPayloadSchema,
+  'model.requested': ModelRequestedPayloadSchema,
+  'model.delta': ModelDeltaPayloadSchema,
+  'model.completed': ModelCompletedPayloadSchema,
+  'model.failed': ModelFailedPayloadSchema,
+  'tool.catalog.resolved': ToolCatalogResolvedPayloadSchema,
+  'tool.started': ToolStartedPayloadSchema,
+  'tool.args': ToolArgsPayloadSchema,
+  'tool.progress': ToolProgressPayloadSchema,
+  'tool.result': ToolResultPayloadSchema,
+  'tool.failed': ToolFailedPayloadSchema,
+  'action.required': ActionRequiredPayloadSchema,
+  'action.resolved': ActionResolvedPayloadSchema,
+  'permission.evaluated': PermissionEvaluatedPayloadSchema,
+  'permission.requested': PermissionRequestedPayloadSchema,
+  'permission.resolved': PermissionResolvedPayloadSchema,
+  'context.resolved': ContextResolvedPayloadSchema,
+  'routing.single_candidate': RoutingSingleCandidatePayloadSchema,
+  'routing.not_possible': RoutingNotPossiblePayloadSchema,
+  'routing.decided': RoutingDecidedPayloadSchema,
+  'subagent.spawned': SubagentSpawnedPayloadSchema,
+  'subagent.status': SubagentStatusPayloadSchema,
+  'subagent.completed': SubagentCompletedPayloadSchema,
+  'subagent.failed': SubagentFailedPayloadSchema,
+  'subagent.closed': SubagentClosedPayloadSchema,
+  'task.created': TaskCreatedPayloadSchema,
+  'task.started': TaskStartedPayloadSchema,
+  'task.completed': TaskCompletedPayloadSchema,
+  'task.failed': TaskFailedPayloadSchema,
+  'task.cancelled': TaskCancelledPayloadSchema,
+  'task.lost': TaskLostPayloadSchema,
+  'task.retrying': TaskRetryingPayloadSchema,
+  'task.waiting': TaskWaitingPayloadSchema,
+  'task.blocked': TaskBlockedPayloadSchema,
+  'task.attempt.started': TaskAttemptStartedPayloadSchema,
+  'task.attempt.completed': TaskAttemptCompletedPayloadSchema,
+  'task.attempt.failed': TaskAttemptFailedPayloadSchema,
+  'artifact.changed': ArtifactChangedPayloadSchema,
+  'output.spilled': OutputSpilledPayloadSchema,
+  'output.truncated': OutputTruncatedPayloadSchema,
+  'evidence.changed': EvidenceChangedPayloadSchema,
+  'run.status': RunStatusPayloadSchema,
+  'queue.changed': QueueChangedPayloadSchema,
+  'snapshot.updated': SnapshotUpdatedPayloadSchema,
+  'runtime.warning': RuntimeWarningPayloadSchema,
+  'runtime.error': RuntimeErrorPayloadSchema,
+} satisfies Partial<Record<EventType, z.ZodType>>;
+
+/** The event types whose payload OAR types (the rest take `GenericPayloadSchema`). */
+export type TypedPayloadEventType = keyof typeof TYPED_PAYLOAD_SCHEMAS;
+export const TYPED_PAYLOAD_EVENT_TYPES = Object.keys(TYPED_PAYLOAD_SCHEMAS) as TypedPayloadEventType[];
+
+export type EventPayloadSchemas = {
+  [T in EventType]: T extends TypedPayloadEventType ? (typeof TYPED_PAYLOAD_SCHEMAS)[T] : typeof GenericPayloadSchema;
+};
+
+/** The payload schema of every standard event type. */
+export const EVENT_PAYLOAD_SCHEMAS = Object.fromEntries(
+  EVENT_TYPES.map((type) => [
+    type,
+    (TYPED_PAYLOAD_SCHEMAS as Partial<Record<EventType, z.ZodType>>)[type] ?? GenericPayloadSchema,
+  ]),
+) as EventPayloadSchemas;
+
+export type EventPayload<T extends EventType> = z.infer<EventPayloadSchemas[T]>;

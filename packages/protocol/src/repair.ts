@@ -1,0 +1,141 @@
+import type { ProtocolIssue, Repair } from './errors.js';
+import { isRecord, readJson } from './json-text.js';
+
+/**
+ * Repairs of the known carrier malformations. Each is applied only where its meaning is unambiguous and is
+ * recorded as `{code, detail}` so adherence and repair rates can be measured per model. Anything else is left
+ * for schema validation to reject.
+ */
+export const REPAIR_CODES = {
+  /** arguments arrived as `{input: "<json string>"}` */
+  inputWrapperUnwrapped: 'input_wrapper_unwrapped',
+  /** `calls` arrived as a JSON string instead of an array */
+  callsStringParsed: 'calls_string_parsed',
+  /** `"none"` (or an empty string) listed as a dependency */
+  dependsNoneRemoved: 'depends_none_removed',
+  /** whitespace-only string items inside `calls` */
+  blankCallRemoved: 'blank_call_removed',
+  /** raw newlines/tabs inside JSON strings of a stringified payload */
+  controlCharactersEscaped: 'control_characters_escaped',
+  /** `answer` or `text` used instead of `message` on answer/done */
+  messageAliasRenamed: 'message_alias_renamed',
+} as const;
+
+export interface RepairOutcome {
+  value: unknown;
+  repairs: Repair[];
+  issues: ProtocolIssue[];
+}
+
+/** Parse a stringified payload, recording the control-character repair when it was needed. */
+export function readStringified(
+  text: string,
+  path: string,
+  what: string,
+  repairs: Repair[],
+): { ok: true; value: unknown } | { ok: false; issue: ProtocolIssue } {
+  const read = readJson(text);
+  if (read.ok) {
+    if (read.controlCharactersEscaped) {
+      repairs.push({
+        code: REPAIR_CODES.controlCharactersEscaped,
+        detail: `escaped raw newlines/tabs inside JSON strings of ${what}`,
+      });
+    }
+    return { ok: true, value: read.value };
+  }
+  return {
+    ok: false,
+    issue: {
+      code: read.truncated ? 'truncated_output' : 'invalid_json',
+      path,
+      message: `${what} is not valid JSON: ${read.message}`,
+      hint: read.truncated
+        ? 'Your output was cut off before the JSON closed. Send a shorter declaration (fewer calls, shorter message).'
+        : 'Send the arguments as one valid JSON object: double-quoted keys and strings, no comments, no trailing commas.',
+    },
+  };
+}
+
+const isNoneDependency = (item: unknown) =>
+  typeof item === 'string' && (item.trim() === '' || item.trim().toLowerCase() === 'none');
+
+function repairCall(call: unknown, index: number, repairs: Repair[]): unknown {
+  if (!isRecord(call) || !('depends' in call)) return call;
+  const depends = call.depends;
+  if (isNoneDependency(depends)) {
+    repairs.push({ code: REPAIR_CODES.dependsNoneRemoved, detail: `calls[${index}].depends was "${depends}"` });
+    const { depends: _dropped, ...rest } = call;
+    return rest;
+  }
+  if (Array.isArray(depends) && depends.some(isNoneDependency)) {
+    repairs.push({ code: REPAIR_CODES.dependsNoneRemoved, detail: `removed "none" from calls[${index}].depends` });
+    return { ...call, depends: depends.filter((item) => !isNoneDependency(item)) };
+  }
+  return call;
+}
+
+/**
+ * Apply the carrier repairs to `AgentProtocolOutput` arguments (an object, or the JSON string a provider sent).
+ * Returns the repaired value; structural validation happens afterwards against `ProtocolOutputSchema`.
+ */
+export function repairCarrierArguments(raw: unknown): RepairOutcome {
+  const repairs: Repair[] = [];
+  const issues: ProtocolIssue[] = [];
+  let value = raw;
+
+  if (typeof value === 'string') {
+    const read = readStringified(value, '', 'the AgentProtocolOutput arguments', repairs);
+    if (!read.ok) return { value, repairs, issues: [read.issue] };
+    value = read.value;
+  }
+
+  if (isRecord(value) && Object.keys(value).length === 1 && typeof value.input === 'string') {
+    const read = readStringified(value.input, '/input', 'the "input" wrapper', repairs);
+    if (!read.ok) return { value, repairs, issues: [read.issue] };
+    repairs.push({
+      code: REPAIR_CODES.inputWrapperUnwrapped,
+      detail: 'arguments were wrapped as {input: "<json string>"}',
+    });
+    value = read.value;
+  }
+
+  if (!isRecord(value)) return { value, repairs, issues };
+  const out: Record<string, unknown> = { ...value };
+
+  if (typeof out.calls === 'string') {
+    const read = readStringified(out.calls, '/calls', '"calls"', repairs);
+    if (!read.ok) {
+      issues.push(read.issue);
+      return { value: out, repairs, issues };
+    }
+    repairs.push({ code: REPAIR_CODES.callsStringParsed, detail: '"calls" was sent as a JSON string' });
+    out.calls = read.value;
+  }
+
+  if (Array.isArray(out.calls)) {
+    const blank = out.calls.filter((item) => typeof item === 'string' && item.trim() === '').length;
+    if (blank > 0) {
+      repairs.push({
+        code: REPAIR_CODES.blankCallRemoved,
+        detail: `removed ${blank} whitespace-only item(s) from calls`,
+      });
+    }
+    out.calls = out.calls
+      .filter((item) => !(typeof item === 'string' && item.trim() === ''))
+      .map((call, index) => repairCall(call, index, repairs));
+  }
+
+  if ((out.kind === 'answer' || out.kind === 'done') && out.message === undefined) {
+    // Only one alias present is unambiguous; with both, the schema rejects the unknown keys.
+    const aliases = (['answer', 'text'] as const).filter((key) => key in out);
+    const alias = aliases[0];
+    if (aliases.length === 1 && alias !== undefined && typeof out[alias] === 'string') {
+      out.message = out[alias];
+      delete out[alias];
+      repairs.push({ code: REPAIR_CODES.messageAliasRenamed, detail: `"${alias}" used instead of "message"` });
+    }
+  }
+
+  return { value: out, repairs, issues };
+}

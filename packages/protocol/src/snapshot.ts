@@ -1,0 +1,350 @@
+import { z } from 'zod';
+import { OarErrorSchema } from './errors.js';
+
+/**
+ * Durable snapshots and read models of the Agent Runtime standard (`agentruntime-snapshot.schema.json`), shaped so
+ * that every OAR session snapshot also satisfies the stricter Lime profile snapshot: `runtimeId`, `updatedAt`,
+ * `tasks`, `taskSummary`, `routingLimitSummary`, `telemetrySummary`, `evidenceRefs` and at least one thread, each
+ * thread carrying `turns`, `pendingRequests`, `queuedTurns`, `incidents` and `evidenceSummary`.
+ *
+ * Unlike events, read models are plain (non-loose) objects: they are always rebuilt by OAR's own projections from
+ * the event log, so parsing one is a normalization and an unknown field is a bug, not a fact to preserve.
+ * "Object" bags the standard leaves open stay open records.
+ */
+
+const Id = z.string().min(1);
+const Timestamp = z.iso.datetime({ offset: true });
+const Count = z.number().int().min(0);
+const Bag = z.record(z.string(), z.unknown());
+
+/** Thread status, the core schema's closed `thread.status` enum. */
+export const THREAD_STATUSES = [
+  'idle',
+  'queued',
+  'running',
+  'blocked',
+  'completed',
+  'failed',
+  'cancelled',
+  'stale',
+  'unknown',
+] as const;
+export const ThreadStatusSchema = z.enum(THREAD_STATUSES);
+export type ThreadStatus = z.infer<typeof ThreadStatusSchema>;
+
+/** The core schema's `statusValue` (task attempts, subagents). `unknown`/`unavailable` are honest answers. */
+export const STATUS_VALUES = [
+  'idle',
+  'queued',
+  'preparing',
+  'running',
+  'blocked',
+  'streaming',
+  'retrying',
+  'completed',
+  'failed',
+  'cancelled',
+  'stale',
+  'unknown',
+  'unavailable',
+  'not_applicable',
+] as const;
+export const StatusValueSchema = z.enum(STATUS_VALUES);
+export type StatusValue = z.infer<typeof StatusValueSchema>;
+
+/** The core schema's `taskStatusValue`. */
+export const TASK_STATUS_VALUES = [
+  'draft',
+  'accepted',
+  'queued',
+  'preparing',
+  'running',
+  'waiting_input',
+  'waiting_permission',
+  'waiting_resource',
+  'blocked',
+  'paused',
+  'retrying',
+  'cancelling',
+  'cancelled',
+  'timed_out',
+  'failed',
+  'lost',
+  'completed',
+  'archived',
+  'stale',
+  'unknown',
+] as const;
+export const TaskStatusValueSchema = z.enum(TASK_STATUS_VALUES);
+export type TaskStatusValue = z.infer<typeof TaskStatusValueSchema>;
+
+/**
+ * Turn status: the spec's runtime status vocabulary ("Runtime SHOULD 区分") plus `unknown`. The core schema types
+ * `turn.status` as a free string; OAR narrows it so a consumer can switch on it exhaustively.
+ */
+export const TURN_STATUSES = [
+  'accepted',
+  'queued',
+  'preparing',
+  'running',
+  'waiting_input',
+  'waiting_permission',
+  'waiting_resource',
+  'blocked',
+  'streaming',
+  'retrying',
+  'lost',
+  'timed_out',
+  'completed',
+  'failed',
+  'cancelled',
+  'stale',
+  'unknown',
+] as const;
+export const TurnStatusSchema = z.enum(TURN_STATUSES);
+export type TurnStatus = z.infer<typeof TurnStatusSchema>;
+
+export const TASK_VISIBILITIES = ['foreground', 'background', 'internal', 'hidden', 'unknown'] as const;
+export const TaskVisibilitySchema = z.enum(TASK_VISIBILITIES);
+export type TaskVisibility = z.infer<typeof TaskVisibilitySchema>;
+
+export const TaskAttemptSchema = z.object({
+  runId: Id,
+  attemptId: Id.optional(),
+  status: StatusValueSchema,
+  worker: Bag.optional(),
+  inputRefs: z.array(Bag).optional(),
+  outputRefs: z.array(Bag).optional(),
+  checkpointRefs: z.array(Bag).optional(),
+  startedAt: Timestamp.optional(),
+  endedAt: Timestamp.optional(),
+  attemptCount: Count.optional(),
+  retryPolicy: Bag.optional(),
+  lastError: OarErrorSchema.optional(),
+  completionSummary: z.string().optional(),
+});
+export type TaskAttempt = z.infer<typeof TaskAttemptSchema>;
+
+/** A task graph edge. `kind` is free in the standard (parent, child, dependency, source, artifact, evidence, subagent…). */
+export const TaskRelationshipSchema = z.object({
+  kind: Id,
+  targetId: Id,
+  status: z.string().optional(),
+  reason: z.string().optional(),
+  createdAt: Timestamp.optional(),
+  updatedAt: Timestamp.optional(),
+});
+export type TaskRelationship = z.infer<typeof TaskRelationshipSchema>;
+
+export const TaskSchema = z.object({
+  taskId: Id,
+  parentTaskId: Id.optional(),
+  rootTaskId: Id.optional(),
+  sessionId: Id.optional(),
+  threadId: Id.optional(),
+  turnId: Id.optional(),
+  title: z.string().optional(),
+  objective: z.string().optional(),
+  taskKind: z.string().optional(),
+  taskFamily: z.string().optional(),
+  visibility: TaskVisibilitySchema.optional(),
+  status: TaskStatusValueSchema,
+  nativeStatus: z.string().optional(),
+  priority: z.string().optional(),
+  requestedBy: Bag.optional(),
+  owner: Bag.optional(),
+  assignee: Bag.optional(),
+  scope: Bag.optional(),
+  constraints: Bag.optional(),
+  taskProfile: Bag.optional(),
+  acceptance: z.array(Bag).optional(),
+  progress: Bag.optional(),
+  currentRunId: Id.optional(),
+  /** Every attempt, oldest first: a retry appends, it never rewrites history. */
+  attempts: z.array(TaskAttemptSchema).optional(),
+  relationships: z.array(TaskRelationshipSchema).optional(),
+  artifacts: z.array(Bag).optional(),
+  evidenceRefs: z.array(Id).optional(),
+  deliveryState: Bag.optional(),
+  lastError: OarErrorSchema.optional(),
+  statusReason: z.string().optional(),
+  createdAt: Timestamp.optional(),
+  updatedAt: Timestamp.optional(),
+  startedAt: Timestamp.optional(),
+  endedAt: Timestamp.optional(),
+});
+export type Task = z.infer<typeof TaskSchema>;
+
+export const TurnReadModelSchema = z.object({
+  turnId: Id,
+  status: TurnStatusSchema,
+  startedAt: Timestamp.optional(),
+  completedAt: Timestamp.optional(),
+  steps: z.array(Bag).optional(),
+  taskProfile: Bag.optional(),
+  routingDecision: Bag.optional(),
+  candidateModelSet: Bag.optional(),
+  permissionState: Bag.optional(),
+  sandboxProfile: Bag.optional(),
+  executionEnvironment: Bag.optional(),
+  costState: Bag.optional(),
+  limitState: Bag.optional(),
+  hookRuns: z.array(Bag).optional(),
+  processes: z.array(Bag).optional(),
+  outputRefs: z.array(Bag).optional(),
+  taskId: Id.optional(),
+  runId: Id.optional(),
+  attemptId: Id.optional(),
+  tasks: z.array(TaskSchema).optional(),
+});
+export type TurnReadModel = z.infer<typeof TurnReadModelSchema>;
+
+/** A durable pending human/policy decision; it leaves this list only through `respond_action`. */
+export const PendingRequestSchema = z.object({
+  actionId: Id,
+  actionType: Id,
+  turnId: Id.optional(),
+  toolCallId: Id.optional(),
+  prompt: z.string().optional(),
+  requestedAt: Timestamp.optional(),
+});
+export type PendingRequest = z.infer<typeof PendingRequestSchema>;
+
+export const QueuedTurnSchema = z.object({
+  queuedTurnId: Id,
+  position: Count,
+  turnId: Id.optional(),
+  source: z.string().optional(),
+  inputRef: z.string().optional(),
+  enqueuedAt: Timestamp.optional(),
+});
+export type QueuedTurn = z.infer<typeof QueuedTurnSchema>;
+
+/** Something that went wrong on the thread and a reader should see, with the structured error when there is one. */
+export const IncidentSchema = z.object({
+  severity: z.enum(['warning', 'error']),
+  code: Id,
+  message: z.string(),
+  at: Timestamp.optional(),
+  turnId: Id.optional(),
+  eventId: Id.optional(),
+  error: OarErrorSchema.optional(),
+});
+export type Incident = z.infer<typeof IncidentSchema>;
+
+export const VerificationOutcomeSchema = z.object({
+  name: Id,
+  status: Id,
+  detail: z.string().optional(),
+});
+export type VerificationOutcome = z.infer<typeof VerificationOutcomeSchema>;
+
+export const EvidenceSummarySchema = z.object({
+  evidenceRefs: z.array(Id).optional(),
+  traceIds: z.array(Id).optional(),
+  verificationOutcomes: z.array(VerificationOutcomeSchema).optional(),
+  replayRefs: z.array(Id).optional(),
+  reviewRefs: z.array(Id).optional(),
+  auditNotes: z.array(z.string()).optional(),
+});
+export type EvidenceSummary = z.infer<typeof EvidenceSummarySchema>;
+
+export const ThreadReadModelSchema = z.object({
+  threadId: Id,
+  status: ThreadStatusSchema,
+  title: z.string().optional(),
+  activeTurnId: Id.optional(),
+  turns: z.array(TurnReadModelSchema),
+  pendingRequests: z.array(PendingRequestSchema),
+  queuedTurns: z.array(QueuedTurnSchema),
+  incidents: z.array(IncidentSchema),
+  evidenceSummary: EvidenceSummarySchema,
+  /** How the last finished turn ended, for a reader that does not want to scan `turns`. */
+  lastOutcome: Bag.optional(),
+  actions: z.array(Bag).optional(),
+  toolCalls: z.array(Bag).optional(),
+  processes: z.array(Bag).optional(),
+  permissionState: Bag.optional(),
+  sandboxState: Bag.optional(),
+  modelRouting: Bag.optional(),
+  limitState: Bag.optional(),
+  costState: Bag.optional(),
+  subagents: z.array(Bag).optional(),
+  jobs: z.array(Bag).optional(),
+  channels: z.array(Bag).optional(),
+  telemetry: Bag.optional(),
+  history: Bag.optional(),
+  outputs: z.array(Bag).optional(),
+  tasks: z.array(TaskSchema).optional(),
+  taskGraph: Bag.optional(),
+  blockedTasks: z.array(Bag).optional(),
+});
+export type ThreadReadModel = z.infer<typeof ThreadReadModelSchema>;
+
+export const TaskSummarySchema = z.object({
+  total: Count.optional(),
+  active: Count.optional(),
+  waiting: Count.optional(),
+  blocked: Count.optional(),
+  completed: Count.optional(),
+  failed: Count.optional(),
+  cancelled: Count.optional(),
+  lost: Count.optional(),
+});
+export type TaskSummary = z.infer<typeof TaskSummarySchema>;
+
+export const RoutingLimitSummarySchema = z.object({
+  candidateCount: Count.optional(),
+  singleCandidate: z.boolean().optional(),
+  selectedModel: z.string().optional(),
+  provider: z.string().optional(),
+  taskKind: z.string().optional(),
+  costState: Bag.optional(),
+  limitState: Bag.optional(),
+});
+export type RoutingLimitSummary = z.infer<typeof RoutingLimitSummarySchema>;
+
+/** `joinStatus` says whether the trace ids could be joined to the telemetry backend: unknown is an honest answer. */
+export const TelemetrySummarySchema = z.object({
+  traceIds: z.array(Id).optional(),
+  joinStatus: z.enum(['joined', 'partial', 'not_joined', 'unavailable', 'unknown']).optional(),
+  usage: z
+    .object({
+      inputTokens: Count.optional(),
+      outputTokens: Count.optional(),
+      totalTokens: Count.optional(),
+    })
+    .optional(),
+});
+export type TelemetrySummary = z.infer<typeof TelemetrySummarySchema>;
+
+/** The session snapshot (`get_session`): OAR's profile of the core snapshot, Lime-profile compatible. */
+export const SessionSnapshotSchema = z.object({
+  schemaVersion: z.string().min(1),
+  runtimeId: Id,
+  sessionId: Id,
+  workspaceId: z.string().optional(),
+  title: z.string().optional(),
+  createdAt: Timestamp.optional(),
+  updatedAt: Timestamp,
+  /** At least one: the Lime profile requires it, so OAR creates a session together with its first thread. */
+  threads: z.array(ThreadReadModelSchema).min(1),
+  toolInventoryRef: z.string().optional(),
+  evidenceRefs: z.array(Id),
+  executionEnvironment: Bag.optional(),
+  permissionState: Bag.optional(),
+  sandboxState: Bag.optional(),
+  routingLimitSummary: RoutingLimitSummarySchema,
+  subagentJobSummary: Bag.optional(),
+  channelSummary: Bag.optional(),
+  telemetrySummary: TelemetrySummarySchema,
+  outputSummary: Bag.optional(),
+  historySummary: Bag.optional(),
+  benchmarkSummary: Bag.optional(),
+  taskSummary: TaskSummarySchema,
+  tasks: z.array(TaskSchema),
+  taskGraph: Bag.optional(),
+  blockedTasks: z.array(Bag).optional(),
+  deliveryState: Bag.optional(),
+});
+export type SessionSnapshot = z.infer<typeof SessionSnapshotSchema>;

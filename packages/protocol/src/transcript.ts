@@ -1,0 +1,520 @@
+import { z } from 'zod';
+import { EXECUTOR_TYPES, type ExecutorType, ExecutorTypeSchema } from './declaration.js';
+import { type OarError, oarError } from './errors.js';
+import {
+  type ActionResult,
+  ActionResultSchema,
+  AggregateStatusSchema,
+  aggregateStatus,
+  estimateTokens,
+  headWithinTokens,
+  type Observation,
+  type ObservedCall,
+} from './result.js';
+import { schemaIssues } from './schema-issues.js';
+
+/**
+ * The Markdown transcript: the only runtime → model request format under the compatibility carrier (spec
+ * "Runtime 到模型:Request Transcript"). Each call is immediately followed by its result so the model never has to
+ * pair them up; private reasoning is never rendered because no input type here has a field for it (unknown keys,
+ * `reasoning` included, are stripped by the schemas). Format and input file: docs/fragments/transcript.md.
+ */
+
+export const TRANSCRIPT_CLOSING_INSTRUCTION =
+  'Based on all turns above, decide the next step.\nStrictly follow the Agent Protocol output requirements for this request.';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Input schema (the JSON file `oar protocol transcript FILE` renders; also what the engine builds)
+// ---------------------------------------------------------------------------------------------------------------
+
+const EXECUTOR_TYPE_SET: ReadonlySet<string> = new Set(EXECUTOR_TYPES);
+
+/**
+ * `"agent:auto"` / `"tool:read"` shorthand or `{type, target}` (extra keys such as capabilities are ignored). A
+ * string whose part before the first colon is not an executor type names a tool as a whole (`"read"`).
+ */
+const TranscriptExecutorSchema = z.union([
+  z
+    .string()
+    .min(1)
+    .transform((value, ctx) => {
+      const colon = value.indexOf(':');
+      const prefix = colon > 0 ? value.slice(0, colon) : '';
+      if (!EXECUTOR_TYPE_SET.has(prefix)) return { type: 'tool' as ExecutorType, target: value };
+      const target = value.slice(colon + 1);
+      if (target === '') {
+        ctx.addIssue({ code: 'custom', message: `executor "${value}" has no target after the colon` });
+        return z.NEVER;
+      }
+      return { type: prefix as ExecutorType, target };
+    }),
+  z.object({ type: ExecutorTypeSchema, target: z.string().min(1) }),
+]);
+
+const TranscriptActionSchema = z.object({
+  id: z.string().min(1),
+  executor: TranscriptExecutorSchema,
+  operation: z.string().optional(),
+  input: z.record(z.string(), z.unknown()).default({}),
+  /** One id or a list, like the carrier's `depends`. */
+  dependsOn: z
+    .union([z.string(), z.array(z.string())])
+    .optional()
+    .transform((v) => (v === undefined ? [] : typeof v === 'string' ? [v] : v)),
+  title: z.string().optional(),
+  description: z.string().optional(),
+});
+
+/**
+ * A call and its result. `action` is the authoring name; `call` (the Observation shape) is accepted too, so parsing
+ * is idempotent. One object with both optional (rather than a union) keeps validation errors precise.
+ */
+export const TranscriptCallSchema = z
+  .object({
+    action: TranscriptActionSchema.optional(),
+    call: TranscriptActionSchema.optional(),
+    /** `id` defaults to the action's id so a hand-written file does not repeat it. */
+    result: ActionResultSchema.extend({ id: z.string().min(1).optional() }),
+  })
+  .superRefine((value, ctx) => {
+    const action = value.action ?? value.call;
+    if (!action || (value.action && value.call)) {
+      ctx.addIssue({ code: 'custom', path: ['action'], message: 'give the call as exactly one of "action" or "call"' });
+      return;
+    }
+    if (value.result.id !== undefined && value.result.id !== action.id) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['result', 'id'],
+        message: `result id "${value.result.id}" does not match its call "${action.id}"`,
+      });
+    }
+  })
+  .transform(({ action, call, result }): Observation => {
+    // Presence is guaranteed by the refinement above.
+    const observed = (action ?? call) as ObservedCall;
+    return { call: observed, result: { ...result, id: observed.id } };
+  });
+
+/** 1-based position shown in `<turn index="N">`; defaults to the turn's position in the list. */
+const turnIndex = z.number().int().positive().optional();
+
+export const UserTurnSchema = z.object({
+  kind: z.literal('user'),
+  index: turnIndex,
+  text: z.string(),
+  /** Where the full text is stored, named when the turn is shortened for budget. */
+  ref: z.string().optional(),
+});
+
+export const AnswerTurnSchema = z.object({
+  kind: z.literal('answer'),
+  index: turnIndex,
+  text: z.string(),
+  ref: z.string().optional(),
+});
+
+export const ProtocolTurnSchema = z.object({
+  kind: z.literal('protocol'),
+  index: turnIndex,
+  runId: z.string().min(1),
+  /** The model's short reason or title for this group of calls. */
+  purpose: z.string().optional(),
+  /** Defaults to the runtime aggregate of the call results (see `aggregateStatus`). */
+  status: AggregateStatusSchema.optional(),
+  calls: z.array(TranscriptCallSchema).default([]),
+  /** The original declaration for full replay: raw text as the model wrote it (DSL Markdown) or its JSON. */
+  declaration: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
+});
+
+export const TranscriptTurnSchema = z.discriminatedUnion('kind', [
+  UserTurnSchema,
+  ProtocolTurnSchema,
+  AnswerTurnSchema,
+]);
+export type TranscriptTurn = z.infer<typeof TranscriptTurnSchema>;
+export type TranscriptTurnInput = z.input<typeof TranscriptTurnSchema>;
+export type ProtocolTurn = z.infer<typeof ProtocolTurnSchema>;
+
+/** `{ "turns": [...] }` or a bare array of turns. */
+export const TranscriptInputSchema = z.preprocess(
+  (v) => (Array.isArray(v) ? { turns: v } : v),
+  z.object({ turns: z.array(TranscriptTurnSchema) }),
+);
+export type TranscriptInput = z.infer<typeof TranscriptInputSchema>;
+export type TranscriptSource = { turns: TranscriptTurnInput[] } | TranscriptTurnInput[];
+
+/** Validate a transcript input file without throwing: the CLI reports the structured error as is. */
+export function parseTranscriptInput(
+  value: unknown,
+): { ok: true; input: TranscriptInput } | { ok: false; error: OarError } {
+  const parsed = TranscriptInputSchema.safeParse(value);
+  if (parsed.success) return { ok: true, input: parsed.data };
+  const issues = schemaIssues(parsed.error);
+  const first = issues[0];
+  return {
+    ok: false,
+    error: oarError(
+      'invalid_transcript_input',
+      `transcript input is invalid${first ? `: ${first.path || '/'} ${first.message}` : ''}`,
+      { details: { issues } },
+    ),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Markdown helpers
+// ---------------------------------------------------------------------------------------------------------------
+
+function longestBacktickRun(text: string): number {
+  let longest = 0;
+  for (const run of text.match(/`+/g) ?? []) longest = Math.max(longest, run.length);
+  return longest;
+}
+
+/** A fence longer than any backtick run inside, so content (e.g. a DSL declaration with its own fences) cannot close it. */
+function codeBlock(info: string, content: string): string {
+  const fence = '`'.repeat(Math.max(3, longestBacktickRun(content) + 1));
+  return `${fence}${info}\n${content}\n${fence}`;
+}
+
+function inlineCode(text: string): string {
+  const ticks = '`'.repeat(longestBacktickRun(text) + 1);
+  const pad = text.startsWith('`') || text.endsWith('`') ? ' ' : '';
+  return `${ticks}${pad}${text}${pad}${ticks}`;
+}
+
+/** Labels (purpose, title, description) are single lines in the format; newlines would break the line structure. */
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+/** Drop leading blank lines and trailing whitespace; keep leading indentation (it may be code). */
+function tidy(text: string): string {
+  return text.replace(/^(?:[ \t]*\r?\n)+/, '').replace(/\s+$/, '');
+}
+
+function isJsonContainer(text: string): boolean {
+  const trimmed = text.trim();
+  if (!(trimmed.startsWith('{') || trimmed.startsWith('['))) return false;
+  try {
+    JSON.parse(trimmed);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Rendering
+// ---------------------------------------------------------------------------------------------------------------
+
+export const REPLAY_MODES = ['full', 'compressed', 'hybrid'] as const;
+export const ReplayModeSchema = z.enum(REPLAY_MODES);
+export type ReplayMode = z.infer<typeof ReplayModeSchema>;
+
+/**
+ * How much of a turn is rendered, from most to least. exact: everything (the declaration verbatim when one is
+ * given); compressed: declaration replaced by a summary + ref, observations whole; summary: also call args and
+ * long results/texts shortened to bounded previews + refs; stub: one line + ref; dropped: not rendered.
+ */
+export const RENDER_LEVELS = ['exact', 'compressed', 'summary', 'stub', 'dropped'] as const;
+export type RenderLevel = (typeof RENDER_LEVELS)[number];
+
+export const DEFAULT_RECENT_TURNS = 4;
+export const DEFAULT_MAX_EXACT_DECLARATION_TOKENS = 1000;
+/** Bounds of the shortened forms; fixed so the same input always renders the same text. */
+export const SUMMARY_TEXT_TOKENS = 120;
+export const SUMMARY_RESULT_TOKENS = 80;
+export const SUMMARY_ARGS_TOKENS = 40;
+const STUB_PREVIEW_TOKENS = 16;
+const STUB_MAX_CALLS = 8;
+
+export interface RenderTranscriptOptions {
+  /** Default `hybrid`, the spec's long-term default. */
+  mode?: ReplayMode;
+  /** Total budget for the whole text (closing instruction included). Omitted = unbounded. */
+  budgetTokens?: number;
+  /** hybrid: a declaration is "recent" when its turn is among the last N turns. Default 4. */
+  recentTurns?: number;
+  /** hybrid: longer declarations are summarized even when recent. Default 1000. */
+  maxExactDeclarationTokens?: number;
+  /** Replaces the standard closing instruction; '' renders none. */
+  closingInstruction?: string;
+}
+
+export interface TranscriptOmission {
+  /** The turn's `index` as rendered (or as it would have been, for a dropped turn). */
+  turn: number;
+  kind: TranscriptTurn['kind'];
+  level: Exclude<RenderLevel, 'exact'>;
+  /** mode: the replay mode chose this level; budget: the token budget forced it. */
+  reason: 'mode' | 'budget';
+  /** Where what was left out can be found (declaration, result artifacts, the run, the stored text). */
+  refs: string[];
+}
+
+export interface RenderedTranscript {
+  text: string;
+  tokens: number;
+  omitted: TranscriptOmission[];
+}
+
+interface Rendered {
+  text: string;
+  refs: string[];
+}
+
+const RANK: Record<RenderLevel, number> = { exact: 0, compressed: 1, summary: 2, stub: 3, dropped: 4 };
+
+function wrapTurn(index: number, body: string): string {
+  return `<turn index="${index}">\n${body}\n</turn>`;
+}
+
+function declarationRef(runId: string): string {
+  return `runtime://runs/${runId}/declaration`;
+}
+
+function outputRef(runId: string, result: ActionResult): string {
+  return result.artifacts[0] ?? `runtime://runs/${runId}/actions/${result.id}/output`;
+}
+
+function declarationText(declaration: NonNullable<ProtocolTurn['declaration']>): { info: string; text: string } {
+  return typeof declaration === 'string'
+    ? { info: 'md', text: tidy(declaration) }
+    : { info: 'json', text: JSON.stringify(declaration, null, 2) };
+}
+
+function renderCall(call: ObservedCall, level: RenderLevel, declarationShown: boolean): string {
+  const { type, target } = call.executor;
+  // A concrete tool is shown as the spec's shell heredoc; anything else (agent, auto, runtime…) by executor label.
+  const concreteTool = type === 'tool' && target !== 'auto';
+  const lines = [concreteTool ? `Tool: ${inlineCode(target)}` : `Executor: ${inlineCode(`${type}:${target}`)}`];
+  if (call.operation) lines.push(`Operation: ${inlineCode(call.operation)}`);
+  if (call.dependsOn.length > 0) lines.push(`Depends: ${call.dependsOn.map(inlineCode).join(', ')}`);
+  if (call.title) lines.push(`Title: ${oneLine(call.title)}`);
+  // Without the exact declaration in view, the description is what tells the model what this action meant.
+  if (call.description && !declarationShown) lines.push(`Description: ${oneLine(call.description)}`);
+  const hasInput = Object.keys(call.input).length > 0;
+  if (level === 'summary') {
+    if (hasInput) {
+      const compact = JSON.stringify(call.input);
+      const preview = headWithinTokens(compact, SUMMARY_ARGS_TOKENS);
+      lines.push(`Args: ${inlineCode(preview === compact ? compact : `${preview}…`)}`);
+    }
+    return `### Call ${call.id}\n\n${lines.join('\n')}`;
+  }
+  const parts = [`### Call ${call.id}`, lines.join('\n')];
+  const args = JSON.stringify(call.input, null, 2);
+  if (concreteTool) parts.push(codeBlock('shell', `tool ${target} <<'JSON'\n${args}\nJSON`));
+  else if (hasInput) parts.push(codeBlock('json', args));
+  return parts.join('\n\n');
+}
+
+function resultBody(result: ActionResult): string | undefined {
+  const body =
+    result.content ??
+    result.summary ??
+    result.excerpt ??
+    (result.structured !== undefined ? JSON.stringify(result.structured, null, 2) : undefined);
+  return body === undefined || body.trim() === '' ? undefined : tidy(body);
+}
+
+function renderResult(result: ActionResult, level: RenderLevel, runId: string): Rendered {
+  const lines = [`Status: ${result.status}`];
+  if (result.error) {
+    const retry = result.error.retryable ? ' (retryable)' : '';
+    lines.push(`Error: ${inlineCode(result.error.code)} ${oneLine(result.error.message)}${retry}`);
+  }
+  if (result.artifacts.length > 0) lines.push(`Artifacts: ${result.artifacts.join(', ')}`);
+  const heading = `### Result for ${result.id}\n\n${lines.join('\n')}`;
+  let body = resultBody(result);
+  if (body === undefined) return { text: heading, refs: [] };
+  const refs: string[] = [];
+  let info = isJsonContainer(body) ? 'json' : 'md';
+  if (level === 'summary' && estimateTokens(body) > SUMMARY_RESULT_TOKENS) {
+    const ref = outputRef(runId, result);
+    const short =
+      result.summary !== undefined && estimateTokens(result.summary) <= SUMMARY_RESULT_TOKENS
+        ? tidy(result.summary)
+        : `${headWithinTokens(body, SUMMARY_RESULT_TOKENS)}\n…`;
+    body = `${short}\n\n[summarized for context budget; full result: ${ref}]`;
+    info = 'md';
+    refs.push(ref);
+  }
+  return { text: `${heading}\n\n${codeBlock(info, body)}`, refs };
+}
+
+function renderProtocolTurn(turn: ProtocolTurn, index: number, level: RenderLevel): Rendered {
+  const status = turn.status ?? aggregateStatus(turn.calls.map((c) => c.result));
+  const heading = '## Assistant protocol request and runtime observations';
+  if (level === 'stub') {
+    const listed = turn.calls.slice(0, STUB_MAX_CALLS).map((c) => `${inlineCode(c.call.id)} ${c.result.status}`);
+    const more = turn.calls.length > STUB_MAX_CALLS ? `, and ${turn.calls.length - STUB_MAX_CALLS} more` : '';
+    const purpose = turn.purpose ? ` (${oneLine(turn.purpose)})` : '';
+    const calls = listed.length > 0 ? `${listed.join(', ')}${more}` : 'none';
+    const runRef = `runtime://runs/${turn.runId}`;
+    const line = `Omitted for context budget: run ${inlineCode(turn.runId)}${purpose}, status ${status}; calls: ${calls}. Details: ${runRef}`;
+    return { text: wrapTurn(index, `${heading}\n\n${line}`), refs: [runRef] };
+  }
+  const header = [`run_id: ${inlineCode(turn.runId)}`];
+  if (turn.purpose) header.push(`Purpose: ${oneLine(turn.purpose)}`);
+  header.push(`Status: ${status}`);
+  const parts = [heading, header.join('\n')];
+  const refs: string[] = [];
+  const declarationShown = level === 'exact' && turn.declaration !== undefined;
+  if (turn.declaration !== undefined) {
+    if (declarationShown) {
+      const { info, text } = declarationText(turn.declaration);
+      parts.push(`### Declaration\n\n${codeBlock(info, text)}`);
+    } else {
+      const n = turn.calls.length;
+      const listed = turn.calls.map(
+        (c) => `${inlineCode(c.call.id)}${c.call.title ? ` (${oneLine(c.call.title)})` : ''}`,
+      );
+      const declared =
+        n === 0 ? 'Declared no actions.' : `Declared ${n} action${n === 1 ? '' : 's'}: ${listed.join(', ')}.`;
+      const ref = declarationRef(turn.runId);
+      parts.push(`### Declaration summary\n\n${declared}\nExact declaration: ${ref}`);
+      refs.push(ref);
+    }
+  }
+  for (const { call, result } of turn.calls) {
+    parts.push(renderCall(call, level, declarationShown));
+    const rendered = renderResult(result, level, turn.runId);
+    parts.push(rendered.text);
+    refs.push(...rendered.refs);
+  }
+  return { text: wrapTurn(index, parts.join('\n\n')), refs };
+}
+
+function renderTextTurn(
+  turn: TranscriptTurn & { kind: 'user' | 'answer' },
+  index: number,
+  level: RenderLevel,
+): Rendered {
+  const heading = turn.kind === 'user' ? '## User request' : '## Assistant answer';
+  const text = tidy(turn.text);
+  const refs = turn.ref ? [turn.ref] : [];
+  if (level === 'stub') {
+    const flat = oneLine(text);
+    const preview = headWithinTokens(flat, STUB_PREVIEW_TOKENS);
+    const quoted = `"${preview}${preview === flat ? '' : '…'}"`;
+    const details = turn.ref ? ` Details: ${turn.ref}` : '';
+    return { text: wrapTurn(index, `${heading}\n\nOmitted for context budget: ${quoted}.${details}`), refs };
+  }
+  if (level === 'summary' && estimateTokens(text) > SUMMARY_TEXT_TOKENS) {
+    const where = turn.ref ? `; full text: ${turn.ref}` : '';
+    const body = `${headWithinTokens(text, SUMMARY_TEXT_TOKENS)}\n…\n\n[truncated for context budget${where}]`;
+    return { text: wrapTurn(index, `${heading}\n\n${body}`), refs };
+  }
+  return { text: wrapTurn(index, `${heading}\n\n${text}`), refs: [] };
+}
+
+function renderTurn(turn: TranscriptTurn, index: number, level: RenderLevel): Rendered {
+  return turn.kind === 'protocol' ? renderProtocolTurn(turn, index, level) : renderTextTurn(turn, index, level);
+}
+
+/**
+ * Render the transcript. The replay mode picks each turn's starting level (full: exact; compressed: declarations
+ * summarized; hybrid: exact only for declarations in the last `recentTurns` turns and within
+ * `maxExactDeclarationTokens`). Over `budgetTokens`, turns degrade oldest first, one level at a time across all
+ * older turns (compressed, then summary, then stub) so every turn keeps its gist as long as possible; then the last
+ * turn is shortened to summary; then older stubs are dropped. The most recent user request is never shortened or
+ * dropped, and the last turn never goes below summary — if the text still exceeds the budget, `tokens` says so.
+ */
+export function renderTranscript(
+  source: TranscriptSource | TranscriptInput,
+  options: RenderTranscriptOptions = {},
+): RenderedTranscript {
+  const { turns } = TranscriptInputSchema.parse(source);
+  const mode = options.mode ?? 'hybrid';
+  const recentTurns = options.recentTurns ?? DEFAULT_RECENT_TURNS;
+  const maxExact = options.maxExactDeclarationTokens ?? DEFAULT_MAX_EXACT_DECLARATION_TOKENS;
+  const closing = options.closingInstruction ?? TRANSCRIPT_CLOSING_INSTRUCTION;
+  const indexes = turns.map((t, i) => t.index ?? i + 1);
+
+  const startLevel = (turn: TranscriptTurn, position: number): RenderLevel => {
+    if (turn.kind !== 'protocol' || turn.declaration === undefined || mode === 'full') return 'exact';
+    if (mode === 'compressed') return 'compressed';
+    const recent = position >= turns.length - recentTurns;
+    const short = estimateTokens(declarationText(turn.declaration).text) <= maxExact;
+    return recent && short ? 'exact' : 'compressed';
+  };
+  const initial = turns.map(startLevel);
+  const levels = [...initial];
+
+  const cache = new Map<string, Rendered>();
+  const renderAt = (position: number, level: RenderLevel): Rendered => {
+    const key = `${position}:${level}`;
+    let rendered = cache.get(key);
+    if (!rendered) {
+      const turn = turns[position] as TranscriptTurn;
+      rendered = renderTurn(turn, indexes[position] ?? position + 1, level);
+      cache.set(key, rendered);
+    }
+    return rendered;
+  };
+  const compose = (): string => {
+    const pieces = levels.flatMap((level, i) => (level === 'dropped' ? [] : [renderAt(i, level).text]));
+    if (closing !== '') pieces.push(closing);
+    return pieces.length > 0 ? `${pieces.join('\n\n')}\n` : '';
+  };
+
+  let text = compose();
+  const budget = options.budgetTokens;
+  if (budget !== undefined && estimateTokens(text) > budget) {
+    let latestUser = -1;
+    turns.forEach((t, i) => {
+      if (t.kind === 'user') latestUser = i;
+    });
+    const last = turns.length - 1;
+    const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last);
+    const steps: Array<[number, RenderLevel]> = [];
+    for (const level of ['compressed', 'summary', 'stub'] as const) for (const i of older) steps.push([i, level]);
+    if (last >= 0 && last !== latestUser) steps.push([last, 'compressed'], [last, 'summary']);
+    for (const i of older) steps.push([i, 'dropped']);
+    let tokens = estimateTokens(text);
+    for (const [i, level] of steps) {
+      const current = levels[i] ?? 'exact';
+      if (RANK[current] >= RANK[level]) continue;
+      levels[i] = level;
+      const candidate = compose();
+      const candidateTokens = estimateTokens(candidate);
+      // A shorter form is not always shorter (a stub of a two-word request is longer than the request): keep
+      // whichever is smaller, so a larger budget never yields a shorter transcript.
+      if (candidateTokens >= tokens) {
+        levels[i] = current;
+        continue;
+      }
+      text = candidate;
+      tokens = candidateTokens;
+      if (tokens <= budget) break;
+    }
+  }
+
+  const omitted: TranscriptOmission[] = [];
+  levels.forEach((level, i) => {
+    if (level === 'exact') return;
+    const turn = turns[i] as TranscriptTurn;
+    // A level that changed nothing (e.g. a short user turn at "summary") left nothing out.
+    if (level !== 'dropped' && renderAt(i, level).text === renderAt(i, 'exact').text) return;
+    const refs =
+      level === 'dropped'
+        ? turn.kind === 'protocol'
+          ? [`runtime://runs/${turn.runId}`]
+          : turn.ref
+            ? [turn.ref]
+            : []
+        : renderAt(i, level).refs;
+    omitted.push({
+      turn: indexes[i] ?? i + 1,
+      kind: turn.kind,
+      level,
+      reason: level === initial[i] ? 'mode' : 'budget',
+      refs,
+    });
+  });
+
+  return { text, tokens: estimateTokens(text), omitted };
+}

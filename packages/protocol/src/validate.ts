@@ -1,0 +1,950 @@
+import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { z } from 'zod';
+import type { Catalog, CatalogAgent, CatalogTool } from './catalog.js';
+import { type Action, type Declaration, EXECUTOR_TYPES, type Intent } from './declaration.js';
+import { ProtocolIssueSchema, pointer } from './errors.js';
+
+/**
+ * Graph validation of a normalized declaration: ids, dependencies, cycles, size limits, executor targets against
+ * the catalog and registry, tool input against the tool's JSON Schema, and intent/graph consistency.
+ *
+ * It never throws on anything shaped like a Declaration (callers may pass unchecked data) and reports every
+ * violation at once, because the model gets exactly one corrective retry: a fault it is not told about now
+ * costs the whole turn later.
+ */
+
+/** Stable issue codes; keys equal values so callers can switch on either. */
+export const VALIDATION_CODES = {
+  invalid_action_id: 'invalid_action_id',
+  duplicate_action_id: 'duplicate_action_id',
+  action_id_reused: 'action_id_reused',
+  unknown_dependency: 'unknown_dependency',
+  self_dependency: 'self_dependency',
+  dependency_not_completed: 'dependency_not_completed',
+  dependency_cycle: 'dependency_cycle',
+  dependency_chain_too_long: 'dependency_chain_too_long',
+  executor_type_auto: 'executor_type_auto',
+  unknown_executor: 'unknown_executor',
+  unknown_tool: 'unknown_tool',
+  tool_target_unresolved: 'tool_target_unresolved',
+  invalid_tool_args: 'invalid_tool_args',
+  invalid_tool_schema: 'invalid_tool_schema',
+  invalid_input: 'invalid_input',
+  unknown_agent: 'unknown_agent',
+  no_agent_for_capabilities: 'no_agent_for_capabilities',
+  no_agents_available: 'no_agents_available',
+  too_many_actions: 'too_many_actions',
+  args_too_large: 'args_too_large',
+  too_many_dependencies: 'too_many_dependencies',
+  empty_action_graph: 'empty_action_graph',
+  unexpected_actions: 'unexpected_actions',
+} as const;
+export type ValidationCode = (typeof VALIDATION_CODES)[keyof typeof VALIDATION_CODES];
+
+/** Control operations the runtime itself executes (executor type `runtime`). */
+export const RUNTIME_OPERATIONS = ['summarize', 'merge', 'expand_ref', 'wait', 'checkpoint'] as const;
+/** Human decisions the runtime can request (executor type `human`); `auto` is also accepted for this type. */
+export const HUMAN_OPERATIONS = ['ask_user', 'confirm'] as const;
+
+export const ValidationLimitsSchema = z.object({
+  /** Actions in one declaration. */
+  maxActions: z.number().int().positive(),
+  /** Serialized (JSON, UTF-8) bytes of one action's input. Large payloads belong in artifacts or md: sections. */
+  maxArgsBytes: z.number().int().positive(),
+  /** Entries in one action's dependsOn. */
+  maxDependsPerAction: z.number().int().positive(),
+  /** Characters in an action id. */
+  maxIdLength: z.number().int().positive(),
+  /** Actions on the longest dependency chain inside the declaration (each level is a serial round trip). */
+  maxDepth: z.number().int().positive(),
+});
+export type ValidationLimits = z.infer<typeof ValidationLimitsSchema>;
+
+export const DEFAULT_VALIDATION_LIMITS: ValidationLimits = Object.freeze({
+  maxActions: 32,
+  maxArgsBytes: 65_536,
+  // A fan-in action (merge, report) may legitimately wait on every other action of a full-size graph.
+  maxDependsPerAction: 32,
+  maxIdLength: 128,
+  // Equal to maxActions: by default only the action count bounds chains; embedders lower it to cap latency.
+  maxDepth: 32,
+});
+
+export const ValidationHistorySchema = z.object({
+  /** Ids of actions of earlier turns in this thread that completed successfully (may be depended on). */
+  completedActionIds: z.array(z.string()).optional(),
+  /** Ids of every action earlier in this thread, whatever its outcome (may not be reused). */
+  usedActionIds: z.array(z.string()).optional(),
+});
+export type ValidationHistory = z.infer<typeof ValidationHistorySchema>;
+
+/** Executor names beyond the catalog. Runtime and human default to RUNTIME_OPERATIONS / HUMAN_OPERATIONS. */
+export const ExecutorRegistrySchema = z.object({
+  pipeline: z.array(z.string()).optional(),
+  service: z.array(z.string()).optional(),
+  runtime: z.array(z.string()).optional(),
+  human: z.array(z.string()).optional(),
+});
+export type ExecutorRegistry = z.infer<typeof ExecutorRegistrySchema>;
+
+/** A ProtocolIssue plus machine-readable details (e.g. the ids of a cycle). Assignable to ProtocolIssue. */
+export const ValidationIssueSchema = ProtocolIssueSchema.extend({
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+export type ValidationIssue = z.infer<typeof ValidationIssueSchema>;
+
+/** An `auto` target the validator filled in; callers record these like repairs. */
+export const TargetResolutionSchema = z.object({
+  actionId: z.string(),
+  path: z.string(),
+  target: z.string(),
+  reason: z.string(),
+});
+export type TargetResolution = z.infer<typeof TargetResolutionSchema>;
+
+export type ValidateDeclarationOptions = {
+  catalog: Catalog;
+  history?: ValidationHistory;
+  limits?: Partial<ValidationLimits>;
+  executors?: ExecutorRegistry;
+};
+
+export type ValidationResult = {
+  ok: boolean;
+  issues: ValidationIssue[];
+  /** The input with resolvable `auto` targets filled in (the same object when nothing was resolved). */
+  declaration: Declaration;
+  resolutions: TargetResolution[];
+};
+
+// Bounds on how much one bad declaration can make us report: enough to fix everything in one retry,
+// not so much that the corrective prompt drowns the model.
+const MAX_ARG_ISSUES_PER_ACTION = 20;
+const MAX_REPORTED_CYCLES = 32;
+const MAX_LISTED_NAMES = 20;
+const MAX_SCHEMA_SUMMARY_CHARS = 600;
+
+const ID_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:-]*$/;
+const INTENTS_NEEDING_ACTIONS: ReadonlySet<Intent> = new Set(['execute', 'plan', 'revise']);
+const INTENTS_WITHOUT_ACTIONS: ReadonlySet<Intent> = new Set(['respond', 'stop']);
+
+export function validateDeclaration(declaration: Declaration, options: ValidateDeclarationOptions): ValidationResult {
+  const limits: ValidationLimits = { ...DEFAULT_VALIDATION_LIMITS, ...definedOnly(options.limits) };
+  const issues: ValidationIssue[] = [];
+  const resolutions: TargetResolution[] = [];
+  const resolvedTargets = new Map<number, string>();
+  const add: AddIssue = (code, path, message, hint, details) => {
+    const at = typeof path === 'string' ? path : pointer(path);
+    issues.push({ code, path: at, message, hint, ...(details ? { details } : {}) });
+  };
+
+  const actions: unknown[] = Array.isArray(declaration?.actions) ? declaration.actions : [];
+  const catalog = normalizeCatalog(options.catalog);
+  const completed = new Set(stringsOf(options.history?.completedActionIds));
+  // A completed action was necessarily used; union them so callers may pass only one list.
+  const used = new Set([...stringsOf(options.history?.usedActionIds), ...completed]);
+
+  // ---- declaration-level rules
+  const intent = declaration?.intent;
+  if (INTENTS_NEEDING_ACTIONS.has(intent) && actions.length === 0) {
+    add(
+      'empty_action_graph',
+      ['actions'],
+      `Intent '${intent}' declares no actions.`,
+      `Intent '${intent}' needs at least one action. Add the calls you want to run, or answer the user directly (an answer carries no calls).`,
+    );
+  }
+  if (INTENTS_WITHOUT_ACTIONS.has(intent) && actions.length > 0) {
+    add(
+      'unexpected_actions',
+      ['actions'],
+      `Intent '${intent}' must not declare actions, but ${actions.length} were declared.`,
+      `Either drop the ${actions.length} action(s) and keep intent '${intent}', or run them first (act with these calls, intent 'execute') and answer after their results arrive.`,
+    );
+  }
+  if (actions.length > limits.maxActions) {
+    add(
+      'too_many_actions',
+      ['actions'],
+      `The declaration has ${actions.length} actions; at most ${limits.maxActions} are allowed in one declaration.`,
+      `Send at most ${limits.maxActions} actions now (the most important first) and declare the rest in a later turn after these results arrive.`,
+      { count: actions.length, max: limits.maxActions },
+    );
+  }
+
+  // ---- ids: the first occurrence owns an id, so later duplicates and dependencies resolve to it
+  const ids: string[] = actions.map((a) => (isRecord(a) && typeof a.id === 'string' ? a.id : ''));
+  const firstIndexOf = new Map<string, number>();
+  ids.forEach((id, index) => {
+    if (id !== '' && !firstIndexOf.has(id)) firstIndexOf.set(id, index);
+  });
+  const taken = new Set([...ids, ...used]);
+
+  // ---- per-action rules
+  const edges: number[][] = actions.map(() => []);
+  const toolNames = catalog.tools.map((t) => t.name);
+  const agentNames = catalog.agents.map((a) => a.name);
+
+  actions.forEach((raw, index) => {
+    const action: Record<string, unknown> = isRecord(raw) ? raw : {};
+    const id = ids[index] ?? '';
+    const label = id === '' ? `#${index}` : `'${id}'`;
+    const at = (...rest: Array<string | number>) => ['actions', index, ...rest];
+
+    // id format
+    if (id === '' || id.length > limits.maxIdLength || !ID_PATTERN.test(id)) {
+      const why =
+        id === ''
+          ? 'is missing or empty'
+          : id.length > limits.maxIdLength
+            ? `is ${id.length} characters long (max ${limits.maxIdLength})`
+            : /^[A-Za-z0-9_.:-]*$/.test(id)
+              ? `starts with '${id[0]}' (must start with a letter, digit or _)`
+              : 'contains characters other than letters, digits, _ . : -';
+      const suggestion = freshId(sanitizeId(id, index, limits.maxIdLength), taken, limits.maxIdLength);
+      add(
+        'invalid_action_id',
+        at('id'),
+        `Action ${index} id ${JSON.stringify(id)} ${why}.`,
+        `Use an id of letters, digits, '_', '.', ':' or '-' that starts with a letter, digit or '_' and has at most ${limits.maxIdLength} characters, e.g. '${suggestion}'.`,
+      );
+    } else {
+      const first = firstIndexOf.get(id);
+      if (first !== undefined && first !== index) {
+        add(
+          'duplicate_action_id',
+          at('id'),
+          `Action id '${id}' is already used by action ${first} of this declaration.`,
+          `Every action needs its own id. Rename this one, e.g. to '${freshId(id, taken, limits.maxIdLength)}' (ids in this declaration: ${listNames(uniq(ids.filter(Boolean)))}).`,
+          { id, firstIndex: first },
+        );
+      }
+      if (used.has(id)) {
+        add(
+          'action_id_reused',
+          at('id'),
+          `Action id '${id}' was already used earlier in this thread.`,
+          `Ids are never reused within a thread. Pick a new id, e.g. '${freshId(id, taken, limits.maxIdLength)}' (already used: ${listNames([...used])}).`,
+          { id },
+        );
+      }
+    }
+
+    // executor
+    const executor = isRecord(action.executor) ? action.executor : undefined;
+    if (!executor) {
+      add(
+        'unknown_executor',
+        at('executor'),
+        `Action ${label} has no executor.`,
+        `Give the action an executor type (${EXECUTOR_TYPES.join(', ')}) and a target.`,
+      );
+    } else {
+      const type: unknown = executor.type;
+      const target = typeof executor.target === 'string' ? executor.target : '';
+      const capabilities = stringsOf(executor.capabilities);
+      if (type === 'auto') {
+        add(
+          'executor_type_auto',
+          at('executor', 'type'),
+          `Action ${label} has executor type 'auto'; the type must name an executor class.`,
+          `Set the type to one of ${EXECUTOR_TYPES.join(', ')}; put 'auto' in the target instead to let the runtime pick the concrete executor of that type.`,
+        );
+      } else if (typeof type !== 'string' || !(EXECUTOR_TYPES as readonly string[]).includes(type)) {
+        add(
+          'unknown_executor',
+          at('executor', 'type'),
+          `Action ${label} has unknown executor type ${JSON.stringify(type)}.`,
+          `Set the executor type to one of ${EXECUTOR_TYPES.join(', ')}.`,
+        );
+      } else if (type === 'tool') {
+        let tool: CatalogTool | undefined;
+        if (target === 'auto') {
+          const candidates = catalog.tools.filter((t) => capabilities.every((c) => t.capabilities.includes(c)));
+          if (candidates.length === 1 && candidates[0]) {
+            tool = candidates[0];
+            resolvedTargets.set(index, tool.name);
+            resolutions.push({
+              actionId: id,
+              path: pointer(at('executor', 'target')),
+              target: tool.name,
+              reason: `only tool with capabilities [${capabilities.join(', ')}]`,
+            });
+          } else {
+            const wanted = capabilities.length > 0 ? `capabilities [${capabilities.join(', ')}]` : 'no capabilities';
+            add(
+              'tool_target_unresolved',
+              at('executor', 'target'),
+              candidates.length === 0
+                ? `No tool has all of ${wanted} requested by action ${label}.`
+                : `${candidates.length} tools match ${wanted} requested by action ${label}, so 'auto' is ambiguous.`,
+              candidates.length === 0
+                ? catalog.tools.length === 0
+                  ? 'No tools are available in this turn; do this work another way or answer without tools.'
+                  : `Name a tool instead of 'auto'. Available tools and their capabilities: ${listTools(catalog.tools)}.`
+                : `Name one of the matching tools instead of 'auto': ${listNames(candidates.map((t) => t.name))}.`,
+              { capabilities, candidates: candidates.map((t) => t.name) },
+            );
+          }
+        } else {
+          tool = catalog.toolByName.get(target);
+          if (!tool) {
+            add(
+              'unknown_tool',
+              at('executor', 'target'),
+              `Action ${label} calls tool '${target}', which is not available in this turn.`,
+              toolNames.length === 0
+                ? 'No tools are available in this turn; do this work another way or answer without tools.'
+                : `${didYouMean(target, toolNames)}Use one of the available tools: ${listNames(toolNames)}.`,
+              { target },
+            );
+          }
+        }
+        if (tool) checkToolInput(tool, action.input, index, label, limits, add);
+      } else if (type === 'agent') {
+        if (target === 'auto') {
+          if (catalog.agents.length === 0) {
+            add(
+              'no_agents_available',
+              at('executor', 'target'),
+              `Action ${label} asks for an agent, but no agents are available in this turn.`,
+              'Do this work with tools or yourself instead of delegating it to an agent.',
+            );
+          } else if (!catalog.agents.some((a) => capabilities.every((c) => a.capabilities.includes(c)))) {
+            add(
+              'no_agent_for_capabilities',
+              at('executor', 'capabilities'),
+              `No agent has all of the capabilities [${capabilities.join(', ')}] requested by action ${label}.`,
+              `Request fewer capabilities or name an agent. Available agents and their capabilities: ${listAgents(catalog.agents)}.`,
+              { capabilities },
+            );
+          }
+        } else if (!catalog.agentByName.has(target)) {
+          add(
+            'unknown_agent',
+            at('executor', 'target'),
+            `Action ${label} delegates to agent '${target}', which is not available in this turn.`,
+            agentNames.length === 0
+              ? 'No agents are available in this turn; do this work with tools or yourself.'
+              : `${didYouMean(target, agentNames)}Name one of the available agents (${listNames(agentNames)}) or use 'auto' with the capabilities you need.`,
+            { target },
+          );
+        }
+      } else if (type === 'runtime') {
+        const offered: readonly string[] = options.executors?.runtime ?? RUNTIME_OPERATIONS;
+        const operation = typeof action.operation === 'string' ? action.operation : '';
+        if (target === 'auto' && offered.includes(operation)) {
+          // The operation field already names what the runtime should do; no need to bounce the declaration.
+          resolvedTargets.set(index, operation);
+          resolutions.push({
+            actionId: id,
+            path: pointer(at('executor', 'target')),
+            target: operation,
+            reason: `runtime operation named by the action's operation field`,
+          });
+        } else if (!offered.includes(target)) {
+          add(
+            'unknown_executor',
+            at('executor', 'target'),
+            target === 'auto'
+              ? `Action ${label} asks for runtime operation 'auto' without naming the operation.`
+              : `Action ${label} asks for runtime operation '${target}', which the runtime does not offer.`,
+            `Name the runtime operation in the target: ${listNames([...offered])}.`,
+            { type, target },
+          );
+        }
+      } else if (type === 'human') {
+        const offered: readonly string[] = options.executors?.human ?? HUMAN_OPERATIONS;
+        if (target !== 'auto' && !offered.includes(target)) {
+          add(
+            'unknown_executor',
+            at('executor', 'target'),
+            `Action ${label} asks for human operation '${target}', which is not available.`,
+            `Name one of the human operations (${listNames([...offered])}) or use 'auto'.`,
+            { type, target },
+          );
+        }
+      } else {
+        // pipeline / service: the registry carries names only, so 'auto' has nothing to select by.
+        const offered = (type === 'pipeline' ? options.executors?.pipeline : options.executors?.service) ?? [];
+        if (!offered.includes(target)) {
+          add(
+            'unknown_executor',
+            at('executor', 'target'),
+            `Action ${label} asks for ${type} '${target}', which is not available in this turn.`,
+            offered.length === 0
+              ? `No ${type} executors are available in this turn; use a tool or agent instead.`
+              : `${didYouMean(target, offered)}Name one of the available ${type} executors: ${listNames(offered)}.`,
+            { type, target },
+          );
+        }
+      }
+    }
+
+    // input shape and size apply to every executor type (tools also get schema validation above)
+    checkInputEnvelope(action.input, index, label, limits, add);
+
+    // dependencies
+    const dependsOn: unknown[] = Array.isArray(action.dependsOn) ? action.dependsOn : [];
+    if (dependsOn.length > limits.maxDependsPerAction) {
+      add(
+        'too_many_dependencies',
+        at('dependsOn'),
+        `Action ${label} depends on ${dependsOn.length} actions; at most ${limits.maxDependsPerAction} are allowed.`,
+        `Keep at most ${limits.maxDependsPerAction} dependencies per action, e.g. by merging intermediate results first and depending on that merge.`,
+        { count: dependsOn.length, max: limits.maxDependsPerAction },
+      );
+    }
+    const edgeSet = new Set<number>();
+    dependsOn.forEach((dep, k) => {
+      const depPath = at('dependsOn', k);
+      if (typeof dep === 'string' && dep === id && id !== '') {
+        add(
+          'self_dependency',
+          depPath,
+          `Action ${label} depends on itself.`,
+          `Remove '${id}' from its own dependencies.`,
+        );
+        return;
+      }
+      const target = typeof dep === 'string' ? firstIndexOf.get(dep) : undefined;
+      if (target !== undefined) {
+        edgeSet.add(target);
+      } else if (typeof dep === 'string' && completed.has(dep)) {
+        // Satisfied by history: no edge, the result already exists.
+      } else if (typeof dep === 'string' && used.has(dep)) {
+        add(
+          'dependency_not_completed',
+          depPath,
+          `Action ${label} depends on '${dep}', an earlier action in this thread that did not complete.`,
+          `'${dep}' failed, was canceled or has not finished, so nothing can wait on it. Remove the dependency, or add a new action with a new id that redoes that work and depend on it.`,
+          { dependency: dep },
+        );
+      } else {
+        const known = uniq(ids.filter((x) => x !== '' && x !== id));
+        const name = typeof dep === 'string' ? dep : JSON.stringify(dep);
+        add(
+          'unknown_dependency',
+          depPath,
+          `Action ${label} depends on '${name}', which is neither an action of this declaration nor a completed action of this thread.`,
+          `${typeof dep === 'string' ? didYouMean(dep, [...known, ...completed]) : ''}Depend only on ids of this declaration (${listNames(known)}) or of completed earlier actions (${listNames([...completed])}); otherwise remove '${name}'.`,
+          { dependency: dep },
+        );
+      }
+    });
+    edges[index] = [...edgeSet];
+  });
+
+  // ---- graph rules
+  const cycles = findCycles(edges);
+  for (const { cycle, truncated } of cycles) {
+    const names = [...cycle, cycle[0] ?? 0].map((i) => ids[i] || `#${i}`);
+    const first = cycle[0] ?? 0;
+    const next = cycle[1 % cycle.length] ?? first;
+    const firstAction = actions[first];
+    const firstDeps = isRecord(firstAction) && Array.isArray(firstAction.dependsOn) ? firstAction.dependsOn : [];
+    const depIndex = firstDeps.indexOf(ids[next]);
+    const chain = names.join(' → ');
+    add(
+      'dependency_cycle',
+      ['actions', first, 'dependsOn', ...(depIndex >= 0 ? [depIndex] : [])],
+      `Actions form a dependency cycle: ${chain} (each depends on the next), so none of them can start.${truncated ? ' More cycles exist than are reported.' : ''}`,
+      `Break the cycle ${chain} by removing one of these dependencies; an action may only depend on actions that can finish before it starts.`,
+      { cycle: names },
+    );
+  }
+  if (cycles.length === 0 && actions.length > 0) {
+    const chain = longestChain(edges);
+    if (chain.length > limits.maxDepth) {
+      const names = chain.map((i) => ids[i] || `#${i}`);
+      add(
+        'dependency_chain_too_long',
+        ['actions', chain[chain.length - 1] ?? 0, 'dependsOn'],
+        `The longest dependency chain has ${chain.length} actions (${names.join(' → ')}); at most ${limits.maxDepth} are allowed.`,
+        `Shorten the chain to at most ${limits.maxDepth} actions: let independent steps run in parallel, or declare the later steps in a later turn.`,
+        { chain: names, max: limits.maxDepth },
+      );
+    }
+  }
+
+  let result: Declaration = declaration;
+  if (resolvedTargets.size > 0) {
+    // Copy, never mutate: the caller keeps the model's original declaration for the record.
+    result = {
+      ...declaration,
+      actions: declaration.actions.map((a, i): Action => {
+        const target = resolvedTargets.get(i);
+        return target === undefined ? a : { ...a, executor: { ...a.executor, target } };
+      }),
+    };
+  }
+  return { ok: issues.length === 0, issues, declaration: result, resolutions };
+}
+
+type AddIssue = (
+  code: ValidationCode,
+  /** Segments, or a ready JSON pointer (Ajv's instancePath is already escaped). */
+  path: ReadonlyArray<string | number> | string,
+  message: string,
+  hint: string,
+  details?: Record<string, unknown>,
+) => void;
+
+function checkInputEnvelope(input: unknown, index: number, label: string, limits: ValidationLimits, add: AddIssue) {
+  const path = ['actions', index, 'input'];
+  if (!isRecord(input)) {
+    add(
+      'invalid_input',
+      path,
+      `Action ${label} input must be a JSON object, got ${describeType(input)}.`,
+      'Send the input as a JSON object of named arguments, e.g. {"path": "README.md"}.',
+    );
+    return;
+  }
+  const size = inputBytes(input);
+  if (size === undefined) {
+    add(
+      'invalid_input',
+      path,
+      `Action ${label} input cannot be serialized as JSON.`,
+      'Send plain JSON values only (strings, numbers, booleans, null, arrays, objects).',
+    );
+  } else if (size > limits.maxArgsBytes) {
+    add(
+      'args_too_large',
+      path,
+      `Action ${label} input is ${size} bytes; at most ${limits.maxArgsBytes} bytes are allowed.`,
+      `Keep the input under ${limits.maxArgsBytes} bytes: put long text in a Markdown section referenced with md:, or refer to an existing artifact or action result instead of inlining it.`,
+      { bytes: size, max: limits.maxArgsBytes },
+    );
+  }
+}
+
+function checkToolInput(
+  tool: CatalogTool,
+  input: unknown,
+  index: number,
+  label: string,
+  limits: ValidationLimits,
+  add: AddIssue,
+) {
+  const compiled = compileToolSchema(tool.inputSchema);
+  if (!compiled.ok) {
+    add(
+      'invalid_tool_schema',
+      ['actions', index, 'executor', 'target'],
+      `Tool '${tool.name}' has an input schema that does not compile (${compiled.error}). This is a fault in the tool catalog, not in your declaration.`,
+      `Tool '${tool.name}' cannot be called in this turn because its definition is broken; use another tool or do this work another way.`,
+      { tool: tool.name, error: compiled.error },
+    );
+    return;
+  }
+  // Oversized or non-object input is reported by checkInputEnvelope; validating it too would only cost time.
+  if (!isRecord(input)) return;
+  const size = inputBytes(input);
+  if (size === undefined || size > limits.maxArgsBytes) return;
+  let errors: ErrorObject[] = [];
+  try {
+    if (compiled.validate(input)) return;
+    errors = compiled.validate.errors ?? [];
+  } catch (error) {
+    errors = [
+      {
+        keyword: 'exception',
+        instancePath: '',
+        schemaPath: '#',
+        params: {},
+        message: `could not be validated: ${errorText(error)}`,
+      },
+    ];
+  }
+  const expected = schemaSummary(tool.inputSchema);
+  const shown = errors.slice(0, MAX_ARG_ISSUES_PER_ACTION);
+  shown.forEach((e, n) => {
+    const more =
+      n === shown.length - 1 && errors.length > shown.length
+        ? ` (+${errors.length - shown.length} more errors in this input)`
+        : '';
+    const where = e.instancePath === '' ? 'input' : `input${e.instancePath}`;
+    add(
+      'invalid_tool_args',
+      `${pointer(['actions', index, 'input'])}${e.instancePath}`,
+      `Action ${label}: ${where} ${e.message ?? 'is invalid'}${ajvDetail(e)} (tool '${tool.name}').${more}`,
+      `${ajvFix(e)}Expected input for tool '${tool.name}': ${expected}`,
+      { tool: tool.name, keyword: e.keyword, params: e.params },
+    );
+  });
+}
+
+// ---- JSON Schema compilation
+
+type CompiledSchema = { ok: true; validate: ValidateFunction } | { ok: false; error: string };
+
+// Keyed by the catalog's schema object: catalogs are built once per turn (or less), schemas compile once.
+const compiledSchemas = new WeakMap<object, CompiledSchema>();
+let sharedAjv: Ajv2020 | undefined;
+
+// ajv-formats is CommonJS; under NodeNext its default import is the module object, whose `default` is the plugin
+// (the plugin function also carries `.default` pointing at itself, so this works under every interop mode).
+const addFormats = addFormatsModule.default;
+
+function getAjv(): Ajv2020 {
+  if (!sharedAjv) {
+    sharedAjv = new Ajv2020({
+      allErrors: true,
+      // Catalog schemas come from MCP servers and other vendors that use extra keywords; ignore, don't reject.
+      strict: false,
+      // A pure library does not print.
+      logger: false,
+    });
+    addFormats(sharedAjv);
+  }
+  return sharedAjv;
+}
+
+const DIALECT_2020 = /^https?:\/\/json-schema\.org\/draft\/2020-12\/schema#?$/;
+
+function compileToolSchema(schema: unknown): CompiledSchema {
+  if (!isRecord(schema)) return { ok: false, error: `input schema must be a JSON object, got ${describeType(schema)}` };
+  const cached = compiledSchemas.get(schema);
+  if (cached) return cached;
+  let result: CompiledSchema;
+  // Ajv2020 only knows the 2020-12 meta-schema; tools commonly declare draft-07. The keywords tools actually
+  // use mean the same in both, so compile under 2020-12 rather than rejecting the tool.
+  const source =
+    typeof schema.$schema === 'string' && !DIALECT_2020.test(schema.$schema) ? withoutKey(schema, '$schema') : schema;
+  let ajv: Ajv2020 | undefined;
+  try {
+    ajv = getAjv();
+    result = { ok: true, validate: ajv.compile(source) };
+  } catch (error) {
+    result = { ok: false, error: errorText(error) };
+  } finally {
+    // Ajv registers every compiled schema (by object and by `$id`) on the instance. Unregister it: two tools may
+    // share a `$id` (the second compile would fail), and a long-lived process with per-turn catalogs would grow
+    // without bound. The compiled function keeps working; our WeakMap is the cache.
+    try {
+      ajv?.removeSchema(source);
+    } catch {
+      // Nothing registered (compile failed early): nothing to undo.
+    }
+  }
+  compiledSchemas.set(schema, result);
+  return result;
+}
+
+function ajvDetail(e: ErrorObject): string {
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'additionalProperties':
+      return ` ('${String(p.additionalProperty)}')`;
+    case 'unevaluatedProperties':
+      return ` ('${String(p.unevaluatedProperty)}')`;
+    case 'enum':
+      return `: ${truncate(JSON.stringify(p.allowedValues), 200)}`;
+    case 'const':
+      return `: ${truncate(JSON.stringify(p.allowedValue), 200)}`;
+    default:
+      return '';
+  }
+}
+
+function ajvFix(e: ErrorObject): string {
+  const p = e.params as Record<string, unknown>;
+  switch (e.keyword) {
+    case 'required':
+      return `Add the required property '${String(p.missingProperty)}'. `;
+    case 'additionalProperties':
+      return `Remove the property '${String(p.additionalProperty)}'. `;
+    case 'unevaluatedProperties':
+      return `Remove the property '${String(p.unevaluatedProperty)}'. `;
+    case 'type':
+      return `Send ${e.instancePath === '' ? 'the input' : `'${e.instancePath.slice(1)}'`} as ${String(p.type)}. `;
+    default:
+      return '';
+  }
+}
+
+/** A short TypeScript-like rendering of a schema, e.g. `{ path: string, limit?: integer }`; the model reads it. */
+function schemaSummary(schema: unknown): string {
+  return truncate(summarize(schema, 0), MAX_SCHEMA_SUMMARY_CHARS);
+}
+
+function summarize(schema: unknown, depth: number): string {
+  if (schema === true || schema === undefined) return 'any';
+  if (schema === false) return 'never';
+  if (!isRecord(schema)) return 'any';
+  if ('const' in schema) return truncate(JSON.stringify(schema.const) ?? 'any', 60);
+  if (Array.isArray(schema.enum)) return schema.enum.map((v) => truncate(JSON.stringify(v) ?? 'null', 40)).join(' | ');
+  for (const key of ['anyOf', 'oneOf'] as const) {
+    const variants = schema[key];
+    if (Array.isArray(variants) && variants.length > 0) return variants.map((v) => summarize(v, depth + 1)).join(' | ');
+  }
+  const types = Array.isArray(schema.type)
+    ? stringsOf(schema.type)
+    : typeof schema.type === 'string'
+      ? [schema.type]
+      : [];
+  if (types.includes('object') || isRecord(schema.properties)) {
+    const properties = isRecord(schema.properties) ? schema.properties : {};
+    const entries = Object.entries(properties);
+    if (depth >= 3 || entries.length === 0) return 'object';
+    const required = new Set(stringsOf(schema.required));
+    return `{ ${entries.map(([k, v]) => `${k}${required.has(k) ? '' : '?'}: ${summarize(v, depth + 1)}`).join(', ')} }`;
+  }
+  if (types.includes('array')) {
+    const item = summarize(schema.items, depth + 1);
+    return item.includes(' | ') ? `(${item})[]` : `${item}[]`;
+  }
+  if (types.length > 0) {
+    return types
+      .map((t) => (t === 'string' && typeof schema.format === 'string' ? `string(${schema.format})` : t))
+      .join(' | ');
+  }
+  if (typeof schema.$ref === 'string') return `ref(${schema.$ref})`;
+  return 'any';
+}
+
+// ---- graph algorithms (iterative: unchecked input may be far larger than the limits)
+
+/**
+ * One cycle per back edge of a depth-first search in declaration order. Every cycle of the graph contains a back
+ * edge, so the reported cycles cover all of them, and no cycle is reported twice. Each cycle is rotated to start
+ * at its lowest declaration index so the message is stable.
+ */
+function findCycles(edges: number[][]): Array<{ cycle: number[]; truncated: boolean }> {
+  const state = new Uint8Array(edges.length); // 0 unvisited, 1 on stack, 2 done
+  const found: number[][] = [];
+  const seen = new Set<string>();
+  let truncated = false;
+  for (let root = 0; root < edges.length; root++) {
+    if (state[root] !== 0) continue;
+    const stack: Array<{ node: number; next: number }> = [{ node: root, next: 0 }];
+    const path: number[] = [root];
+    state[root] = 1;
+    while (stack.length > 0) {
+      const frame = stack[stack.length - 1];
+      if (!frame) break;
+      const out = edges[frame.node] ?? [];
+      if (frame.next >= out.length) {
+        state[frame.node] = 2;
+        stack.pop();
+        path.pop();
+        continue;
+      }
+      const to = out[frame.next++] ?? 0;
+      if (state[to] === 0) {
+        state[to] = 1;
+        stack.push({ node: to, next: 0 });
+        path.push(to);
+      } else if (state[to] === 1) {
+        const cycle = path.slice(path.lastIndexOf(to));
+        const min = cycle.indexOf(Math.min(...cycle));
+        const rotated = [...cycle.slice(min), ...cycle.slice(0, min)];
+        const key = rotated.join(',');
+        if (!seen.has(key)) {
+          seen.add(key);
+          if (found.length < MAX_REPORTED_CYCLES) found.push(rotated);
+          else truncated = true;
+        }
+      }
+    }
+  }
+  return found.map((cycle, i) => ({ cycle, truncated: truncated && i === found.length - 1 }));
+}
+
+/** The longest dependency chain of an acyclic graph, from the action that starts it to the one that ends it. */
+function longestChain(edges: number[][]): number[] {
+  const n = edges.length;
+  const depth = new Array<number>(n).fill(0);
+  const next = new Array<number>(n).fill(-1);
+  const state = new Uint8Array(n);
+  // Post-order over dependencies: a node's depth is known once all it depends on are done.
+  for (let root = 0; root < n; root++) {
+    if (state[root] !== 0) continue;
+    const stack: Array<{ node: number; i: number }> = [{ node: root, i: 0 }];
+    state[root] = 1;
+    while (stack.length > 0) {
+      const frame = stack[stack.length - 1];
+      if (!frame) break;
+      const out = edges[frame.node] ?? [];
+      if (frame.i < out.length) {
+        const to = out[frame.i++] ?? 0;
+        if (state[to] === 0) {
+          state[to] = 1;
+          stack.push({ node: to, i: 0 });
+        }
+        continue;
+      }
+      let best = 0;
+      let bestNext = -1;
+      for (const to of out) {
+        const d = depth[to] ?? 0;
+        if (d > best) {
+          best = d;
+          bestNext = to;
+        }
+      }
+      depth[frame.node] = best + 1;
+      next[frame.node] = bestNext;
+      state[frame.node] = 2;
+      stack.pop();
+    }
+  }
+  let start = 0;
+  for (let i = 1; i < n; i++) if ((depth[i] ?? 0) > (depth[start] ?? 0)) start = i;
+  // depth counts from the dependent down to its deepest dependency; report in execution order.
+  const chain: number[] = [];
+  for (let at = start; at !== -1 && chain.length <= n; at = next[at] ?? -1) chain.push(at);
+  return chain.reverse();
+}
+
+// ---- helpers
+
+type NormalizedCatalog = {
+  tools: CatalogTool[];
+  agents: CatalogAgent[];
+  toolByName: Map<string, CatalogTool>;
+  agentByName: Map<string, CatalogAgent>;
+};
+
+/** Tolerates an unparsed catalog (missing arrays or capabilities); the first entry of a duplicated name wins. */
+function normalizeCatalog(catalog: Catalog | undefined): NormalizedCatalog {
+  const tools = (Array.isArray(catalog?.tools) ? catalog.tools : [])
+    .filter((t) => isRecord(t) && typeof t.name === 'string')
+    .map((t) => ({ ...t, capabilities: stringsOf(t.capabilities) }));
+  const agents = (Array.isArray(catalog?.agents) ? catalog.agents : [])
+    .filter((a) => isRecord(a) && typeof a.name === 'string')
+    .map((a) => ({ ...a, capabilities: stringsOf(a.capabilities) }));
+  const toolByName = new Map<string, CatalogTool>();
+  for (const t of tools) if (!toolByName.has(t.name)) toolByName.set(t.name, t);
+  const agentByName = new Map<string, CatalogAgent>();
+  for (const a of agents) if (!agentByName.has(a.name)) agentByName.set(a.name, a);
+  return { tools: [...toolByName.values()], agents: [...agentByName.values()], toolByName, agentByName };
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function stringsOf(value: unknown): string[] {
+  return Array.isArray(value) ? value.filter((v): v is string => typeof v === 'string') : [];
+}
+
+function uniq(values: string[]): string[] {
+  return [...new Set(values)];
+}
+
+function definedOnly<T extends object>(value: T | undefined): Partial<T> {
+  if (!value) return {};
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
+function withoutKey(record: Record<string, unknown>, key: string): Record<string, unknown> {
+  const { [key]: _omitted, ...rest } = record;
+  return rest;
+}
+
+function describeType(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return `a ${typeof value}`;
+}
+
+function errorText(error: unknown): string {
+  return truncate(error instanceof Error ? error.message : String(error), 300);
+}
+
+function truncate(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** JSON.stringify size in UTF-8 bytes, counted by hand: `types: []` leaves TextEncoder undeclared here. */
+function inputBytes(input: unknown): number | undefined {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(input);
+  } catch {
+    return undefined;
+  }
+  if (json === undefined) return undefined;
+  let bytes = 0;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < json.length) {
+      const d = json.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
+function listNames(names: readonly string[]): string {
+  if (names.length === 0) return 'none';
+  const shown = names.slice(0, MAX_LISTED_NAMES).join(', ');
+  return names.length > MAX_LISTED_NAMES ? `${shown} … (+${names.length - MAX_LISTED_NAMES} more)` : shown;
+}
+
+function listTools(tools: readonly CatalogTool[]): string {
+  return listWithCapabilities(tools);
+}
+
+function listAgents(agents: readonly CatalogAgent[]): string {
+  return listWithCapabilities(agents);
+}
+
+function listWithCapabilities(entries: ReadonlyArray<{ name: string; capabilities: string[] }>): string {
+  const shown = entries.slice(0, MAX_LISTED_NAMES).map((e) => `${e.name} [${e.capabilities.join(', ')}]`);
+  const more = entries.length > MAX_LISTED_NAMES ? ` … (+${entries.length - MAX_LISTED_NAMES} more)` : '';
+  return `${shown.join(', ')}${more}`;
+}
+
+/** Turns an invalid id into a valid one for the hint, so the model sees a concrete replacement. */
+function sanitizeId(id: string, index: number, maxLength: number): string {
+  const cleaned = id.replace(/[^A-Za-z0-9_.:-]/g, '_').replace(/^[.:-]+/, '');
+  return cleaned === '' ? `action_${index + 1}` : cleaned.slice(0, maxLength);
+}
+
+function freshId(id: string, taken: ReadonlySet<string>, maxLength: number): string {
+  if (!taken.has(id)) return id;
+  for (let n = 2; ; n++) {
+    const suffix = `_${n}`;
+    const candidate = `${id.slice(0, maxLength - suffix.length)}${suffix}`;
+    if (!taken.has(candidate)) return candidate;
+  }
+}
+
+/** "Did you mean 'read_file'? " when a known name is a likely typo of the given one, else ''. */
+function didYouMean(name: string, known: Iterable<string>): string {
+  if (name.length === 0 || name.length > 64) return '';
+  let best: string | undefined;
+  let bestDistance = Math.max(2, Math.floor(name.length / 3)) + 1;
+  for (const candidate of known) {
+    if (Math.abs(candidate.length - name.length) >= bestDistance || candidate.length > 64) continue;
+    const d = editDistance(name.toLowerCase(), candidate.toLowerCase());
+    if (d < bestDistance) {
+      best = candidate;
+      bestDistance = d;
+    }
+  }
+  return best === undefined ? '' : `Did you mean '${best}'? `;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      row[j] = Math.min((prev[j] ?? 0) + 1, (row[j - 1] ?? 0) + 1, (prev[j - 1] ?? 0) + cost);
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}
