@@ -1,0 +1,73 @@
+import type { z } from 'zod';
+
+/**
+ * A tool the runtime can execute. The flags are facts the scheduler and the permission policy rely on, so every
+ * tool states them explicitly rather than inheriting optimistic defaults.
+ */
+export interface ToolDefinition<Input = Record<string, unknown>> {
+  name: string;
+  description: string;
+  /** The input schema (zod); its JSON Schema is what the model sees in the catalog. */
+  input: z.ZodType<Input>;
+  /** Reads only: never changes the workspace or the world. */
+  isReadOnly: boolean;
+  /** May run in parallel with other concurrency-safe calls. Writes never are. */
+  isConcurrencySafe: boolean;
+  /** Deletes or overwrites something that cannot be recovered. */
+  isDestructive: boolean;
+  /** Running it twice has the effect of running it once: safe to re-run after a crash. */
+  isIdempotent: boolean;
+  /** On interrupt: `cancel` aborts it through the signal; `block` lets it finish (a half-done write is worse). */
+  interruptBehavior: 'cancel' | 'block';
+  /** Capability labels for `auto` selection and permission rules, e.g. ["filesystem", "read"]. */
+  capabilities: string[];
+  /** Per-call timeout; the runtime default applies when omitted. */
+  timeoutMs?: number;
+  /** Workspace-relative paths a call touches, for path-glob permission rules. */
+  paths?: (input: Input) => string[];
+  execute: (input: Input, context: ToolContext) => Promise<ToolOutput>;
+}
+
+export interface ToolContext {
+  /** Absolute, real path of the workspace root every file tool is confined to. */
+  workspaceRoot: string;
+  /** Aborted on interrupt (for `cancel` tools) or timeout. */
+  signal: AbortSignal;
+  /** Progress for the UI (becomes `tool.progress`); never shown to the model. */
+  progress: (message: string, data?: Record<string, unknown>) => void;
+}
+
+/** What a tool returns. The full output is stored as an artifact; the model sees what the result policy allows. */
+export interface ToolOutput {
+  /** The full textual output. */
+  text?: string;
+  /** Structured fields (counts, file lists, exit codes) for `structured` result policies and summaries. */
+  structured?: Record<string, unknown>;
+  /** A tool-native one-line summary, preferred over a mechanical one. */
+  summary?: string;
+  /** MIME type of `text` (default text/plain). */
+  mime?: string;
+}
+
+/**
+ * A tool failure with a stable code. `path_outside_workspace` is recorded as a sandbox violation;
+ * other codes become `tool.failed` with the structured error.
+ */
+export class ToolError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+    readonly options: { retryable?: boolean; details?: Record<string, unknown> } = {},
+  ) {
+    super(message);
+    this.name = 'ToolError';
+  }
+}
+
+/** Identity helper that keeps the input type inferred from the zod schema. */
+export function defineTool<Input>(definition: ToolDefinition<Input>): ToolDefinition<Input> {
+  return definition;
+}
+
+// biome-ignore lint/suspicious/noExplicitAny: a registry holds tools of many input types
+export type AnyTool = ToolDefinition<any>;
