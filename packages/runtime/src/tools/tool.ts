@@ -23,8 +23,12 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
   capabilities: string[];
   /** Per-call timeout; the runtime default applies when omitted. */
   timeoutMs?: number;
-  /** Workspace-relative paths a call touches, for path-glob permission rules. */
-  paths?: (input: Input) => string[];
+  /**
+   * Workspace-relative paths a call touches, for path-glob permission rules. Computed lexically (no I/O) before the
+   * call runs; the workspace root is passed so absolute paths inside it become relative too. A path that escapes
+   * stays `..`-prefixed or absolute, so no workspace rule matches it (and execution denies it anyway).
+   */
+  paths?: (input: Input, workspaceRoot?: string) => string[];
   execute: (input: Input, context: ToolContext) => Promise<ToolOutput>;
 }
 

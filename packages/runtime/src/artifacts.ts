@@ -1,0 +1,102 @@
+import { createHash } from 'node:crypto';
+import { OarRuntimeError } from './errors.js';
+import { newId } from './ids.js';
+import type { Db } from './store/store.js';
+
+/** Default size limit of one artifact (full tool outputs are stored whole up to this size). */
+export const DEFAULT_MAX_ARTIFACT_BYTES = 16 * 1024 * 1024;
+const PREVIEW_CHARS = 400;
+
+export interface StoredArtifact {
+  artifactId: string;
+  uri: string;
+  name?: string;
+  mime: string;
+  size: number;
+  sha256: string;
+  preview: string;
+}
+
+export function artifactUri(artifactId: string): string {
+  return `artifact://${artifactId}`;
+}
+
+/** Parse `artifact://<id>` (optionally followed by a path-like suffix) to the artifact id. */
+export function artifactIdFromRef(ref: string): string | undefined {
+  return /^artifact:\/\/([A-Za-z0-9_]+)/.exec(ref)?.[1];
+}
+
+/**
+ * Store one full output as an artifact (bytes, mime, size, hash, preview). Written inside the caller's
+ * transaction-less context: an artifact without an event referencing it is harmless garbage, while an event
+ * referencing a missing artifact would be a lie — so the bytes go first.
+ */
+export async function putArtifact(
+  db: Db,
+  sessionId: string,
+  content: { text?: string; bytes?: Uint8Array; mime?: string; name?: string },
+  maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
+): Promise<StoredArtifact> {
+  const bytes = content.bytes ?? new TextEncoder().encode(content.text ?? '');
+  if (bytes.byteLength > maxBytes) {
+    throw new OarRuntimeError(
+      'artifact_too_large',
+      `output of ${bytes.byteLength} bytes exceeds the artifact limit of ${maxBytes}`,
+      {
+        details: { size: bytes.byteLength, limit: maxBytes },
+      },
+    );
+  }
+  const artifactId = newId('art');
+  const mime = content.mime ?? 'text/plain';
+  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const text = content.text ?? (mime.startsWith('text/') ? new TextDecoder().decode(bytes) : '');
+  const preview = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text;
+  await db
+    .insertInto('oar_artifacts')
+    .values({
+      id: artifactId,
+      session_id: sessionId,
+      name: content.name ?? null,
+      mime,
+      size: bytes.byteLength,
+      sha256,
+      preview,
+      bytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
+      created_at: new Date().toISOString(),
+    })
+    .execute();
+  return {
+    artifactId,
+    uri: artifactUri(artifactId),
+    ...(content.name ? { name: content.name } : {}),
+    mime,
+    size: bytes.byteLength,
+    sha256,
+    preview,
+  };
+}
+
+export async function getArtifact(
+  db: Db,
+  artifactId: string,
+): Promise<(StoredArtifact & { sessionId: string; bytes: Uint8Array }) | undefined> {
+  const row = await db.selectFrom('oar_artifacts').selectAll().where('id', '=', artifactId).executeTakeFirst();
+  if (!row) return undefined;
+  return {
+    artifactId: row.id,
+    sessionId: row.session_id,
+    uri: artifactUri(row.id),
+    ...(row.name ? { name: row.name } : {}),
+    mime: row.mime,
+    size: Number(row.size),
+    sha256: row.sha256,
+    preview: row.preview,
+    bytes: new Uint8Array(row.bytes),
+  };
+}
+
+export async function getArtifactText(db: Db, artifactId: string): Promise<string | undefined> {
+  const artifact = await getArtifact(db, artifactId);
+  return artifact ? new TextDecoder().decode(artifact.bytes) : undefined;
+}

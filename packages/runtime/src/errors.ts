@@ -1,0 +1,29 @@
+import { type OarError, oarError } from '@oar/protocol';
+
+/**
+ * The runtime's throwable form of the structured error `{code, message, retryable, details}`. Control-plane
+ * commands throw it for bad input (unknown ids, invalid commands); transports turn it back into the plain object.
+ */
+export class OarRuntimeError extends Error {
+  readonly error: OarError;
+
+  constructor(code: string, message: string, options: { retryable?: boolean; details?: Record<string, unknown> } = {}) {
+    super(message);
+    this.name = 'OarRuntimeError';
+    this.error = oarError(code, message, options);
+  }
+
+  get code(): string {
+    return this.error.code;
+  }
+}
+
+/** Any thrown value as a structured error; unknown failures are `internal_error` and not retryable. */
+export function toOarError(error: unknown): OarError {
+  if (error instanceof OarRuntimeError) return error.error;
+  if (error instanceof Error) return oarError('internal_error', error.message, { details: { name: error.name } });
+  return oarError('internal_error', String(error));
+}
+
+export const notFound = (kind: string, id: string) =>
+  new OarRuntimeError(`${kind}_not_found`, `unknown ${kind} id "${id}"`, { details: { [`${kind}Id`]: id } });

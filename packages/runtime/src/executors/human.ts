@@ -1,0 +1,53 @@
+import { oarError } from '@oar/protocol';
+import { newId } from '../ids.js';
+import type { RunActionStatus } from '../read-models/thread-state.js';
+import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
+
+/**
+ * A `human` action (ask_user / confirm): the runtime pauses on `action.required` and continues only through
+ * respond_action. The human's answer (its payload, or the decision itself for confirm) is the action's output.
+ */
+export async function runHumanAction(ctx: ActionContext): Promise<RunActionStatus> {
+  const { engine, action, state } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  if (state.approved) {
+    const response = state.response ?? {};
+    const text = typeof response.text === 'string' ? response.text : JSON.stringify(response);
+    await engine.append(sessionId, [
+      actionStatusEvent(ctx, 'completed', { text, structured: { decision: 'approve', ...response }, summary: text }),
+    ]);
+    return 'completed';
+  }
+  const question =
+    action.prompt ??
+    (typeof action.input.question === 'string' ? action.input.question : undefined) ??
+    (typeof action.input.prompt === 'string' ? action.input.prompt : undefined) ??
+    action.description ??
+    action.title;
+  if (!question) {
+    const error = oarError(
+      'invalid_human_action',
+      `${action.executor.target} needs a question (input.question or a prompt)`,
+    );
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    return 'failed';
+  }
+  const confirm = action.executor.target === 'confirm';
+  await engine.append(sessionId, [
+    {
+      type: 'action.required',
+      ...actionIds(ctx),
+      actionId: newId('act'),
+      payload: {
+        actionType: 'user_input',
+        decisionKind: confirm ? 'confirm' : 'ask_user',
+        prompt: question,
+        decisions: confirm ? ['approve', 'deny'] : ['approve'],
+        graphActionId: action.id,
+        ...(confirm ? {} : { inputSchema: { type: 'object', properties: { text: { type: 'string' } } } }),
+      },
+    },
+    { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'input', reason: question } },
+  ]);
+  return 'waiting_input';
+}

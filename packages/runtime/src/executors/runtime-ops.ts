@@ -1,0 +1,126 @@
+import { oarError } from '@oar/protocol';
+import { artifactIdFromRef, getArtifactText } from '../artifacts.js';
+import type { RunActionStatus } from '../read-models/thread-state.js';
+import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+
+/** The most lines one expand_ref returns; the model can ask for further ranges. */
+export const MAX_EXPAND_LINES = 400;
+
+interface Range {
+  start_line?: number;
+  end_line?: number;
+  pattern?: string;
+  around_matches?: boolean;
+  context_lines?: number;
+}
+
+/** A bounded range of a text: explicit lines, or the lines around matches of a pattern. */
+export function selectRange(text: string, range: Range): { text: string; from: number; to: number; total: number } {
+  const lines = text.split('\n');
+  const total = lines.length;
+  if (range.pattern) {
+    let regex: RegExp;
+    try {
+      regex = new RegExp(range.pattern);
+    } catch {
+      regex = new RegExp(range.pattern.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+    }
+    const context = range.context_lines ?? 3;
+    const keep = new Set<number>();
+    lines.forEach((line, index) => {
+      if (!regex.test(line)) return;
+      for (let k = Math.max(0, index - context); k <= Math.min(total - 1, index + context); k++) keep.add(k);
+    });
+    const picked = [...keep].sort((a, b) => a - b).slice(0, MAX_EXPAND_LINES);
+    return {
+      text: picked.map((k) => `${k + 1}: ${lines[k]}`).join('\n'),
+      from: (picked[0] ?? 0) + 1,
+      to: (picked.at(-1) ?? 0) + 1,
+      total,
+    };
+  }
+  const from = Math.max(1, range.start_line ?? 1);
+  const to = Math.min(total, range.end_line ?? from + MAX_EXPAND_LINES - 1, from + MAX_EXPAND_LINES - 1);
+  return { text: lines.slice(from - 1, to).join('\n'), from, to, total };
+}
+
+/** Resolve `action:<id>.summary|output` against the run and the thread's earlier runs. */
+function actionRef(ctx: ActionContext, ref: string): string | undefined {
+  const match = /^action:([^.\s]+)\.(summary|output)$/.exec(ref);
+  if (!match) return undefined;
+  for (const run of Object.values(ctx.thread.runs)) {
+    const result = run.actions[match[1] ?? '']?.result;
+    if (result)
+      return match[2] === 'summary'
+        ? (result.summary ?? result.content ?? '')
+        : (result.content ?? result.summary ?? '');
+  }
+  return undefined;
+}
+
+async function refText(ctx: ActionContext, ref: string): Promise<string | undefined> {
+  const artifactId = artifactIdFromRef(ref);
+  if (artifactId) return getArtifactText(ctx.engine.store.db, artifactId);
+  const runtime = /^runtime:\/\/runs\/([^/]+)\/actions\/([^/]+)\/output$/.exec(ref);
+  if (runtime) {
+    const result = ctx.thread.runs[runtime[1] ?? '']?.actions[runtime[2] ?? '']?.result;
+    const artifact = result?.artifacts[0];
+    const id = artifact ? artifactIdFromRef(artifact) : undefined;
+    return id ? getArtifactText(ctx.engine.store.db, id) : (result?.content ?? undefined);
+  }
+  return actionRef(ctx, ref);
+}
+
+/** `runtime` actions: expand_ref (a bounded range of an artifact), summarize and merge (of referenced results). */
+export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionStatus> {
+  const { engine, action } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  const operation = action.executor.target === 'auto' ? (action.operation ?? '') : action.executor.target;
+  if (operation === 'expand_ref') {
+    const ref = typeof action.input.ref === 'string' ? action.input.ref : undefined;
+    const text = ref ? await refText(ctx, ref) : undefined;
+    if (ref === undefined || text === undefined) {
+      const error = oarError(
+        'unknown_reference',
+        `cannot expand "${ref ?? '(no ref)'}": no such artifact or action output`,
+        {
+          details: { ref },
+        },
+      );
+      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+      return 'failed';
+    }
+    const range = selectRange(text, (action.input.range ?? {}) as Range);
+    const summary = `lines ${range.from}-${range.to} of ${range.total} from ${ref}`;
+    await engine.append(sessionId, [
+      actionStatusEvent(ctx, 'completed', {
+        text: range.text,
+        summary,
+        structured: { ref, from: range.from, to: range.to, totalLines: range.total },
+        artifacts: [ref],
+      }),
+    ]);
+    return 'completed';
+  }
+  if (operation === 'summarize' || operation === 'merge') {
+    const parts: string[] = [];
+    for (const ref of action.contextRefs) {
+      const text = await refText(ctx, ref);
+      if (text !== undefined) parts.push(operation === 'merge' ? `## ${ref}\n${text}` : text);
+    }
+    for (const text of action.context ?? []) parts.push(text);
+    const text = parts.join('\n\n');
+    await engine.append(sessionId, [
+      actionStatusEvent(ctx, 'completed', { text, summary: `${operation} of ${parts.length} input(s)` }),
+    ]);
+    return 'completed';
+  }
+  // wait and checkpoint have no effect of their own: the graph's ordering and durability already provide them.
+  if (operation === 'wait' || operation === 'checkpoint') {
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'completed', { text: '', summary: operation })]);
+    return 'completed';
+  }
+  const error = oarError('unknown_runtime_operation', `runtime operation "${operation}" does not exist`);
+  await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+  return 'failed';
+}

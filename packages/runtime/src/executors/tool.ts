@@ -1,0 +1,314 @@
+import { estimateTokens, MECHANICAL_SUMMARY_TOKENS, mechanicalSummary, oarError } from '@oar/protocol';
+import { artifactUri, putArtifact } from '../artifacts.js';
+import { toOarError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { EventDraft } from '../log/event-log.js';
+import type { PermissionRequest } from '../policy/permission-schema.js';
+import { evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import type { RunActionStatus } from '../read-models/thread-state.js';
+import {
+  type ActionContext,
+  actionIds,
+  actionStatusEvent,
+  errorOutput,
+  observe,
+  toolIds,
+} from '../runner/action-context.js';
+import type { AnyTool, ToolOutput } from '../tools/tool.js';
+import { ToolError } from '../tools/tool.js';
+
+/** The permission request for a tool action: the tool's own flags and the paths the call touches. */
+export function toolPermissionRequest(tool: AnyTool, input: unknown, workspaceRoot: string): PermissionRequest {
+  let paths: string[] = [];
+  try {
+    paths = tool.paths?.(input, workspaceRoot) ?? [];
+  } catch {
+    paths = [];
+  }
+  return {
+    executor: { type: 'tool', target: tool.name },
+    tool: {
+      name: tool.name,
+      isReadOnly: tool.isReadOnly,
+      isDestructive: tool.isDestructive,
+      isConcurrencySafe: tool.isConcurrencySafe,
+      capabilities: tool.capabilities,
+    },
+    paths,
+    input,
+  };
+}
+
+/**
+ * Permission gate shared by every executor: `permission.evaluated` precedes every execution. Returns undefined
+ * when the action may run; otherwise the status it stopped in (denied, or waiting for a decision).
+ */
+export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<RunActionStatus | undefined> {
+  const { engine } = ctx;
+  if (ctx.state.approved) return undefined;
+  const grants = await sessionGrants(ctx);
+  const evaluation = evaluatePermission(request, { ...engine.permissions, grants });
+  const evaluated: EventDraft = {
+    type: 'permission.evaluated',
+    ...actionIds(ctx),
+    stepId: ctx.state.toolCallId,
+    toolCallId: ctx.state.toolCallId,
+    payload: { ...toPermissionEvaluatedPayload(evaluation, request), graphActionId: ctx.action.id },
+  };
+  if (evaluation.decision === 'allow') {
+    await engine.append(ctx.thread.sessionId, [evaluated]);
+    return undefined;
+  }
+  if (evaluation.decision === 'deny') {
+    const error = oarError('permission_denied', `permission denied: ${evaluation.reason}`, {
+      details: { reason: evaluation.reason },
+    });
+    await engine.append(ctx.thread.sessionId, [evaluated, actionStatusEvent(ctx, 'denied', errorOutput(error))]);
+    return 'denied';
+  }
+  const decisionId = newId('act');
+  const name = request.tool?.name ?? `${request.executor.type}:${request.executor.target}`;
+  const prompt = `Allow ${name}${request.paths.length ? ` on ${request.paths.join(', ')}` : ''}? ${evaluation.reason}`;
+  await engine.append(ctx.thread.sessionId, [
+    evaluated,
+    {
+      type: 'action.required',
+      ...actionIds(ctx),
+      actionId: decisionId,
+      toolCallId: ctx.state.toolCallId,
+      payload: {
+        actionType: 'tool_approval',
+        toolName: name,
+        prompt,
+        decisions: evaluation.decisions ?? ['approve', 'deny'],
+        scope: { paths: request.paths, executor: request.executor },
+        graphActionId: ctx.action.id,
+        toolCallId: ctx.state.toolCallId,
+        input: request.input as Record<string, unknown>,
+      },
+    },
+    {
+      type: 'permission.requested',
+      ...actionIds(ctx),
+      stepId: ctx.state.toolCallId,
+      toolCallId: ctx.state.toolCallId,
+      actionId: decisionId,
+      payload: { toolName: name, prompt, reason: evaluation.reason, mode: evaluation.mode },
+    },
+    { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'permission', reason: prompt } },
+  ]);
+  return 'waiting_permission';
+}
+
+async function sessionGrants(ctx: ActionContext) {
+  const row = await ctx.engine.store.db
+    .selectFrom('oar_read_models')
+    .select('body')
+    .where('session_id', '=', ctx.thread.sessionId)
+    .where('kind', '=', 'session')
+    .where('key', '=', ctx.thread.sessionId)
+    .executeTakeFirst();
+  return row ? (JSON.parse(row.body).grants ?? []) : [];
+}
+
+function withTimeout(
+  signal: AbortSignal,
+  ms: number,
+): { signal: AbortSignal; timedOut: () => boolean; clear: () => void } {
+  const controller = new AbortController();
+  let timedOut = false;
+  const onAbort = () => controller.abort(signal.reason);
+  signal.addEventListener('abort', onAbort, { once: true });
+  const timer = setTimeout(() => {
+    timedOut = true;
+    controller.abort(new Error('timeout'));
+  }, ms);
+  return {
+    signal: controller.signal,
+    timedOut: () => timedOut,
+    clear: () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
+/**
+ * A short output is its own best summary; a long one gets the tool's one-line summary followed by its first
+ * lines, so `summary` tells the model what the output is *and* what it starts with.
+ */
+function summaryOf(output: ToolOutput, text: string): string {
+  if (estimateTokens(text) <= MECHANICAL_SUMMARY_TOKENS) return text;
+  const head = mechanicalSummary({ text });
+  return output.summary ? `${output.summary}\n${head}` : head;
+}
+
+/** Run a `tool` action: gate, bracket the side effect with tool.started … tool.result/failed, store the full output. */
+export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus> {
+  const { engine, action } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  const tool = engine.tools.get(action.executor.target);
+  if (!tool) {
+    const error = oarError('unknown_tool', `tool "${action.executor.target}" is not registered`);
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
+    return 'failed';
+  }
+  const parsed = engine.tools.parseInput(tool.name, action.input);
+  if (!parsed.ok) {
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(parsed.error))]);
+    return 'failed';
+  }
+  const stopped = await gate(ctx, toolPermissionRequest(tool, parsed.input, engine.workspaceRoot));
+  if (stopped) return stopped;
+
+  const attempt = ctx.state.attempt + 1;
+  await engine.append(sessionId, [
+    {
+      type: 'tool.started',
+      ...toolIds(ctx),
+      payload: {
+        toolName: tool.name,
+        attempt,
+        idempotent: tool.isIdempotent,
+        graphActionId: action.id,
+        input: action.input,
+      },
+    },
+  ]);
+  const started = Date.now();
+  // A `block` tool finishes even when the turn is interrupted: a half-done write is worse than a late one.
+  const parent = tool.interruptBehavior === 'cancel' ? ctx.signal : new AbortController().signal;
+  const timer = withTimeout(parent, tool.timeoutMs ?? engine.limits.toolTimeoutMs);
+  let output: ToolOutput;
+  try {
+    output = await tool.execute(parsed.input, {
+      workspaceRoot: engine.workspaceRoot,
+      signal: timer.signal,
+      progress: (message, data) => {
+        void engine
+          .append(sessionId, [{ type: 'tool.progress', ...toolIds(ctx), payload: { message, ...(data ?? {}) } }])
+          .catch(() => undefined);
+      },
+    });
+  } catch (thrown) {
+    timer.clear();
+    const durationMs = Date.now() - started;
+    const interrupted = ctx.signal.aborted && tool.interruptBehavior === 'cancel';
+    const error = timer.timedOut()
+      ? oarError('tool_timeout', `${tool.name} timed out after ${tool.timeoutMs ?? engine.limits.toolTimeoutMs} ms`, {
+          retryable: true,
+        })
+      : interrupted
+        ? oarError('interrupted', `${tool.name} was cancelled by an interrupt`)
+        : thrown instanceof ToolError
+          ? oarError(thrown.code, thrown.message, thrown.options)
+          : toOarError(thrown);
+    const status = interrupted ? 'cancelled' : 'failed';
+    const drafts: EventDraft[] = [];
+    if (error.code === 'path_outside_workspace') {
+      drafts.push({
+        type: 'sandbox.violation',
+        ...toolIds(ctx),
+        payload: {
+          toolName: tool.name,
+          kind: 'path_outside_workspace',
+          message: error.message,
+          details: error.details ?? {},
+        },
+      });
+    }
+    drafts.push({
+      type: 'tool.failed',
+      ...toolIds(ctx),
+      status,
+      payload: {
+        toolName: tool.name,
+        error,
+        durationMs,
+        graphActionId: action.id,
+        actionStatus: status,
+        observation: observe(ctx, { ...errorOutput(error), status }),
+      },
+    });
+    await engine.append(sessionId, drafts);
+    return status;
+  }
+  timer.clear();
+  const durationMs = Date.now() - started;
+  const fullText = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
+  const artifact = await putArtifact(
+    engine.store.db,
+    sessionId,
+    { text: fullText, mime: output.mime ?? 'text/plain', name: `${ctx.run.runId}/${action.id}` },
+    engine.limits.maxArtifactBytes,
+  ).catch((error: unknown) => toOarError(error));
+  if ('code' in artifact) {
+    await engine.append(sessionId, [
+      {
+        type: 'tool.failed',
+        ...toolIds(ctx),
+        payload: {
+          toolName: tool.name,
+          error: artifact,
+          durationMs,
+          graphActionId: action.id,
+          actionStatus: 'failed',
+          observation: observe(ctx, errorOutput(artifact)),
+        },
+      },
+    ]);
+    return 'failed';
+  }
+  const observation = observe(ctx, {
+    text: fullText,
+    ...(output.structured ? { structured: output.structured } : {}),
+    summary: summaryOf(output, fullText),
+    artifacts: [artifact.uri],
+  });
+  const drafts: EventDraft[] = [
+    {
+      type: 'artifact.changed',
+      ...actionIds(ctx),
+      artifactId: artifact.artifactId,
+      payload: {
+        change: 'created',
+        name: artifact.name,
+        mime: artifact.mime,
+        size: artifact.size,
+        hash: `sha256:${artifact.sha256}`,
+        uri: artifactUri(artifact.artifactId),
+        preview: artifact.preview,
+      },
+    },
+  ];
+  if (observation.truncated) {
+    drafts.push({
+      type: 'output.spilled',
+      ...toolIds(ctx),
+      artifactId: artifact.artifactId,
+      payload: {
+        artifactId: artifact.artifactId,
+        sizeBytes: artifact.size,
+        uri: artifact.uri,
+        preview: artifact.preview,
+        reason: 'observation over the context budget: the model sees a preview and the ref',
+      },
+    });
+  }
+  drafts.push({
+    type: 'tool.result',
+    ...toolIds(ctx),
+    payload: {
+      toolName: tool.name,
+      summary: observation.summary ?? output.summary,
+      outputRef: artifact.uri,
+      artifactIds: [artifact.artifactId],
+      truncated: observation.truncated ?? false,
+      durationMs,
+      graphActionId: action.id,
+      observation,
+    },
+  });
+  await engine.append(sessionId, drafts);
+  return 'completed';
+}

@@ -1,0 +1,241 @@
+import { basename, extname, resolve as resolvePath } from 'node:path';
+import { createAnthropic } from '@ai-sdk/anthropic';
+import { createOpenAI } from '@ai-sdk/openai';
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import type { LanguageModelV3 } from '@ai-sdk/provider';
+import { pointer } from '@oar/protocol';
+import { z } from 'zod';
+import { OarRuntimeError } from '../errors.js';
+import { createScriptedModel } from './script.js';
+import { loadModelScript } from './script-schema.js';
+
+export const MODEL_PROVIDERS = ['openai', 'anthropic', 'openai-compatible', 'script'] as const;
+export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
+
+/** Where each hosted provider's key is read from when an entry names no `apiKeyEnv`. */
+export const DEFAULT_API_KEY_ENV = { openai: 'OPENAI_API_KEY', anthropic: 'ANTHROPIC_API_KEY' } as const;
+
+// The env var NAME pattern doubles as a guard: a pasted key (sk-..., with dashes) fails it, so keys cannot be
+// smuggled into config files that get committed, logged or shown in the console.
+const envName = z
+  .string()
+  .regex(
+    /^[A-Za-z_][A-Za-z0-9_]*$/,
+    'must be the NAME of an environment variable (e.g. OPENAI_API_KEY), never the key itself',
+  );
+
+/** One configured model. Secrets are referenced by environment variable name only. */
+export const ModelConfigSchema = z
+  .strictObject({
+    provider: z.enum(MODEL_PROVIDERS),
+    /** The provider's model id, e.g. "gpt-4.1" or "deepseek-chat". Not used by `script`. */
+    model: z.string().min(1).optional(),
+    /** API base URL; required for openai-compatible, optional override (proxies, gateways) otherwise. */
+    baseURL: z.url().optional(),
+    /** Name of the env var holding the API key. Defaults: OPENAI_API_KEY, ANTHROPIC_API_KEY; none for compatible. */
+    apiKeyEnv: envName.optional(),
+    /** Script file for provider `script`, relative to the working directory. */
+    file: z.string().min(1).optional(),
+    /** Provider name for openai-compatible (the providerOptions key, shown in events); defaults to the entry name. */
+    name: z.string().min(1).optional(),
+    /** Extra, non-secret HTTP headers. */
+    headers: z.record(z.string(), z.string()).optional(),
+    /** Secret HTTP headers: header name → env var name (e.g. Azure's `api-key`). */
+    headersEnv: z.record(z.string(), envName).optional(),
+    /** Whether the endpoint accepts a forced tool choice; set false for openai-compatible servers that reject it. */
+    forcedToolChoice: z.boolean().optional(),
+  })
+  .superRefine((entry, ctx) => {
+    const need = (field: 'model' | 'baseURL' | 'file') => {
+      if (entry[field] === undefined) {
+        ctx.addIssue({ code: 'custom', path: [field], message: `provider "${entry.provider}" needs "${field}"` });
+      }
+    };
+    if (entry.provider === 'script') need('file');
+    else need('model');
+    if (entry.provider === 'openai-compatible') need('baseURL');
+    if (entry.provider !== 'script' && entry.file !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['file'], message: '"file" is only for provider "script"' });
+    }
+  });
+export type ModelConfig = z.infer<typeof ModelConfigSchema>;
+
+export const ModelsConfigSchema = z.record(z.string().min(1), ModelConfigSchema);
+export type ModelsConfig = z.infer<typeof ModelsConfigSchema>;
+
+/** A parsed model spec string (`openai:gpt-4.1`, `script:demo.json`, `my-model`, ...). */
+export type ModelSpec =
+  | { kind: 'hosted'; provider: 'openai' | 'anthropic'; model: string }
+  | { kind: 'compatible'; name: string }
+  | { kind: 'script'; file: string }
+  | { kind: 'named'; name: string };
+
+/** Parses a spec string. A bare string (no known provider prefix) is the name of a configured model. */
+export function parseModelSpec(spec: string): ModelSpec {
+  const trimmed = spec.trim();
+  const colon = trimmed.indexOf(':');
+  const prefix = colon > 0 ? trimmed.slice(0, colon) : '';
+  const rest = trimmed.slice(colon + 1).trim();
+  if (prefix === 'openai' || prefix === 'anthropic' || prefix === 'openai-compatible' || prefix === 'script') {
+    if (rest === '') throw unknownModel(spec, `model spec "${spec}" names no model after "${prefix}:"`);
+    if (prefix === 'openai-compatible') return { kind: 'compatible', name: rest };
+    if (prefix === 'script') return { kind: 'script', file: rest };
+    return { kind: 'hosted', provider: prefix, model: rest };
+  }
+  if (trimmed === '') throw unknownModel(spec, 'empty model spec');
+  return { kind: 'named', name: trimmed };
+}
+
+export interface ResolveModelOptions {
+  /** Configured models by name. */
+  models?: Record<string, ModelConfig>;
+  /** Base directory for script files. */
+  cwd: string;
+  /** Where API keys are read from (pass `process.env` in production; tests pass a plain object). */
+  env: Record<string, string | undefined>;
+  /** For script models: replay this sub-agent's steps from the script's `agents` section. */
+  agent?: string;
+}
+
+export interface ModelInfo {
+  provider: ModelProvider;
+  modelId: string;
+  spec: string;
+  /** Whether the runtime may force `toolChoice: { type: 'tool', toolName: 'AgentProtocolOutput' }`. */
+  supportsForcedToolChoice: boolean;
+}
+
+export interface ResolvedModel {
+  model: LanguageModelV3;
+  info: ModelInfo;
+}
+
+/**
+ * Resolves a spec string to a ready model. An exact configured name wins over prefix parsing, so an entry may
+ * be called e.g. "openai:fast" and still be found.
+ */
+export async function resolveModel(spec: string, options: ResolveModelOptions): Promise<ResolvedModel> {
+  const models = options.models ?? {};
+  if (Object.hasOwn(models, spec)) return fromConfig(spec, spec, models[spec] as ModelConfig, options);
+  const parsed = parseModelSpec(spec);
+  switch (parsed.kind) {
+    case 'hosted':
+      return fromConfig(spec, spec, { provider: parsed.provider, model: parsed.model }, options);
+    case 'script':
+      return fromConfig(spec, spec, { provider: 'script', file: parsed.file }, options);
+    case 'compatible': {
+      const entry = configured(models, parsed.name, spec);
+      if (entry.provider !== 'openai-compatible') {
+        throw unknownModel(
+          spec,
+          `model "${parsed.name}" is configured with provider "${entry.provider}", not openai-compatible`,
+        );
+      }
+      return fromConfig(spec, parsed.name, entry, options);
+    }
+    case 'named':
+      return fromConfig(spec, parsed.name, configured(models, parsed.name, spec), options);
+  }
+}
+
+function configured(models: Record<string, ModelConfig>, name: string, spec: string): ModelConfig {
+  const entry = Object.hasOwn(models, name) ? models[name] : undefined;
+  if (entry !== undefined) return entry;
+  const known = Object.keys(models);
+  throw unknownModel(
+    spec,
+    `unknown model "${spec}": use openai:<model>, anthropic:<model>, openai-compatible:<configured name>, script:<file> or a configured name${known.length > 0 ? ` (configured: ${known.join(', ')})` : ''}`,
+  );
+}
+
+async function fromConfig(
+  spec: string,
+  entryName: string,
+  raw: ModelConfig,
+  options: ResolveModelOptions,
+): Promise<ResolvedModel> {
+  // Entries may come straight from a JSON config file, so they are validated here, not trusted by type.
+  const checked = ModelConfigSchema.safeParse(raw);
+  if (!checked.success) {
+    const issues = checked.error.issues.map((issue) => ({
+      path: pointer(issue.path as (string | number)[]),
+      message: issue.message,
+    }));
+    throw new OarRuntimeError(
+      'invalid_model_config',
+      `model "${entryName}" is misconfigured: ${issues.map((i) => `${i.path || '/'}: ${i.message}`).join('; ')}`,
+      { details: { model: entryName, issues } },
+    );
+  }
+  const entry = checked.data;
+  const info = (modelId: string, supportsForcedToolChoice: boolean): ModelInfo => ({
+    provider: entry.provider,
+    modelId,
+    spec,
+    supportsForcedToolChoice,
+  });
+  const headers = secretHeaders(entry, options.env, entryName);
+  switch (entry.provider) {
+    case 'script': {
+      const file = resolvePath(options.cwd, entry.file as string);
+      const script = await loadModelScript(file);
+      const name = basename(file, extname(file));
+      const model = createScriptedModel(script, { agent: options.agent, name, source: file });
+      return { model, info: info(model.modelId, true) };
+    }
+    case 'openai': {
+      const apiKey = readSecret(entry.apiKeyEnv ?? DEFAULT_API_KEY_ENV.openai, options.env, entryName);
+      const provider = createOpenAI({ apiKey, baseURL: entry.baseURL, headers });
+      return { model: provider(entry.model as string), info: info(entry.model as string, true) };
+    }
+    case 'anthropic': {
+      const apiKey = readSecret(entry.apiKeyEnv ?? DEFAULT_API_KEY_ENV.anthropic, options.env, entryName);
+      const provider = createAnthropic({ apiKey, baseURL: entry.baseURL, headers });
+      return { model: provider(entry.model as string), info: info(entry.model as string, true) };
+    }
+    case 'openai-compatible': {
+      // Local servers (Ollama, vLLM, llama.cpp) often need no key, so a key is only required when one is named.
+      const key = entry.apiKeyEnv === undefined ? undefined : readSecret(entry.apiKeyEnv, options.env, entryName);
+      const provider = createOpenAICompatible({
+        name: entry.name ?? entryName,
+        baseURL: entry.baseURL as string,
+        apiKey: key,
+        headers,
+        // Without it streamed responses carry no usage, and usage feeds budgets and the event log.
+        includeUsage: true,
+      });
+      return {
+        model: provider.chatModel(entry.model as string),
+        info: info(entry.model as string, entry.forcedToolChoice ?? true),
+      };
+    }
+  }
+}
+
+function readSecret(envVar: string, env: Record<string, string | undefined>, model: string): string {
+  const value = env[envVar];
+  if (value === undefined || value.trim() === '') {
+    throw new OarRuntimeError(
+      'model_credentials_missing',
+      `model "${model}" needs an API key in the environment variable ${envVar}, which is not set`,
+      { details: { model, envVar } },
+    );
+  }
+  return value;
+}
+
+function secretHeaders(
+  entry: ModelConfig,
+  env: Record<string, string | undefined>,
+  model: string,
+): Record<string, string> | undefined {
+  if (entry.headers === undefined && entry.headersEnv === undefined) return undefined;
+  const headers: Record<string, string> = { ...entry.headers };
+  for (const [header, envVar] of Object.entries(entry.headersEnv ?? {}))
+    headers[header] = readSecret(envVar, env, model);
+  return headers;
+}
+
+function unknownModel(spec: string, message: string): OarRuntimeError {
+  return new OarRuntimeError('unknown_model', message, { details: { spec } });
+}

@@ -1,0 +1,123 @@
+import { readFile } from 'node:fs/promises';
+import { pointer } from '@oar/protocol';
+import { z } from 'zod';
+import { OarRuntimeError } from '../errors.js';
+
+/**
+ * The model script file: a documented list of responses a scripted model replays, one per model call. Used by the
+ * demo, the tests and users' own CI, so every field is strict: a typo in a script is a script bug, not a no-op.
+ */
+
+const FINISH_REASONS = ['stop', 'length', 'content-filter', 'tool-calls', 'error', 'other'] as const;
+
+export const ScriptToolCallSchema = z.strictObject({
+  name: z.string().min(1),
+  /** An object is JSON-encoded; a string is sent verbatim so malformed JSON can be scripted. */
+  arguments: z.union([z.record(z.string(), z.unknown()), z.string()]),
+  /** Optional explicit tool call id; otherwise a deterministic one is generated. */
+  id: z.string().min(1).optional(),
+});
+export type ScriptToolCall = z.infer<typeof ScriptToolCallSchema>;
+
+export const ScriptErrorSchema = z.strictObject({
+  message: z.string().min(1),
+  statusCode: z.number().int().min(100).max(599).optional(),
+  /** Defaults to what APICallError derives from the status code (408, 409, 429 and 5xx are retryable). */
+  retryable: z.boolean().optional(),
+});
+
+export const ScriptUsageSchema = z.strictObject({
+  inputTokens: z.number().int().nonnegative().optional(),
+  outputTokens: z.number().int().nonnegative().optional(),
+});
+
+/**
+ * One model response. Content fields may be combined (emitted in the order text, protocol, toolCalls), which
+ * scripts a model that talks before its tool call; `error` stands alone because a failed call has no content.
+ */
+export const ModelScriptStepSchema = z
+  .strictObject({
+    /**
+     * Arguments of a native AgentProtocolOutput call. Deliberately NOT validated against the carrier schema so
+     * invalid declarations (act without calls, unknown fields) can be scripted to exercise the corrective retry.
+     */
+    protocol: z.record(z.string(), z.unknown()).optional(),
+    /** Raw assistant text: the full DSL in text, pseudo tool calls in text, cut-off output, plain prose. */
+    text: z.string().optional(),
+    /** Arbitrary native tool calls, including unknown tools and malformed arguments. */
+    toolCalls: z.array(ScriptToolCallSchema).min(1).optional(),
+    /** The call fails with a provider error (APICallError). */
+    error: ScriptErrorSchema.optional(),
+    /** Wait before answering; an aborted signal ends the wait at once. */
+    delayMs: z.number().int().nonnegative().optional(),
+    /** Reported token usage; each side omitted is estimated from the prompt / response length. */
+    usage: ScriptUsageSchema.optional(),
+    /** Overrides the derived finish reason (tool-calls when the step has tool calls, else stop). */
+    finishReason: z.enum(FINISH_REASONS).optional(),
+  })
+  .superRefine((step, ctx) => {
+    const content = ['protocol', 'text', 'toolCalls'].filter((key) => step[key as keyof typeof step] !== undefined);
+    if (step.error !== undefined && content.length > 0) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['error'],
+        message: `an error step takes no content (found ${content.join(', ')})`,
+      });
+    }
+    if (step.error === undefined && content.length === 0) {
+      ctx.addIssue({ code: 'custom', path: [], message: 'a step needs one of protocol, text, toolCalls or error' });
+    }
+  });
+export type ModelScriptStep = z.infer<typeof ModelScriptStepSchema>;
+
+export const ModelScriptSchema = z.strictObject({
+  /** What the script exercises; JSON has no comments, so documentation lives here. Ignored by the model. */
+  description: z.string().optional(),
+  /** The main agent's responses, in call order. */
+  steps: z.array(ModelScriptStepSchema),
+  /** Per-agent responses for sub-agents delegated to by name. */
+  agents: z
+    .record(
+      z.string().min(1),
+      z.strictObject({ description: z.string().optional(), steps: z.array(ModelScriptStepSchema) }),
+    )
+    .optional(),
+});
+export type ModelScript = z.infer<typeof ModelScriptSchema>;
+
+/** Validates an already-parsed script; `source` names it in errors (a path or a label). */
+export function parseModelScript(value: unknown, source = 'model script'): ModelScript {
+  const result = ModelScriptSchema.safeParse(value);
+  if (result.success) return result.data;
+  const issues = result.error.issues.map((issue) => ({
+    path: pointer(issue.path as (string | number)[]),
+    message: issue.message,
+  }));
+  const summary = issues.map((issue) => `${issue.path || '/'}: ${issue.message}`).join('; ');
+  throw new OarRuntimeError('invalid_model_script', `invalid model script ${source}: ${summary}`, {
+    details: { source, issues },
+  });
+}
+
+/** Reads and validates a script file. Unreadable files and bad JSON are `invalid_model_script` too. */
+export async function loadModelScript(path: string): Promise<ModelScript> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new OarRuntimeError('invalid_model_script', `cannot read model script ${path}: ${reason}`, {
+      details: { source: path, issues: [{ path: '', message: reason }] },
+    });
+  }
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    throw new OarRuntimeError('invalid_model_script', `model script ${path} is not valid JSON: ${reason}`, {
+      details: { source: path, issues: [{ path: '', message: reason }] },
+    });
+  }
+  return parseModelScript(json, path);
+}

@@ -1,0 +1,239 @@
+import {
+  APICallError,
+  type LanguageModelV3,
+  type LanguageModelV3CallOptions,
+  type LanguageModelV3Content,
+  type LanguageModelV3FinishReason,
+  type LanguageModelV3GenerateResult,
+  type LanguageModelV3StreamPart,
+  type LanguageModelV3StreamResult,
+  type LanguageModelV3Usage,
+} from '@ai-sdk/provider';
+import { AGENT_PROTOCOL_TOOL_NAME } from '@oar/protocol';
+import { OarRuntimeError } from '../errors.js';
+import type { ModelScript, ModelScriptStep } from './script-schema.js';
+
+export {
+  loadModelScript,
+  type ModelScript,
+  ModelScriptSchema,
+  type ModelScriptStep,
+  ModelScriptStepSchema,
+  parseModelScript,
+} from './script-schema.js';
+
+export const SCRIPT_PROVIDER = 'oar-script';
+
+export interface ScriptedModelOptions {
+  /** Replay `agents[agent].steps` instead of the main steps. */
+  agent?: string;
+  /** Model id and the label used in error messages, usually the script file name without extension. */
+  name?: string;
+  /** Where the script came from (a path), named in error messages. */
+  source?: string;
+}
+
+/**
+ * Reads the durable step index the runtime passes as `providerOptions.oar.scriptStep`. It exists so a resumed
+ * process continues where the script left off instead of replaying from the first step.
+ */
+function requestedStep(options: LanguageModelV3CallOptions): number | undefined {
+  const value = options.providerOptions?.oar?.scriptStep;
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
+}
+
+/** Deterministic token estimate (~4 characters per token) so replays report identical usage. */
+function estimateTokens(text: string): number {
+  return Math.max(1, Math.ceil(text.length / 4));
+}
+
+function abortError(signal: AbortSignal): unknown {
+  return signal.reason instanceof Error ? signal.reason : new DOMException('The model call was aborted', 'AbortError');
+}
+
+function delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  if (signal?.aborted) return Promise.reject(abortError(signal));
+  if (ms <= 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortError(signal as AbortSignal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+/** Splits a string into at most `parts` pieces so streams carry several deltas, like a real provider's. */
+function chunks(text: string, parts = 3): string[] {
+  if (text.length === 0) return [];
+  const size = Math.ceil(text.length / parts);
+  const out: string[] = [];
+  for (let i = 0; i < text.length; i += size) out.push(text.slice(i, i + size));
+  return out;
+}
+
+interface ScriptedResponse {
+  content: LanguageModelV3Content[];
+  finishReason: LanguageModelV3FinishReason;
+  usage: LanguageModelV3Usage;
+  responseId: string;
+}
+
+/**
+ * A LanguageModelV3 that replays a model script. Each call consumes one step: the one named by
+ * `providerOptions.oar.scriptStep` when given, else the next one after the previous call.
+ */
+export class ScriptedModel implements LanguageModelV3 {
+  readonly specificationVersion = 'v3' as const;
+  readonly provider = SCRIPT_PROVIDER;
+  readonly modelId: string;
+  readonly supportedUrls: Record<string, RegExp[]> = {};
+
+  private nextStep = 0;
+
+  constructor(
+    private readonly steps: readonly ModelScriptStep[],
+    private readonly label: string,
+    modelId: string,
+  ) {
+    this.modelId = modelId;
+  }
+
+  async doGenerate(options: LanguageModelV3CallOptions): Promise<LanguageModelV3GenerateResult> {
+    const response = await this.respond(options);
+    return {
+      content: response.content,
+      finishReason: response.finishReason,
+      usage: response.usage,
+      response: { id: response.responseId, modelId: this.modelId },
+      warnings: [],
+    };
+  }
+
+  async doStream(options: LanguageModelV3CallOptions): Promise<LanguageModelV3StreamResult> {
+    const response = await this.respond(options);
+    const parts: LanguageModelV3StreamPart[] = [
+      { type: 'stream-start', warnings: [] },
+      { type: 'response-metadata', id: response.responseId, modelId: this.modelId },
+    ];
+    response.content.forEach((part, index) => {
+      if (part.type === 'text') {
+        const id = `text-${index}`;
+        parts.push({ type: 'text-start', id });
+        for (const delta of chunks(part.text)) parts.push({ type: 'text-delta', id, delta });
+        parts.push({ type: 'text-end', id });
+      } else if (part.type === 'tool-call') {
+        parts.push({ type: 'tool-input-start', id: part.toolCallId, toolName: part.toolName });
+        for (const delta of chunks(part.input)) parts.push({ type: 'tool-input-delta', id: part.toolCallId, delta });
+        parts.push({ type: 'tool-input-end', id: part.toolCallId });
+        parts.push(part);
+      }
+    });
+    parts.push({ type: 'finish', usage: response.usage, finishReason: response.finishReason });
+    return {
+      stream: new ReadableStream<LanguageModelV3StreamPart>({
+        start(controller) {
+          for (const part of parts) controller.enqueue(part);
+          controller.close();
+        },
+      }),
+    };
+  }
+
+  /** Picks the step, waits its delay, then either throws its error or builds its content. */
+  private async respond(options: LanguageModelV3CallOptions): Promise<ScriptedResponse> {
+    const index = requestedStep(options) ?? this.nextStep;
+    const step = this.steps[index];
+    if (step === undefined) {
+      throw new OarRuntimeError(
+        'script_exhausted',
+        `script_exhausted: ${this.label} has ${this.steps.length} step(s) but step index ${index} (0-based) was requested; add a step or check why the run made more model calls than scripted`,
+        { details: { script: this.label, step: index, steps: this.steps.length } },
+      );
+    }
+    await delay(step.delayMs ?? 0, options.abortSignal);
+    // Advanced only once the step is delivered: an aborted call never answered, so a retry gets the same step.
+    // Error steps do count, which lets "fail once, then succeed" be scripted against the SDK's own retries.
+    this.nextStep = index + 1;
+    if (step.error) {
+      throw new APICallError({
+        message: step.error.message,
+        url: `oar-script://${this.modelId}`,
+        requestBodyValues: { scriptStep: index },
+        statusCode: step.error.statusCode,
+        isRetryable: step.error.retryable,
+      });
+    }
+    const content = this.content(step, index);
+    const hasToolCalls = content.some((part) => part.type === 'tool-call');
+    const unified = step.finishReason ?? (hasToolCalls ? 'tool-calls' : 'stop');
+    const outputText = content
+      .map((part) => (part.type === 'text' ? part.text : part.type === 'tool-call' ? part.input : ''))
+      .join('');
+    const inputTokens = step.usage?.inputTokens ?? estimateTokens(JSON.stringify(options.prompt));
+    const outputTokens = step.usage?.outputTokens ?? estimateTokens(outputText);
+    return {
+      content,
+      finishReason: { unified, raw: unified },
+      usage: {
+        inputTokens: { total: inputTokens, noCache: inputTokens, cacheRead: 0, cacheWrite: 0 },
+        outputTokens: { total: outputTokens, text: outputTokens, reasoning: 0 },
+      },
+      responseId: `script-${index}`,
+    };
+  }
+
+  private content(step: ModelScriptStep, index: number): LanguageModelV3Content[] {
+    const content: LanguageModelV3Content[] = [];
+    // Ids derive from the step index so a replay after resume produces the same ids as the first run.
+    const callId = (n: number) => `call_${index}_${n}`;
+    if (step.text !== undefined && step.text !== '') content.push({ type: 'text', text: step.text });
+    if (step.protocol !== undefined) {
+      content.push({
+        type: 'tool-call',
+        toolCallId: callId(0),
+        toolName: AGENT_PROTOCOL_TOOL_NAME,
+        input: JSON.stringify(step.protocol),
+      });
+    }
+    const offset = step.protocol !== undefined ? 1 : 0;
+    (step.toolCalls ?? []).forEach((call, n) => {
+      content.push({
+        type: 'tool-call',
+        toolCallId: call.id ?? callId(n + offset),
+        toolName: call.name,
+        input: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
+      });
+    });
+    return content;
+  }
+}
+
+/**
+ * A scripted model for the main agent, or for `options.agent` from the script's `agents` section. An agent the
+ * script does not cover is an error rather than a fallback to the main steps: replaying the main agent's answers
+ * as a sub-agent's would make a broken script look like a working run.
+ */
+export function createScriptedModel(script: ModelScript, options: ScriptedModelOptions = {}): ScriptedModel {
+  const name = options.name ?? 'script';
+  const source = options.source ?? name;
+  if (options.agent === undefined) return new ScriptedModel(script.steps, `model script ${source}`, name);
+  const agentScript = script.agents?.[options.agent];
+  if (agentScript === undefined) {
+    const known = Object.keys(script.agents ?? {});
+    throw new OarRuntimeError(
+      'script_agent_missing',
+      `model script ${source} has no steps for agent "${options.agent}"; add "agents": { "${options.agent}": { "steps": [...] } }${known.length > 0 ? ` (scripted agents: ${known.join(', ')})` : ''}`,
+      { details: { source, agent: options.agent, agents: known } },
+    );
+  }
+  return new ScriptedModel(
+    agentScript.steps,
+    `model script ${source} (agent "${options.agent}")`,
+    `${name}:${options.agent}`,
+  );
+}

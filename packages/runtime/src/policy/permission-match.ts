@@ -1,0 +1,77 @@
+import { posix } from 'node:path';
+import picomatch from 'picomatch';
+import type { PermissionRequest, PermissionRule, SessionGrant } from './permission-schema.js';
+
+/**
+ * Pure matching of rules and grants against a request. No I/O: `node:path`'s posix helpers are string functions.
+ */
+
+/**
+ * `dot: true` everywhere: with picomatch's default a deny rule on `src/**` would miss `src/.env`, and a deny that a
+ * dotfile name can slip past is no deny.
+ */
+const GLOB_OPTIONS = { dot: true } as const;
+
+/** The name rules and grants see: the tool's own name, else the executor target (an unknown tool still has one). */
+export function requestToolName(request: PermissionRequest): string | undefined {
+  if (request.tool) return request.tool.name;
+  return request.executor.type === 'tool' ? request.executor.target : undefined;
+}
+
+/**
+ * Canonical workspace-relative form, so `./src/a.ts`, `src//a.ts` and `lib/../src/a.ts` all meet the globs as
+ * `src/a.ts` — otherwise a deny on `src/**` could be dodged by spelling the path differently.
+ */
+export function normalizeTouchedPath(path: string): string {
+  const normalized = posix.normalize(path.replaceAll('\\', '/'));
+  return normalized.startsWith('./') ? normalized.slice(2) : normalized;
+}
+
+function globMatches(globs: readonly string[], value: string): boolean {
+  return picomatch(globs as string[], GLOB_OPTIONS)(value);
+}
+
+/**
+ * Whether the rule's path condition holds. Deny and ask rules match when ANY touched path matches (one forbidden
+ * path is enough to stop the call); allow rules only when EVERY touched path matches, so an allow for `docs/**`
+ * cannot carry along a write to `src/` in the same call. A rule with paths never matches a call touching none.
+ */
+function pathsMatch(rule: PermissionRule, paths: readonly string[]): boolean {
+  if (!rule.paths) return true;
+  if (paths.length === 0) return false;
+  const touched = paths.map(normalizeTouchedPath);
+  const matches = (path: string) => globMatches(rule.paths ?? [], path);
+  return rule.decision === 'allow' ? touched.every(matches) : touched.some(matches);
+}
+
+/**
+ * A rule matches when ALL its given conditions hold. Conditions about the tool (name, capability, flags) never hold
+ * for an action that has no tool facts to check them against.
+ */
+export function ruleMatches(rule: PermissionRule, request: PermissionRequest): boolean {
+  if (rule.executor !== undefined && rule.executor !== request.executor.type) return false;
+  if (rule.tool !== undefined) {
+    const name = requestToolName(request);
+    if (name === undefined || !globMatches([rule.tool], name)) return false;
+  }
+  const tool = request.tool;
+  if (rule.capability !== undefined && !tool?.capabilities.includes(rule.capability)) return false;
+  if (rule.readOnly !== undefined && tool?.isReadOnly !== rule.readOnly) return false;
+  if (rule.destructive !== undefined && tool?.isDestructive !== rule.destructive) return false;
+  return pathsMatch(rule, request.paths);
+}
+
+/**
+ * A grant covers a call of the same executor and exact tool name whose touched paths are all among the granted ones.
+ * A grant made from a call that touched no paths covers only calls that touch none: approving `write_file` once
+ * without paths must not approve writes to arbitrary files.
+ */
+export function grantCovers(grant: SessionGrant, request: PermissionRequest): boolean {
+  if ((grant.executor ?? 'tool') !== request.executor.type) return false;
+  const name = request.executor.type === 'tool' ? requestToolName(request) : request.executor.target;
+  if (name !== grant.tool) return false;
+  const touched = request.paths.map(normalizeTouchedPath);
+  if (!grant.paths) return touched.length === 0;
+  const granted = new Set(grant.paths.map(normalizeTouchedPath));
+  return touched.length > 0 && touched.every((path) => granted.has(path));
+}

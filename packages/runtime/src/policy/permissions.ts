@@ -1,0 +1,212 @@
+import type { ActionDecision, PermissionDecision, PermissionEvaluatedPayloadSchema } from '@oar/protocol';
+import type { z } from 'zod';
+import { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
+import type {
+  EvaluationSource,
+  IndexedPermissionRule,
+  PermissionEvaluation,
+  PermissionMode,
+  PermissionPolicy,
+  PermissionRequest,
+  PermissionRule,
+  SessionGrant,
+} from './permission-schema.js';
+
+export { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
+export * from './permission-schema.js';
+
+/**
+ * The permission evaluator: pure, synchronous, no I/O. Precedence (docs/permissions.md "Precedence"):
+ *
+ *   1. a matching deny rule            → deny   (in every mode, bypass included)
+ *   2. the read-only mode ceiling      → deny   (anything not known to be read-only; no rule or grant lifts it)
+ *   3. a matching ask rule             → ask    (beats grants, allow rules and the mode, bypass included)
+ *   4. a session grant covering it     → allow
+ *   5. a matching allow rule           → allow
+ *   6. the mode's default for the kind of action
+ *
+ * Restrictions (1–3) come before permissions (4–6) so that adding an allow rule or a grant can never loosen a deny,
+ * and a user's deny/ask rule always overrides an automatic allow (the spec's "deny/ask 规则需要可覆盖自动 allow").
+ */
+
+/** What an action is, for the mode table. A tool with no facts has unknown effects and is treated as destructive. */
+type ActionKind = 'read' | 'write' | 'destructive' | 'delegation' | 'human' | 'runtime' | 'external';
+
+function actionKind(request: PermissionRequest): ActionKind {
+  switch (request.executor.type) {
+    case 'tool': {
+      const tool = request.tool;
+      // Destructive wins over a contradictory read-only flag: a wrong flag should cost a prompt, not a file.
+      if (!tool || tool.isDestructive) return 'destructive';
+      return tool.isReadOnly ? 'read' : 'write';
+    }
+    case 'agent':
+      return 'delegation';
+    case 'human':
+      return 'human';
+    case 'runtime':
+      return 'runtime';
+    case 'pipeline':
+    case 'service':
+      return 'external';
+  }
+}
+
+const KIND_LABEL: Record<ActionKind, string> = {
+  read: 'read-only tools',
+  write: 'tools that write',
+  destructive: 'destructive tools',
+  delegation: 'agent delegation',
+  human: 'human input',
+  runtime: 'runtime actions',
+  external: 'pipelines and services',
+};
+
+/**
+ * The mode table. Agent delegation is allowed because the child's own actions are evaluated one by one under the
+ * same policy; human input and runtime actions have no side effect of their own. Pipelines and services have
+ * effects the runtime cannot see, so they are treated like writes.
+ */
+const MODE_TABLE: Record<PermissionMode, Record<ActionKind, PermissionDecision>> = {
+  default: {
+    read: 'allow',
+    write: 'ask',
+    destructive: 'ask',
+    delegation: 'allow',
+    human: 'allow',
+    runtime: 'allow',
+    external: 'ask',
+  },
+  'read-only': {
+    read: 'allow',
+    write: 'deny',
+    destructive: 'deny',
+    delegation: 'allow',
+    human: 'allow',
+    runtime: 'allow',
+    external: 'deny',
+  },
+  'accept-edits': {
+    read: 'allow',
+    write: 'allow',
+    destructive: 'ask',
+    delegation: 'allow',
+    human: 'allow',
+    runtime: 'allow',
+    external: 'ask',
+  },
+  bypass: {
+    read: 'allow',
+    write: 'allow',
+    destructive: 'allow',
+    delegation: 'allow',
+    human: 'allow',
+    runtime: 'allow',
+    external: 'allow',
+  },
+};
+
+/** An ask rule means "ask every time": a session grant would never be consulted, so it is not offered. */
+const RULE_ASK_DECISIONS: ActionDecision[] = ['approve', 'deny'];
+const MODE_ASK_DECISIONS: ActionDecision[] = ['approve', 'deny', 'approve_for_session'];
+
+function firstMatching(
+  rules: readonly PermissionRule[],
+  decision: PermissionDecision,
+  request: PermissionRequest,
+): IndexedPermissionRule | undefined {
+  const index = rules.findIndex((rule) => rule.decision === decision && ruleMatches(rule, request));
+  const rule = rules[index];
+  return rule ? { index, ...rule } : undefined;
+}
+
+function ruleReason(rule: IndexedPermissionRule, verb: string): string {
+  return `rule #${rule.index} ${verb} this call${rule.reason ? `: ${rule.reason}` : ''}`;
+}
+
+function subject(request: PermissionRequest): string {
+  const name = requestToolName(request);
+  return name ? `'${name}'` : `${request.executor.type} '${request.executor.target}'`;
+}
+
+/** Decide one action. Never throws for a schema-valid request and policy. */
+export function evaluatePermission(request: PermissionRequest, policy: PermissionPolicy): PermissionEvaluation {
+  const { mode, rules } = policy;
+  const kind = actionKind(request);
+  const modeDecision = MODE_TABLE[mode][kind];
+  const modeSource: EvaluationSource = mode === 'default' ? 'default' : 'mode';
+
+  const deny = firstMatching(rules, 'deny', request);
+  if (deny) return { decision: 'deny', source: 'rule', rule: deny, mode, reason: ruleReason(deny, 'denies') };
+
+  // A mode that forbids writes is a ceiling, not a default: otherwise one broad allow rule (or a grant from an
+  // earlier accept-edits phase) would quietly turn read-only into read-write.
+  if (mode === 'read-only' && modeDecision === 'deny') {
+    const reason = `read-only mode forbids ${KIND_LABEL[kind]} (${subject(request)})`;
+    return { decision: 'deny', source: 'mode', mode, reason };
+  }
+
+  const ask = firstMatching(rules, 'ask', request);
+  if (ask) {
+    const reason = ruleReason(ask, 'requires approval for');
+    return { decision: 'ask', source: 'rule', rule: ask, mode, reason, decisions: [...RULE_ASK_DECISIONS] };
+  }
+
+  const grant = policy.grants?.find((candidate) => grantCovers(candidate, request));
+  if (grant) {
+    const reason = `approved for this session earlier (${subject(request)})`;
+    return { decision: 'allow', source: 'human', grant, mode, reason };
+  }
+
+  const allow = firstMatching(rules, 'allow', request);
+  if (allow) return { decision: 'allow', source: 'rule', rule: allow, mode, reason: ruleReason(allow, 'allows') };
+
+  const verb = modeDecision === 'allow' ? 'allows' : modeDecision === 'ask' ? 'asks before' : 'forbids';
+  const reason = `${mode} mode ${verb} ${KIND_LABEL[kind]} (${subject(request)})`;
+  const evaluation: PermissionEvaluation = { decision: modeDecision, source: modeSource, mode, reason };
+  return modeDecision === 'ask' ? { ...evaluation, decisions: [...MODE_ASK_DECISIONS] } : evaluation;
+}
+
+/**
+ * The grant an `approve_for_session` of this request creates: the exact tool (or executor target) and, if the call
+ * touched paths, exactly those paths. No directory globs: the human approved what they saw, nothing next to it.
+ */
+export function grantFor(request: PermissionRequest): SessionGrant {
+  const isTool = request.executor.type === 'tool';
+  const grant: SessionGrant = {
+    ...(isTool ? {} : { executor: request.executor.type }),
+    tool: (isTool ? requestToolName(request) : undefined) ?? request.executor.target,
+  };
+  if (request.paths.length === 0) return grant;
+  return { ...grant, paths: [...new Set(request.paths.map(normalizeTouchedPath))] };
+}
+
+/** The rule in the policy's own notation for the `rule` field of permission events: `rules[2] {"decision":…}`. */
+export function describeRule(rule: IndexedPermissionRule): string {
+  const { index, ...written } = rule;
+  return `rules[${index}] ${JSON.stringify(written)}`;
+}
+
+export type PermissionEvaluatedPayload = z.input<typeof PermissionEvaluatedPayloadSchema>;
+
+/**
+ * The `permission.evaluated` payload for an evaluation. The typed fields are the protocol's; the executor, the
+ * touched paths and the grant ride along (payloads are loose) so the record alone explains the decision.
+ */
+export function toPermissionEvaluatedPayload(
+  evaluation: PermissionEvaluation,
+  request: PermissionRequest,
+): PermissionEvaluatedPayload {
+  const toolName = requestToolName(request);
+  return {
+    decision: evaluation.decision,
+    ...(toolName ? { toolName } : {}),
+    ...(evaluation.rule ? { rule: describeRule(evaluation.rule) } : {}),
+    mode: evaluation.mode,
+    source: evaluation.source,
+    reason: evaluation.reason,
+    executor: request.executor,
+    ...(request.paths.length > 0 ? { paths: request.paths.map(normalizeTouchedPath) } : {}),
+    ...(evaluation.grant ? { grant: evaluation.grant } : {}),
+  };
+}

@@ -1,0 +1,158 @@
+import type { RuntimeEvent, Task, TaskAttempt } from '@oar/protocol';
+import { z } from 'zod';
+import { SessionGrantSchema } from '../policy/permission-schema.js';
+
+/** The session projection: metadata, its threads, usage totals, routing facts and session-wide grants. */
+export const SessionStateSchema = z.object({
+  sessionId: z.string(),
+  runtimeId: z.string(),
+  title: z.string().optional(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  threadIds: z.array(z.string()),
+  usage: z.object({ inputTokens: z.number(), outputTokens: z.number(), totalTokens: z.number() }),
+  routing: z
+    .object({ selectedModel: z.string(), provider: z.string().optional(), candidateCount: z.number() })
+    .optional(),
+  /** Grants from approve_for_session: the permission policy allows matching calls for the rest of the session. */
+  grants: z.array(SessionGrantSchema),
+  lastSequence: z.number().int(),
+});
+export type SessionState = z.infer<typeof SessionStateSchema>;
+
+type Payload = Record<string, unknown>;
+
+export function reduceSession(state: SessionState | undefined, event: RuntimeEvent): SessionState | undefined {
+  const payload = (event.payload ?? {}) as Payload;
+  if (event.type === 'session.created') {
+    return {
+      sessionId: event.sessionId,
+      runtimeId: event.runtimeId,
+      ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
+      createdAt: event.timestamp,
+      updatedAt: event.timestamp,
+      threadIds: [],
+      usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+      grants: [],
+      lastSequence: event.sequence,
+    };
+  }
+  if (!state) return state;
+  const next = { ...state, updatedAt: event.timestamp, lastSequence: event.sequence };
+  switch (event.type) {
+    case 'session.updated':
+      return typeof payload.title === 'string' ? { ...next, title: payload.title } : next;
+    case 'thread.started':
+      return next.threadIds.includes(event.threadId)
+        ? next
+        : { ...next, threadIds: [...next.threadIds, event.threadId] };
+    case 'model.completed': {
+      const usage = payload.usage as { inputTokens?: number; outputTokens?: number; totalTokens?: number };
+      const input = usage.inputTokens ?? 0;
+      const output = usage.outputTokens ?? 0;
+      return {
+        ...next,
+        usage: {
+          inputTokens: next.usage.inputTokens + input,
+          outputTokens: next.usage.outputTokens + output,
+          totalTokens: next.usage.totalTokens + (usage.totalTokens ?? input + output),
+        },
+      };
+    }
+    case 'routing.single_candidate':
+    case 'routing.decided':
+      return {
+        ...next,
+        routing: {
+          selectedModel: String(payload.selectedModel),
+          ...(typeof payload.provider === 'string' ? { provider: payload.provider } : {}),
+          candidateCount: typeof payload.candidateCount === 'number' ? payload.candidateCount : 1,
+        },
+      };
+    case 'permission.resolved': {
+      const grant = SessionGrantSchema.safeParse(payload.grant);
+      if (payload.grantScope !== 'session' || !grant.success) return next;
+      return { ...next, grants: [...next.grants, grant.data] };
+    }
+    default:
+      return next;
+  }
+}
+
+/** The task projection: the public task read model (objective, status, attempts, relationships). */
+export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task | undefined {
+  const payload = (event.payload ?? {}) as Payload;
+  if (event.type === 'task.created') {
+    return {
+      taskId: event.taskId,
+      sessionId: event.sessionId,
+      ...(event.threadId ? { threadId: event.threadId } : {}),
+      ...(event.turnId ? { turnId: event.turnId } : {}),
+      ...(event.parentTaskId ? { parentTaskId: event.parentTaskId } : {}),
+      ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
+      ...(typeof payload.objective === 'string' ? { objective: payload.objective } : {}),
+      taskKind: typeof payload.taskKind === 'string' ? payload.taskKind : 'action_graph',
+      visibility: 'foreground',
+      status: 'accepted',
+      attempts: [],
+      relationships: event.parentTaskId ? [{ kind: 'parent', targetId: event.parentTaskId }] : [],
+      createdAt: event.timestamp,
+      updatedAt: event.timestamp,
+    };
+  }
+  if (!state) return state;
+  const next: Task = { ...state, updatedAt: event.timestamp };
+  const attempt = (change: Partial<TaskAttempt>): Task => ({
+    ...next,
+    attempts: (next.attempts ?? []).map((a) => (a.runId === event.runId ? { ...a, ...change } : a)),
+  });
+  switch (event.type) {
+    case 'task.attempt.started':
+      return {
+        ...next,
+        status: 'running',
+        currentRunId: event.runId,
+        startedAt: next.startedAt ?? event.timestamp,
+        attempts: [
+          ...(next.attempts ?? []),
+          {
+            runId: event.runId,
+            status: 'running',
+            startedAt: event.timestamp,
+            attemptCount: typeof payload.attempt === 'number' ? payload.attempt : (next.attempts?.length ?? 0) + 1,
+          },
+        ],
+      };
+    case 'task.attempt.completed':
+      return attempt({
+        status: 'completed',
+        endedAt: event.timestamp,
+        ...(typeof payload.summary === 'string' ? { completionSummary: payload.summary } : {}),
+      });
+    case 'task.attempt.failed':
+      return attempt({
+        status: 'failed',
+        endedAt: event.timestamp,
+        ...(payload.error ? { lastError: payload.error as TaskAttempt['lastError'] } : {}),
+      });
+    case 'task.waiting':
+      return { ...next, status: payload.waitingFor === 'input' ? 'waiting_input' : 'waiting_permission' };
+    case 'task.started':
+    case 'task.resumed':
+      return { ...next, status: 'running' };
+    case 'task.retrying':
+      return { ...next, status: 'retrying' };
+    case 'task.completed':
+      return { ...next, status: 'completed', endedAt: event.timestamp };
+    case 'task.failed':
+      return { ...next, status: 'failed', endedAt: event.timestamp, lastError: payload.error as Task['lastError'] };
+    case 'task.cancelled':
+      return { ...next, status: 'cancelled', endedAt: event.timestamp };
+    case 'task.lost':
+      return { ...next, status: 'lost', endedAt: event.timestamp };
+    case 'task.blocked':
+      return { ...next, status: 'blocked' };
+    default:
+      return next;
+  }
+}

@@ -1,0 +1,148 @@
+import { ActionResultSchema, DeclarationSchema, OarErrorSchema, TurnStatusSchema } from '@oar/protocol';
+import { z } from 'zod';
+
+/**
+ * The engine's projection of one thread: everything the runner needs to continue after a restart, derived
+ * only from events (so replay rebuilds it exactly). The public `ThreadReadModel` is computed from it.
+ */
+
+export const ENGINE_THREAD_STATUSES = [
+  'idle',
+  'running',
+  'waiting_permission',
+  'waiting_input',
+  'completed',
+  'failed',
+  'closed',
+] as const;
+export const EngineThreadStatusSchema = z.enum(ENGINE_THREAD_STATUSES);
+
+export const RUN_ACTION_STATUSES = [
+  'pending',
+  'waiting_permission',
+  'waiting_input',
+  'running',
+  'completed',
+  'failed',
+  'denied',
+  'skipped',
+  'cancelled',
+  'lost',
+] as const;
+export const RunActionStatusSchema = z.enum(RUN_ACTION_STATUSES);
+export type RunActionStatus = z.infer<typeof RunActionStatusSchema>;
+
+export const RunActionSchema = z.object({
+  id: z.string(),
+  status: RunActionStatusSchema,
+  toolCallId: z.string(),
+  attempt: z.number().int(),
+  /** The tool declared itself idempotent when it started: safe to re-run after a crash. */
+  idempotent: z.boolean().optional(),
+  startedAt: z.string().optional(),
+  endedAt: z.string().optional(),
+  /** The pending decision (permission or input) this action waits for. */
+  decisionId: z.string().optional(),
+  /** Granted by respond_action: run without asking again. */
+  approved: z.boolean().optional(),
+  /** The human's payload for ask_user / confirm actions. */
+  response: z.record(z.string(), z.unknown()).optional(),
+  subagentId: z.string().optional(),
+  childThreadId: z.string().optional(),
+  result: ActionResultSchema.optional(),
+});
+export type RunAction = z.infer<typeof RunActionSchema>;
+
+/** One executed action graph of a turn (the task's current attempt). */
+export const RunStateSchema = z.object({
+  runId: z.string(),
+  taskId: z.string(),
+  turnId: z.string(),
+  declaration: DeclarationSchema,
+  status: z.enum(['running', 'waiting', 'completed', 'failed', 'blocked', 'cancelled']),
+  actions: z.record(z.string(), RunActionSchema),
+  /** Order actions were declared in (record keys do not carry it reliably across stores). */
+  order: z.array(z.string()),
+});
+export type RunState = z.infer<typeof RunStateSchema>;
+
+export const TurnStateSchema = z.object({
+  turnId: z.string(),
+  status: TurnStatusSchema,
+  input: z.string(),
+  submittedAt: z.string(),
+  startedAt: z.string().optional(),
+  completedAt: z.string().optional(),
+  answer: z.string().optional(),
+  error: OarErrorSchema.optional(),
+  /** Model calls made in this turn (the step budget counts them). */
+  modelSteps: z.number().int(),
+  /** Corrective retries used in a row (reset by a valid declaration). */
+  correctiveRetries: z.number().int(),
+  /** The fault the next model call must name (set by a protocol violation, cleared by the next model call). */
+  pendingCorrection: z.string().optional(),
+  runIds: z.array(z.string()),
+});
+export type TurnState = z.infer<typeof TurnStateSchema>;
+
+export const PendingDecisionSchema = z.object({
+  actionId: z.string(),
+  actionType: z.enum(['tool_approval', 'user_input']),
+  turnId: z.string(),
+  runId: z.string(),
+  graphActionId: z.string(),
+  toolCallId: z.string().optional(),
+  toolName: z.string().optional(),
+  prompt: z.string(),
+  requestedAt: z.string(),
+});
+export type PendingDecision = z.infer<typeof PendingDecisionSchema>;
+
+export const IncidentStateSchema = z.object({
+  severity: z.enum(['warning', 'error']),
+  code: z.string(),
+  message: z.string(),
+  at: z.string(),
+  turnId: z.string().optional(),
+  eventId: z.string(),
+});
+
+export const ThreadStateSchema = z.object({
+  threadId: z.string(),
+  sessionId: z.string(),
+  agent: z.string(),
+  title: z.string().optional(),
+  parentThreadId: z.string().optional(),
+  /** For a sub-agent's child thread: the delegating parent action. */
+  parent: z
+    .object({
+      threadId: z.string(),
+      turnId: z.string(),
+      runId: z.string(),
+      taskId: z.string(),
+      actionId: z.string(),
+      subagentId: z.string(),
+      delegationTaskId: z.string(),
+    })
+    .optional(),
+  /** Delegation depth: 0 for a session's main thread. */
+  depth: z.number().int(),
+  status: EngineThreadStatusSchema,
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  activeTurnId: z.string().optional(),
+  turns: z.array(TurnStateSchema),
+  queue: z.array(z.object({ turnId: z.string(), input: z.string(), enqueuedAt: z.string(), source: z.string() })),
+  pending: z.array(PendingDecisionSchema),
+  runs: z.record(z.string(), RunStateSchema),
+  usedActionIds: z.array(z.string()),
+  completedActionIds: z.array(z.string()),
+  /** Model calls in the whole thread: the scripted model's durable cursor. */
+  modelCalls: z.number().int(),
+  incidents: z.array(IncidentStateSchema),
+  subagents: z.array(
+    z.object({ subagentId: z.string(), agent: z.string(), childThreadId: z.string(), status: z.string() }),
+  ),
+  lastSequence: z.number().int(),
+});
+export type ThreadState = z.infer<typeof ThreadStateSchema>;

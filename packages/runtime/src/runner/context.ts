@@ -1,0 +1,156 @@
+import {
+  type ActionResult,
+  AGENT_PROTOCOL_TOOL_NAME,
+  type Catalog,
+  estimateTokens,
+  type RenderedTranscript,
+  renderTranscript,
+  TRANSCRIPT_CLOSING_INSTRUCTION,
+  type TranscriptTurnInput,
+} from '@oar/protocol';
+import type { RunAction, ThreadState } from '../read-models/thread-state.js';
+
+/**
+ * Context assembly: the system prompt (protocol instructions, the agent's own prompt, the catalog) and the
+ * Markdown transcript rebuilt from durable records only. Nothing here reads provider history: what the model
+ * saw before is reconstructed from the thread's read model, so a restarted process builds the same context.
+ */
+
+export interface AgentProfile {
+  name: string;
+  description?: string;
+  systemPrompt?: string;
+  /** tool: AgentProtocolOutput native calls; text: the fenced agent-protocol DSL. */
+  carrier: 'tool' | 'text';
+}
+
+function compactSchema(schema: Record<string, unknown>): string {
+  const { $schema: _dialect, ...rest } = schema;
+  return JSON.stringify(rest);
+}
+
+export function systemPrompt(agent: AgentProfile, catalog: Catalog): string {
+  const lines: string[] = [
+    `You are "${agent.name}", an agent running inside OAR, the Open Agent Runtime.`,
+    'You never execute anything yourself: you declare what should happen and the runtime validates, authorizes,',
+    'executes and reports back. Each request shows the conversation as a transcript of turns; runtime observations',
+    'follow each call. Observations may be summaries: request more with a runtime expand_ref action when needed.',
+    '',
+  ];
+  if (agent.carrier === 'tool') {
+    lines.push(
+      `## Output protocol`,
+      `Respond by calling the ${AGENT_PROTOCOL_TOOL_NAME} tool exactly once per message:`,
+      '- {"kind":"act","message":"short progress note","calls":[{"id":"read_readme","type":"tool","name":"read","args":{"filePath":"README.md"}}]}',
+      '  runs calls. Calls without mutual "depends" may run in parallel; "depends" names call ids that must finish first.',
+      '  "type":"agent" delegates to an agent below ("name": its name or "auto"); args.prompt says what it must do.',
+      '  "result" picks what you get back: summary (default), full, structured, on_failure, on_demand, adaptive.',
+      '- {"kind":"answer","message":"final Markdown answer"} when you have what you need.',
+      '- {"kind":"done","message":"optional closing note"} to end the turn without a further answer.',
+      'Call ids must be unique in the whole conversation. Never write tool calls as text.',
+    );
+  } else {
+    lines.push(
+      '## Output protocol',
+      'To act, write exactly one fenced block opened with ```json agent-protocol containing',
+      '{"type":"agent.protocol","version":"1","intent":"execute","payload":{"type":"action_graph","actions":[...]}}',
+      'where each action is {"type":"action","id":"…","executor":{"type":"tool","target":"<tool>"},"input":{…},"depends_on":[…]}.',
+      'Put long instructions in "## <section id>" Markdown sections after the block and point at them with "prompt_ref":"md:<section id>".',
+      'When you are done, answer in plain Markdown without a block.',
+    );
+  }
+  if (catalog.tools.length > 0) {
+    lines.push('', '## Tools');
+    for (const tool of catalog.tools) {
+      lines.push(`- ${tool.name}: ${tool.description} Input: ${compactSchema(tool.inputSchema)}`);
+    }
+  }
+  if (catalog.agents.length > 0) {
+    lines.push('', '## Agents');
+    for (const sub of catalog.agents) {
+      lines.push(
+        `- ${sub.name}: ${sub.description}${sub.capabilities.length ? ` (capabilities: ${sub.capabilities.join(', ')})` : ''}`,
+      );
+    }
+  }
+  if (agent.systemPrompt) lines.push('', '## Instructions', agent.systemPrompt);
+  return lines.join('\n');
+}
+
+const PENDING_RESULT: Record<RunAction['status'], ActionResult['status']> = {
+  pending: 'pending',
+  waiting_permission: 'waiting',
+  waiting_input: 'waiting',
+  running: 'running',
+  completed: 'completed',
+  failed: 'failed',
+  denied: 'denied',
+  skipped: 'skipped',
+  cancelled: 'cancelled',
+  lost: 'lost',
+};
+
+/** The thread's history as transcript turns: each user request, each executed graph with its results, each answer. */
+export function threadTranscript(thread: ThreadState): TranscriptTurnInput[] {
+  const turns: TranscriptTurnInput[] = [];
+  for (const turn of thread.turns) {
+    if (turn.status === 'queued' || (turn.status === 'cancelled' && !turn.startedAt)) continue;
+    turns.push({ kind: 'user', text: turn.input });
+    for (const runId of turn.runIds) {
+      const run = thread.runs[runId];
+      if (!run) continue;
+      turns.push({
+        kind: 'protocol',
+        runId,
+        ...(run.declaration.title || run.declaration.message
+          ? { purpose: run.declaration.title ?? run.declaration.message }
+          : {}),
+        calls: run.order.flatMap((id) => {
+          const action = run.declaration.actions.find((a) => a.id === id);
+          const state = run.actions[id];
+          if (!action || !state) return [];
+          return [
+            {
+              action: {
+                id: action.id,
+                executor: { type: action.executor.type, target: action.executor.target },
+                input: action.input,
+                dependsOn: action.dependsOn,
+                ...(action.operation ? { operation: action.operation } : {}),
+                ...(action.title ? { title: action.title } : {}),
+                ...(action.description ? { description: action.description } : {}),
+              },
+              result: state.result ?? { id, status: PENDING_RESULT[state.status], artifacts: [] },
+            },
+          ];
+        }),
+      });
+    }
+    if (turn.answer !== undefined) turns.push({ kind: 'answer', text: turn.answer });
+  }
+  return turns;
+}
+
+export interface AssembledContext {
+  system: string;
+  transcript: RenderedTranscript;
+  tokenEstimate: number;
+}
+
+export function assembleContext(
+  thread: ThreadState,
+  agent: AgentProfile,
+  catalog: Catalog,
+  options: { budgetTokens: number; correction?: string },
+): AssembledContext {
+  const system = systemPrompt(agent, catalog);
+  const closing = options.correction
+    ? `${TRANSCRIPT_CLOSING_INSTRUCTION}\n\nYour previous output was rejected by the runtime and nothing was executed:\n${options.correction}\nSend a corrected output now.`
+    : TRANSCRIPT_CLOSING_INSTRUCTION;
+  const budget = Math.max(256, options.budgetTokens - estimateTokens(system));
+  const transcript = renderTranscript(
+    { turns: threadTranscript(thread) },
+    { budgetTokens: budget, closingInstruction: closing },
+  );
+  return { system, transcript, tokenEstimate: estimateTokens(system) + transcript.tokens };
+}

@@ -1,0 +1,116 @@
+import type { LanguageModelV3, LanguageModelV3FunctionTool } from '@ai-sdk/provider';
+import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition, type OarError, oarError } from '@oar/protocol';
+
+/**
+ * One model call through the AI SDK provider interface (LanguageModelV3). The runner calls `doGenerate`
+ * directly rather than `generateText`: the protocol package owns parsing and repair of the raw tool-call
+ * arguments, and the raw output must be recorded exactly as the model produced it.
+ */
+
+export interface ModelHandle {
+  model: LanguageModelV3;
+  provider: string;
+  modelId: string;
+  /** The provider accepts a forced tool choice (tool_choice naming AgentProtocolOutput). */
+  supportsForcedToolChoice: boolean;
+}
+
+export interface ModelRequest {
+  system: string;
+  transcript: string;
+  carrier: 'tool' | 'text';
+  signal: AbortSignal;
+  /** Durable index of this call in the thread (the scripted model's cursor on resume). */
+  step: number;
+  maxOutputTokens?: number;
+}
+
+export interface ModelOutput {
+  text: string;
+  toolCalls: { name: string; arguments: string }[];
+  finishReason: string;
+  usage: { inputTokens: number; outputTokens: number; totalTokens: number };
+  durationMs: number;
+}
+
+export type ModelCallResult = { ok: true; output: ModelOutput } | { ok: false; error: OarError; durationMs: number };
+
+const FINISH_REASONS = new Set(['stop', 'length', 'content-filter', 'tool-calls', 'error', 'other']);
+
+function protocolTool(): LanguageModelV3FunctionTool {
+  const definition = agentProtocolToolDefinition();
+  return {
+    type: 'function',
+    name: definition.name,
+    description: definition.description,
+    inputSchema: definition.parameters as LanguageModelV3FunctionTool['inputSchema'],
+  };
+}
+
+export async function callModel(handle: ModelHandle, request: ModelRequest, retries = 2): Promise<ModelCallResult> {
+  const started = Date.now();
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const result = await handle.model.doGenerate({
+        prompt: [
+          { role: 'system', content: request.system },
+          { role: 'user', content: [{ type: 'text', text: request.transcript }] },
+        ],
+        ...(request.carrier === 'tool'
+          ? {
+              tools: [protocolTool()],
+              toolChoice: handle.supportsForcedToolChoice
+                ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
+                : { type: 'required' as const },
+            }
+          : {}),
+        ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
+        abortSignal: request.signal,
+        providerOptions: { oar: { scriptStep: request.step } },
+      });
+      let text = '';
+      const toolCalls: ModelOutput['toolCalls'] = [];
+      for (const part of result.content) {
+        // Reasoning parts are deliberately dropped: private reasoning is never replayed or executed.
+        if (part.type === 'text') text += part.text;
+        else if (part.type === 'tool-call') toolCalls.push({ name: part.toolName, arguments: part.input });
+      }
+      const input = result.usage.inputTokens.total ?? 0;
+      const output = result.usage.outputTokens.total ?? 0;
+      const unified = result.finishReason.unified;
+      return {
+        ok: true,
+        output: {
+          text,
+          toolCalls,
+          finishReason: FINISH_REASONS.has(unified) ? unified : 'unknown',
+          usage: { inputTokens: input, outputTokens: output, totalTokens: input + output },
+          durationMs: Date.now() - started,
+        },
+      };
+    } catch (error) {
+      if (request.signal.aborted) {
+        return {
+          ok: false,
+          error: oarError('interrupted', 'the model call was interrupted'),
+          durationMs: Date.now() - started,
+        };
+      }
+      const retryable = (error as { isRetryable?: boolean }).isRetryable === true;
+      if (retryable && attempt < retries) {
+        await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** attempt));
+        continue;
+      }
+      const message = error instanceof Error ? error.message : String(error);
+      const statusCode = (error as { statusCode?: number }).statusCode;
+      return {
+        ok: false,
+        error: oarError('model_error', message, {
+          retryable,
+          details: { attempts: attempt + 1, ...(statusCode ? { statusCode } : {}) },
+        }),
+        durationMs: Date.now() - started,
+      };
+    }
+  }
+}

@@ -1,0 +1,474 @@
+import {
+  type ActionResult,
+  type Declaration,
+  type OarError,
+  oarError,
+  type ParseOutcome,
+  parseAssistantText,
+  parseToolCall,
+  protocolResult,
+} from '@oar/protocol';
+import { type AgentConfig, agentByName, type Engine } from '../engine.js';
+import { newId } from '../ids.js';
+import type { EventDraft } from '../log/event-log.js';
+import type { RunState, ThreadState, TurnState } from '../read-models/thread-state.js';
+import { assembleContext } from './context.js';
+import { callModel } from './model-call.js';
+import { queueChanged } from './queue.js';
+import { runFinished, scheduleRun } from './run-scheduler.js';
+
+/**
+ * The protocol runner loop, one step at a time. `advance` reads the thread's durable state and performs the next
+ * step — start a queued turn, continue the current action graph, or make the next model call — so the same
+ * function continues a turn after an approval, an interrupt or a process restart.
+ * Returns true when it made progress and should be called again.
+ */
+export async function advance(engine: Engine, sessionId: string, threadId: string): Promise<boolean> {
+  const thread = await engine.loadThread(sessionId, threadId);
+  if (thread.status === 'closed') return false;
+  const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+  if (!turn) {
+    const next = thread.queue[0] ?? thread.turns.find((t) => t.status === 'accepted');
+    if (!next) return false;
+    await engine.append(sessionId, [
+      { type: 'turn.started', threadId, turnId: next.turnId, status: 'running', payload: {} },
+      {
+        type: 'thread.updated',
+        threadId,
+        status: 'running',
+        payload: { status: 'running', activeTurnId: next.turnId },
+      },
+      ...(thread.queue.some((q) => q.turnId === next.turnId)
+        ? [
+            queueChanged(
+              thread,
+              thread.queue.filter((q) => q.turnId !== next.turnId),
+              'dequeued',
+              next.turnId,
+            ),
+          ]
+        : []),
+    ]);
+    return true;
+  }
+  const signal = engine.signal(threadId);
+  if (signal.aborted) return false;
+
+  const run = turn.runIds.map((id) => thread.runs[id]).findLast((r): r is RunState => r !== undefined);
+  if (run && (run.status === 'running' || run.status === 'waiting')) {
+    if (!runFinished(run)) {
+      await scheduleRun(engine, thread, run, signal);
+      const after = await engine.loadThread(sessionId, threadId);
+      const updated = after.runs[run.runId];
+      if (!updated || !runFinished(updated)) return false;
+      await observeRun(engine, after, updated);
+      return true;
+    }
+    await observeRun(engine, thread, run);
+    return true;
+  }
+  await modelStep(engine, thread, turn, signal);
+  return true;
+}
+
+/** Close a finished graph: the aggregate result, the task attempt's end, and the task's end. */
+async function observeRun(engine: Engine, thread: ThreadState, run: RunState): Promise<void> {
+  const results = run.order.map(
+    (id) => run.actions[id]?.result ?? ({ id, status: 'cancelled', artifacts: [] } as ActionResult),
+  );
+  const result = protocolResult(run.runId, results, 'continue');
+  const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
+  const failed = result.status === 'failed';
+  const summary = `${results.filter((r) => r.status === 'completed').length}/${results.length} actions completed`;
+  await engine.append(thread.sessionId, [
+    {
+      type: 'run.status',
+      ...ids,
+      status: result.status === 'completed' ? 'completed' : 'failed',
+      payload: { phase: 'observed', status: result.status, title: run.declaration.title ?? 'action graph', result },
+    },
+    failed
+      ? {
+          type: 'task.attempt.failed',
+          ...ids,
+          payload: { retryable: true, error: oarError('actions_failed', summary), failureCategory: 'action_failure' },
+        }
+      : { type: 'task.attempt.completed', ...ids, payload: { summary } },
+    failed
+      ? { type: 'task.failed', ...ids, payload: { error: oarError('actions_failed', summary) } }
+      : { type: 'task.completed', ...ids, payload: { summary } },
+  ]);
+}
+
+function describeFault(outcome: ParseOutcome, finishReason: string): string {
+  const lines = outcome.errors
+    .slice(0, 12)
+    .map((e) => `- [${e.code}]${e.path ? ` at ${e.path}` : ''}: ${e.message}. ${e.hint}`);
+  if (finishReason === 'length') lines.unshift('- Your output was cut off (token limit): send a shorter declaration.');
+  return lines.join('\n');
+}
+
+function turnIds(thread: ThreadState, turn: TurnState) {
+  return { threadId: thread.threadId, turnId: turn.turnId };
+}
+
+/** The turn ends with an answer: for a child thread the parent's delegation ends with it. */
+export async function completeTurn(
+  engine: Engine,
+  thread: ThreadState,
+  turn: TurnState,
+  payload: { outcome: string; answer?: string; extra?: Record<string, unknown> },
+): Promise<void> {
+  const drafts: EventDraft[] = [
+    {
+      type: 'turn.completed',
+      ...turnIds(thread, turn),
+      status: 'completed',
+      payload: {
+        outcome: payload.outcome,
+        ...(payload.answer !== undefined ? { answer: payload.answer, summary: payload.answer.slice(0, 200) } : {}),
+        ...(payload.extra ?? {}),
+      },
+    },
+    { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
+  ];
+  drafts.push(...delegationEnd(thread, { answer: payload.answer ?? '' }));
+  await engine.append(thread.sessionId, drafts);
+  if (thread.parent) engine.kick(thread.sessionId, thread.parent.threadId);
+}
+
+export async function failTurn(
+  engine: Engine,
+  thread: ThreadState,
+  turn: TurnState,
+  error: OarError,
+  status: 'failed' | 'cancelled' = 'failed',
+): Promise<void> {
+  const drafts: EventDraft[] = [];
+  for (const runId of turn.runIds) {
+    const run = thread.runs[runId];
+    if (run && (run.status === 'running' || run.status === 'waiting')) {
+      const ids = { threadId: thread.threadId, turnId: turn.turnId, taskId: run.taskId, runId };
+      drafts.push(
+        {
+          type: 'run.status',
+          ...ids,
+          status: 'cancelled',
+          payload: { phase: 'cancelled', title: 'cancelled', reason: error.message },
+        },
+        status === 'cancelled'
+          ? { type: 'task.cancelled', ...ids, payload: { reason: error.message, requestedBy: 'interrupt' } }
+          : { type: 'task.failed', ...ids, payload: { error } },
+      );
+    }
+  }
+  drafts.push(
+    { type: 'turn.failed', ...turnIds(thread, turn), status, payload: { error } },
+    { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
+  );
+  drafts.push(...delegationEnd(thread, { error }));
+  await engine.append(thread.sessionId, drafts);
+  if (thread.parent) engine.kick(thread.sessionId, thread.parent.threadId);
+}
+
+/** Events that end a delegation on the parent thread when a child thread's turn ends. */
+function delegationEnd(thread: ThreadState, end: { answer?: string; error?: OarError }): EventDraft[] {
+  const parent = thread.parent;
+  if (!parent) return [];
+  const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
+  const observation: ActionResult = end.error
+    ? { id: parent.actionId, status: 'failed', artifacts: [], error: end.error }
+    : { id: parent.actionId, status: 'completed', artifacts: [], summary: end.answer ?? '', content: end.answer ?? '' };
+  return [
+    end.error
+      ? {
+          type: 'subagent.failed',
+          ...ids,
+          subagentId: parent.subagentId,
+          payload: { error: end.error, graphActionId: parent.actionId, observation },
+        }
+      : {
+          type: 'subagent.completed',
+          ...ids,
+          subagentId: parent.subagentId,
+          payload: { summary: (end.answer ?? '').slice(0, 500), graphActionId: parent.actionId, observation },
+        },
+    end.error
+      ? {
+          type: 'task.failed',
+          threadId: thread.threadId,
+          taskId: parent.delegationTaskId,
+          payload: { error: end.error },
+        }
+      : {
+          type: 'task.completed',
+          threadId: thread.threadId,
+          taskId: parent.delegationTaskId,
+          payload: { summary: (end.answer ?? '').slice(0, 500) },
+        },
+  ];
+}
+
+function agentOf(engine: Engine, thread: ThreadState): AgentConfig {
+  return agentByName(engine, thread.agent) ?? engine.mainAgent;
+}
+
+async function modelStep(engine: Engine, thread: ThreadState, turn: TurnState, signal: AbortSignal): Promise<void> {
+  const sessionId = thread.sessionId;
+  const ids = turnIds(thread, turn);
+  if (turn.modelSteps >= engine.limits.maxSteps) {
+    await failTurn(
+      engine,
+      thread,
+      turn,
+      oarError('step_budget_exceeded', `the turn used its budget of ${engine.limits.maxSteps} model steps`, {
+        details: { maxSteps: engine.limits.maxSteps },
+      }),
+    );
+    return;
+  }
+  const agent = agentOf(engine, thread);
+  const model = engine.model(agent);
+  const catalog = {
+    tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
+    agents:
+      thread.depth + 1 > engine.limits.maxSubagentDepth
+        ? []
+        : engine.agents
+            .filter((a) => a.name !== agent.name)
+            .map((a) => ({ name: a.name, description: a.description, capabilities: a.capabilities })),
+  };
+  const context = assembleContext(thread, agent, catalog, {
+    budgetTokens: engine.limits.contextBudgetTokens,
+    ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
+  });
+  const drafts: EventDraft[] = [];
+  if (turn.modelSteps === 0) {
+    drafts.push(
+      {
+        type: 'tool.catalog.resolved',
+        ...ids,
+        stepId: `${turn.turnId}.catalog`,
+        toolCallId: `${turn.turnId}.catalog`,
+        payload: {
+          tools: engine.tools
+            .inventory()
+            .filter((t) => catalog.tools.some((c) => c.name === t.name))
+            .map((t) => ({
+              name: t.name,
+              description: t.description,
+              capabilities: t.capabilities,
+              concurrencySafe: t.isConcurrencySafe,
+              readOnly: t.isReadOnly,
+              destructive: t.isDestructive,
+              idempotent: t.isIdempotent,
+            })),
+          agents: catalog.agents.map((a) => ({
+            name: a.name,
+            description: a.description,
+            capabilities: a.capabilities,
+          })),
+        },
+      },
+      {
+        type: 'routing.single_candidate',
+        ...ids,
+        payload: {
+          candidateCount: 1,
+          selectedModel: model.modelId,
+          provider: model.provider,
+          decisionSource: 'configuration',
+        },
+      },
+    );
+  }
+  drafts.push(
+    {
+      type: 'context.resolved',
+      ...ids,
+      payload: {
+        refs: [
+          {
+            ref: `runtime://threads/${thread.threadId}/transcript`,
+            kind: 'transcript',
+            tokenEstimate: context.transcript.tokens,
+          },
+          {
+            ref: 'runtime://catalog',
+            kind: 'catalog',
+            title: `${catalog.tools.length} tools, ${catalog.agents.length} agents`,
+          },
+        ],
+        omissions: context.transcript.omitted.map((o) => ({
+          ref: o.refs[0] ?? `runtime://threads/${thread.threadId}/turns/${o.turn}`,
+          reason: `${o.reason}:${o.level}`,
+        })),
+        tokenEstimate: context.tokenEstimate,
+        tokenBudget: engine.limits.contextBudgetTokens,
+      },
+    },
+    {
+      type: 'model.requested',
+      ...ids,
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        attempt: turn.modelSteps + 1,
+        corrective: turn.pendingCorrection !== undefined,
+        messageCount: 2,
+        toolCount: agent.carrier === 'tool' ? 1 : 0,
+        inputTokenEstimate: context.tokenEstimate,
+      },
+    },
+  );
+  await engine.append(sessionId, drafts);
+
+  const call = await callModel(model, {
+    system: context.system,
+    transcript: context.transcript.text,
+    carrier: agent.carrier,
+    signal,
+    step: thread.modelCalls,
+  });
+  if (!call.ok) {
+    if (signal.aborted) return; // the interrupt records the turn's end
+    await engine.append(sessionId, [
+      {
+        type: 'model.failed',
+        ...ids,
+        payload: { modelId: model.modelId, provider: model.provider, error: call.error, durationMs: call.durationMs },
+      },
+    ]);
+    await failTurn(engine, thread, turn, call.error);
+    return;
+  }
+  const output = call.output;
+  await engine.append(sessionId, [
+    {
+      type: 'model.completed',
+      ...ids,
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        finishReason: output.finishReason as 'stop',
+        usage: output.usage,
+        durationMs: output.durationMs,
+        output: { text: output.text, toolCalls: output.toolCalls },
+      },
+    },
+  ]);
+  if (signal.aborted) return;
+
+  const history = { completedActionIds: thread.completedActionIds, usedActionIds: thread.usedActionIds };
+  const catalogForParse = { catalog, history };
+  const outcome =
+    agent.carrier === 'tool' && output.toolCalls.length > 0
+      ? parseToolCall(output.toolCalls, catalogForParse)
+      : parseAssistantText(output.text, { ...catalogForParse, allowPlainText: agent.carrier === 'text' });
+
+  if (!outcome.ok || !outcome.declaration) {
+    const fault = describeFault(outcome, output.finishReason);
+    const details = {
+      errors: outcome.errors,
+      repairs: outcome.repairs,
+      recovered: outcome.recovered,
+      finishReason: output.finishReason,
+      correction: fault,
+    };
+    if (turn.correctiveRetries < 1) {
+      await engine.append(sessionId, [
+        {
+          type: 'runtime.warning',
+          ...ids,
+          payload: {
+            code: 'protocol_violation',
+            message: `the model output was rejected (${outcome.errors.map((e) => e.code).join(', ')}); one corrective retry`,
+            retryable: true,
+            details,
+          },
+        },
+      ]);
+      return;
+    }
+    if (engine.onProtocolFailure === 'plain_text' && output.text.trim() !== '') {
+      await engine.append(sessionId, [
+        {
+          type: 'runtime.warning',
+          ...ids,
+          payload: {
+            code: 'protocol_fallback_plain_text',
+            message: 'the corrective retry failed too; showing the model text as the answer, nothing executed',
+            retryable: false,
+            details,
+          },
+        },
+      ]);
+      await completeTurn(engine, thread, turn, { outcome: 'plain_text_fallback', answer: output.text });
+      return;
+    }
+    await failTurn(
+      engine,
+      thread,
+      turn,
+      oarError('protocol_violation', 'the model broke the agent protocol twice; nothing was executed', { details }),
+    );
+    return;
+  }
+  await applyDeclaration(engine, thread, turn, outcome.declaration, outcome);
+}
+
+async function applyDeclaration(
+  engine: Engine,
+  thread: ThreadState,
+  turn: TurnState,
+  declaration: Declaration,
+  outcome: ParseOutcome,
+): Promise<void> {
+  const facts = { repairs: outcome.repairs, recovered: outcome.recovered, form: declaration.source.form };
+  if (declaration.intent === 'respond' || declaration.intent === 'stop' || declaration.intent === 'report') {
+    await completeTurn(engine, thread, turn, {
+      outcome: declaration.intent === 'stop' ? 'done' : 'answered',
+      answer: declaration.message ?? '',
+      extra: facts,
+    });
+    return;
+  }
+  if (
+    declaration.intent === 'cancel' ||
+    (declaration.intent === 'decide' && declaration.decision?.decision === 'abort')
+  ) {
+    await completeTurn(engine, thread, turn, { outcome: 'aborted', answer: declaration.message ?? '', extra: facts });
+    return;
+  }
+  if (declaration.actions.length === 0) {
+    // A decision without actions (continue / skip / replan): record it; the next model step follows.
+    await engine.append(thread.sessionId, [
+      {
+        type: 'run.status',
+        ...turnIds(thread, turn),
+        payload: { phase: 'decision', title: 'decision', decision: declaration.decision ?? null, ...facts },
+      },
+    ]);
+    return;
+  }
+  const runId = newId('run');
+  const taskId = newId('task');
+  const title = declaration.title ?? declaration.message?.slice(0, 120) ?? `${declaration.actions.length} action(s)`;
+  const ids = { ...turnIds(thread, turn), taskId, runId };
+  // The graph is persisted (run.status declared) in the same transaction as its task, before anything runs.
+  await engine.append(thread.sessionId, [
+    {
+      type: 'task.created',
+      ...ids,
+      ...(thread.parent ? { parentTaskId: thread.parent.delegationTaskId } : {}),
+      payload: { title, objective: declaration.message ?? title, taskKind: 'action_graph' },
+    },
+    { type: 'task.attempt.started', ...ids, payload: { attempt: 1, status: 'running' } },
+    {
+      type: 'run.status',
+      ...ids,
+      status: 'running',
+      payload: { phase: 'declared', title, declaration, ...facts },
+    },
+  ]);
+}

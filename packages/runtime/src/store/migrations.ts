@@ -1,0 +1,79 @@
+import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
+import type { Dialect } from './store.js';
+
+/**
+ * Versioned migrations, in code so a bundled binary needs no migration folder. Names sort in apply order.
+ * A migration never changes once released; a change is a new migration.
+ */
+export function migrations(dialect: Dialect): Record<string, Migration> {
+  const blob = dialect === 'postgres' ? 'bytea' : 'blob';
+  return {
+    '0001_event_log': {
+      async up(db: Kysely<unknown>) {
+        await db.schema
+          .createTable('oar_sessions')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('runtime_id', 'text', (c) => c.notNull())
+          .addColumn('title', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addColumn('last_sequence', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema
+          .createTable('oar_events')
+          .addColumn('session_id', 'text', (c) => c.notNull().references('oar_sessions.id'))
+          .addColumn('sequence', 'integer', (c) => c.notNull())
+          .addColumn('event_id', 'text', (c) => c.notNull().unique())
+          .addColumn('type', 'text', (c) => c.notNull())
+          .addColumn('thread_id', 'text')
+          .addColumn('turn_id', 'text')
+          .addColumn('timestamp', 'text', (c) => c.notNull())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('oar_events_pk', ['session_id', 'sequence'])
+          .execute();
+        await db.schema.createIndex('oar_events_thread').on('oar_events').columns(['thread_id', 'sequence']).execute();
+        await db.schema
+          .createTable('oar_read_models')
+          .addColumn('session_id', 'text', (c) => c.notNull())
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('status', 'text')
+          .addColumn('sequence', 'integer', (c) => c.notNull())
+          .addColumn('body', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('oar_read_models_pk', ['session_id', 'kind', 'key'])
+          .execute();
+        await db.schema
+          .createIndex('oar_read_models_status')
+          .on('oar_read_models')
+          .columns(['kind', 'status'])
+          .execute();
+        await db.schema
+          .createTable('oar_artifacts')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('session_id', 'text', (c) => c.notNull())
+          .addColumn('name', 'text')
+          .addColumn('mime', 'text', (c) => c.notNull())
+          .addColumn('size', 'integer', (c) => c.notNull())
+          .addColumn('sha256', 'text', (c) => c.notNull())
+          .addColumn('preview', 'text', (c) => c.notNull())
+          .addColumn('bytes', sql.raw(blob), (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema.createIndex('oar_artifacts_session').on('oar_artifacts').columns(['session_id']).execute();
+        await db.schema
+          .createTable('oar_state')
+          .addColumn('scope', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('value', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('oar_state_pk', ['scope', 'key'])
+          .execute();
+      },
+    },
+  };
+}
+
+export function migrationProvider(dialect: Dialect): MigrationProvider {
+  return { getMigrations: async () => migrations(dialect) };
+}

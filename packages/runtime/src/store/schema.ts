@@ -1,0 +1,67 @@
+/**
+ * The tables. The event log is the source of truth; read models are projections of it kept in the same
+ * transaction; artifacts hold full outputs. JSON documents are stored as text on both dialects so one code path
+ * serves SQLite and PostgreSQL (the columns queried directly are real columns).
+ */
+export interface Database {
+  oar_sessions: SessionsTable;
+  oar_events: EventsTable;
+  oar_read_models: ReadModelsTable;
+  oar_artifacts: ArtifactsTable;
+  oar_state: StateTable;
+}
+
+export interface SessionsTable {
+  id: string;
+  runtime_id: string;
+  title: string | null;
+  created_at: string;
+  updated_at: string;
+  /** The last assigned event sequence: incremented under the row lock, so sequences are gap-free per session. */
+  last_sequence: number;
+}
+
+export interface EventsTable {
+  session_id: string;
+  sequence: number;
+  event_id: string;
+  type: string;
+  thread_id: string | null;
+  turn_id: string | null;
+  timestamp: string;
+  /** The whole event as JSON (envelope + payload). */
+  body: string;
+}
+
+export interface ReadModelsTable {
+  session_id: string;
+  /** thread | session | task | tool_inventory */
+  kind: string;
+  key: string;
+  /** Denormalized status for queries such as "threads waiting for a decision". */
+  status: string | null;
+  /** Sequence of the last event applied. */
+  sequence: number;
+  body: string;
+  updated_at: string;
+}
+
+export interface ArtifactsTable {
+  id: string;
+  session_id: string;
+  name: string | null;
+  mime: string;
+  size: number;
+  sha256: string;
+  preview: string;
+  bytes: Uint8Array;
+  created_at: string;
+}
+
+export interface StateTable {
+  /** e.g. "session:<id>", "thread:<id>", "runtime" */
+  scope: string;
+  key: string;
+  value: string;
+  updated_at: string;
+}

@@ -1,0 +1,113 @@
+import { mkdirSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
+import pg from 'pg';
+import { OarRuntimeError } from '../errors.js';
+import { migrationProvider } from './migrations.js';
+import type { Database } from './schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+export type Db = Kysely<Database> | Transaction<Database>;
+
+/** The default embedded store: a SQLite file in the working directory. */
+export const DEFAULT_STORE_PATH = '.oar/oar.db';
+
+export interface StoreOptions {
+  /** Working directory for relative SQLite paths (default: process.cwd()). */
+  cwd?: string;
+  /** PostgreSQL only: a schema to create and use (tests isolate themselves this way). */
+  schema?: string;
+  /** PostgreSQL pool size. */
+  poolSize?: number;
+}
+
+/**
+ * A connection to one store. `url`: undefined → `.oar/oar.db`; `postgres://…`/`postgresql://…` → PostgreSQL;
+ * `sqlite:PATH`, `file:PATH` or a plain path → a SQLite file (`:memory:` for an in-memory database).
+ */
+export class Store {
+  private constructor(
+    readonly db: Kysely<Database>,
+    readonly dialect: Dialect,
+    readonly location: string,
+  ) {}
+
+  static async open(url: string | undefined, options: StoreOptions = {}): Promise<Store> {
+    const store = Store.connect(url, options);
+    await store.migrate();
+    return store;
+  }
+
+  private static connect(url: string | undefined, options: StoreOptions): Store {
+    if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) {
+      const schema = options.schema;
+      if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) {
+        throw new OarRuntimeError('invalid_store', `invalid PostgreSQL schema name "${schema}"`);
+      }
+      const pool = new pg.Pool({
+        connectionString: url,
+        max: options.poolSize ?? 10,
+        ...(schema ? { options: `-c search_path=${schema}` } : {}),
+      });
+      const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+      const store = new Store(db, 'postgres', redact(url));
+      store.pgSchema = schema;
+      return store;
+    }
+    const path = sqlitePath(url, options.cwd ?? process.cwd());
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    let database: SQLite.Database;
+    try {
+      database = new SQLite(path);
+    } catch (error) {
+      throw new OarRuntimeError('store_unavailable', `cannot open SQLite store ${path}: ${(error as Error).message}`);
+    }
+    // WAL lets readers (oar events --follow, inspect) work while a runner writes; busy_timeout waits out writers.
+    database.pragma('journal_mode = WAL');
+    database.pragma('busy_timeout = 5000');
+    database.pragma('foreign_keys = ON');
+    database.pragma('synchronous = NORMAL');
+    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+    return new Store(db, 'sqlite', path);
+  }
+
+  private pgSchema: string | undefined;
+
+  async migrate(): Promise<void> {
+    if (this.pgSchema) await sql`create schema if not exists ${sql.id(this.pgSchema)}`.execute(this.db);
+    const migrator = new Migrator({
+      db: this.db,
+      provider: migrationProvider(this.dialect),
+      migrationTableName: 'oar_migrations',
+      migrationLockTableName: 'oar_migrations_lock',
+      ...(this.pgSchema ? { migrationTableSchema: this.pgSchema } : {}),
+    });
+    const { error } = await migrator.migrateToLatest();
+    if (error) {
+      throw new OarRuntimeError('store_migration_failed', `store migration failed: ${(error as Error).message}`, {
+        retryable: true,
+      });
+    }
+  }
+
+  /** Run `fn` in one transaction: every state change and its events commit together or not at all. */
+  transaction<T>(fn: (tx: Transaction<Database>) => Promise<T>): Promise<T> {
+    return this.db.transaction().execute(fn);
+  }
+
+  async close(): Promise<void> {
+    await this.db.destroy();
+  }
+}
+
+function sqlitePath(url: string | undefined, cwd: string): string {
+  if (url === undefined || url === '') return resolve(cwd, DEFAULT_STORE_PATH);
+  const path = url.replace(/^(sqlite|file):(\/\/)?/, '');
+  return path === ':memory:' ? path : resolve(cwd, path);
+}
+
+/** Store URLs may carry passwords; they never reach logs or events. */
+function redact(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}

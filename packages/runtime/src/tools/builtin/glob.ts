@@ -1,0 +1,116 @@
+import { stat } from 'node:fs/promises';
+import path from 'node:path';
+import picomatch from 'picomatch';
+import { z } from 'zod';
+import { fsToolError, throwIfAborted } from '../errors.js';
+import { defineTool, ToolError } from '../tool.js';
+import { realWorkspaceRoot, requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
+import { plural } from './format.js';
+import { newWalkStats, walkFiles, walkPolicyFor } from './walk.js';
+
+export const GLOB_MAX_RESULTS = 1000;
+
+const GlobInputSchema = z.strictObject({
+  pattern: z
+    .string()
+    .min(1)
+    .describe(
+      'Glob pattern matched against file paths relative to `path`, e.g. "**/*.ts" or "src/**/index.{js,ts}". ' +
+        'Dot files, .git and node_modules are included only when the pattern names them.',
+    ),
+  path: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('Directory to search, relative to the workspace root (default: the whole workspace).'),
+});
+export type GlobInput = z.infer<typeof GlobInputSchema>;
+
+export const globTool = defineTool<GlobInput>({
+  name: 'glob',
+  description:
+    'Find files in the workspace by glob pattern. Returns matching file paths (relative to the workspace root), ' +
+    `one per line, sorted; at most ${GLOB_MAX_RESULTS}. Use grep to search file contents.`,
+  input: GlobInputSchema,
+  isReadOnly: true,
+  isConcurrencySafe: true,
+  isDestructive: false,
+  isIdempotent: true,
+  interruptBehavior: 'cancel',
+  capabilities: ['filesystem', 'read'],
+  paths: (input, workspaceRoot) => [requestedWorkspacePath(input.path ?? '.', workspaceRoot)],
+  async execute(input, context) {
+    throwIfAborted(context.signal);
+    checkRelativePattern(input.pattern);
+    const root = await realWorkspaceRoot(context.workspaceRoot);
+    const base = await resolveWorkspacePath(context.workspaceRoot, input.path ?? '.', { mustExist: true });
+    const baseRelative = toWorkspaceRelative(root, base);
+    await requireDirectory(base, baseRelative);
+
+    const isMatch = picomatch(input.pattern, { dot: false });
+    const stats = newWalkStats();
+    const files: string[] = [];
+    let truncated = false;
+    for await (const file of walkFiles({
+      root,
+      base,
+      policy: walkPolicyFor(input.pattern),
+      signal: context.signal,
+      stats,
+    })) {
+      if (!isMatch(file.fromBase)) continue;
+      if (files.length === GLOB_MAX_RESULTS) {
+        truncated = true;
+        break;
+      }
+      files.push(file.relative);
+    }
+    files.sort();
+
+    const where = baseRelative === '.' ? '' : ` under ${baseRelative}`;
+    const summary =
+      files.length === 0
+        ? `No files match "${input.pattern}"${where}`
+        : `Found ${plural(files.length, 'file')} matching "${input.pattern}"${where}${truncated ? ` (truncated at ${GLOB_MAX_RESULTS})` : ''}`;
+    return {
+      text: files.join('\n'),
+      summary,
+      structured: {
+        pattern: input.pattern,
+        path: baseRelative,
+        count: files.length,
+        truncated,
+        files,
+        skippedSymlinks: stats.skippedSymlinks,
+      },
+    };
+  },
+});
+
+/**
+ * The walk only produces paths below the search directory, so an absolute or `..` pattern could never match;
+ * saying so beats an empty result the model would misread as "no such files".
+ */
+function checkRelativePattern(pattern: string): void {
+  if (path.posix.isAbsolute(pattern) || pattern.split('/').includes('..')) {
+    throw new ToolError(
+      'invalid_pattern',
+      `The glob pattern "${pattern}" must be relative to the search directory; set \`path\` to choose the directory.`,
+      { details: { pattern } },
+    );
+  }
+}
+
+async function requireDirectory(absolute: string, relative: string): Promise<void> {
+  let isDirectory: boolean;
+  try {
+    isDirectory = (await stat(absolute)).isDirectory();
+  } catch (error) {
+    throw fsToolError(error, relative);
+  }
+  if (!isDirectory) {
+    throw new ToolError('not_a_directory', `${relative} is a file, not a directory; use read to open it.`, {
+      details: { path: relative },
+    });
+  }
+}

@@ -1,0 +1,131 @@
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { z } from 'zod';
+import { fsToolError, throwIfAborted } from '../errors.js';
+import { defineTool } from '../tool.js';
+import {
+  binaryFileError,
+  type ExistingFile,
+  filePathInput,
+  filePathOf,
+  resolveExistingFile,
+  sniffBinary,
+} from './files.js';
+
+export const READ_DEFAULT_LIMIT = 2000;
+/** Output budget of one read; a larger file is read in pages with `offset`. */
+export const READ_MAX_BYTES = 256 * 1024;
+
+const ReadInputSchema = z.strictObject({
+  filePath: filePathInput,
+  offset: z
+    .number()
+    .int()
+    .min(1)
+    .default(1)
+    .describe('1-based line number to start reading from. To continue a truncated read, pass its nextOffset.'),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .default(READ_DEFAULT_LIMIT)
+    .describe(`Maximum number of lines to return (default ${READ_DEFAULT_LIMIT}).`),
+});
+export type ReadInput = z.infer<typeof ReadInputSchema>;
+
+export const readTool = defineTool<ReadInput>({
+  name: 'read',
+  description:
+    'Read a text file in the workspace. Returns its lines numbered like `cat -n` (line number, tab, text). ' +
+    `At most ${READ_DEFAULT_LIMIT} lines and ${READ_MAX_BYTES / 1024} KiB per call; when the result is truncated, ` +
+    'call again with offset set to the reported nextOffset. Binary files and directories are refused.',
+  input: ReadInputSchema,
+  isReadOnly: true,
+  isConcurrencySafe: true,
+  isDestructive: false,
+  isIdempotent: true,
+  interruptBehavior: 'cancel',
+  capabilities: ['filesystem', 'read'],
+  paths: filePathOf,
+  async execute(input, context) {
+    throwIfAborted(context.signal);
+    const file = await resolveExistingFile(context.workspaceRoot, input.filePath);
+    if (await sniffBinary(file.absolute, file.relative)) throw binaryFileError(file.relative);
+    const page = await readPage(file, input.offset, input.limit, context.signal);
+    return {
+      text: page.lines.join('\n'),
+      summary: summarize(file.relative, input.offset, page),
+      structured: {
+        path: file.relative,
+        offset: input.offset,
+        linesReturned: page.lines.length,
+        firstLine: page.lines.length > 0 ? input.offset : null,
+        lastLine: page.lines.length > 0 ? input.offset + page.lines.length - 1 : null,
+        totalLines: page.totalLines ?? null,
+        truncated: page.truncatedBy !== undefined,
+        truncatedBy: page.truncatedBy ?? null,
+        nextOffset: page.nextOffset ?? null,
+        fileBytes: file.stats.size,
+      },
+    };
+  },
+});
+
+interface Page {
+  /** Numbered lines, `cat -n` style. */
+  lines: string[];
+  truncatedBy?: 'lines' | 'bytes';
+  /** Where the next page starts, when truncated. */
+  nextOffset?: number;
+  /** Known only when the whole file was scanned (not truncated). */
+  totalLines?: number;
+}
+
+/**
+ * Stream the file line by line so a huge file costs memory proportional to the page, not to the file, and stop as
+ * soon as the page is full.
+ */
+async function readPage(file: ExistingFile, offset: number, limit: number, signal: AbortSignal): Promise<Page> {
+  const stream = createReadStream(file.absolute, { encoding: 'utf8', signal });
+  const reader = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+  const lines: string[] = [];
+  let bytes = 0;
+  let lineNumber = 0;
+  try {
+    for await (const line of reader) {
+      lineNumber += 1;
+      if (lineNumber < offset) continue;
+      if (lines.length === limit) return { lines, truncatedBy: 'lines', nextOffset: lineNumber };
+      const numbered = `${String(lineNumber).padStart(6)}\t${line}`;
+      const size = Buffer.byteLength(numbered) + 1;
+      if (bytes + size > READ_MAX_BYTES) {
+        if (lines.length > 0) return { lines, truncatedBy: 'bytes', nextOffset: lineNumber };
+        // A single line larger than the budget (minified code, a data blob): show its head rather than nothing.
+        const head = Buffer.from(numbered).subarray(0, READ_MAX_BYTES).toString('utf8');
+        return { lines: [head], truncatedBy: 'bytes', nextOffset: lineNumber + 1 };
+      }
+      lines.push(numbered);
+      bytes += size;
+    }
+  } catch (error) {
+    throw fsToolError(error, file.relative);
+  } finally {
+    reader.close();
+    stream.destroy();
+  }
+  throwIfAborted(signal);
+  return { lines, totalLines: lineNumber };
+}
+
+function summarize(relative: string, offset: number, page: Page): string {
+  const count = page.lines.length;
+  if (count === 0) {
+    return page.totalLines === 0
+      ? `Read ${relative}: empty file`
+      : `Read ${relative}: offset ${offset} is past the end (${page.totalLines} lines)`;
+  }
+  const range = `lines ${offset}-${offset + count - 1}`;
+  if (page.truncatedBy === undefined) return `Read ${relative} ${range} of ${page.totalLines}`;
+  const reason = page.truncatedBy === 'lines' ? 'line limit' : 'size limit';
+  return `Read ${relative} ${range} (truncated by ${reason}; continue with offset ${page.nextOffset})`;
+}

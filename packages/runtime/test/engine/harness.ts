@@ -1,0 +1,50 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  type AgentConfig,
+  createScriptedModel,
+  type ModelScript,
+  Runtime,
+  type RuntimeOptions,
+  Store,
+} from '../../src/index.js';
+
+export interface Harness {
+  runtime: Runtime;
+  store: Store;
+  workspace: string;
+  dir: string;
+}
+
+/** A runtime on a real SQLite file (or the given store URL) with a scripted model and a temp workspace. */
+export async function harness(
+  script: ModelScript,
+  options: Partial<RuntimeOptions> & { storeUrl?: string; files?: Record<string, string> } = {},
+): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), 'oar-engine-'));
+  const workspace = mkdtempSync(join(tmpdir(), 'oar-ws-'));
+  for (const [name, content] of Object.entries(
+    options.files ?? { 'README.md': '# Sample\n\nHello from the sample workspace.\n' },
+  )) {
+    writeFileSync(join(workspace, name), content);
+  }
+  const store = options.store ?? (await Store.open(options.storeUrl ?? join(dir, 'oar.db')));
+  const models = new Map<string, ReturnType<typeof createScriptedModel>>();
+  const runtime = await Runtime.create({
+    workspaceRoot: workspace,
+    ...options,
+    store,
+    model:
+      options.model ??
+      ((agent: AgentConfig) => {
+        let model = models.get(agent.name);
+        if (!model) {
+          model = createScriptedModel(script, agent.name === 'main' ? {} : { agent: agent.name });
+          models.set(agent.name, model);
+        }
+        return { model, provider: 'oar-script', modelId: model.modelId, supportsForcedToolChoice: true };
+      }),
+  });
+  return { runtime, store, workspace, dir };
+}

@@ -1,0 +1,106 @@
+import { symlink } from 'node:fs/promises';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { GREP_MAX_FILE_BYTES, grepTool } from '../../src/tools/builtin/grep.js';
+import { abortedContext, files, run, sandbox, toolContext, toolError } from './helpers.js';
+
+async function layout(root: string): Promise<void> {
+  await files(root, {
+    'src/a.ts': 'const value = 1;\n// TODO: tidy\nexport { value };\n',
+    'src/b.ts': 'let todo = 2;\r\n',
+    'docs/guide.md': 'TODO write the guide\n',
+    'node_modules/dep/index.js': '// TODO upstream\n',
+    '.config/x.txt': 'TODO hidden\n',
+  });
+}
+
+describe('grep', () => {
+  it('prints path:line: text for each matching line', async () => {
+    const { root } = await sandbox();
+    await layout(root);
+    const out = await run(grepTool, { pattern: 'TODO' }, toolContext(root));
+    expect(out.text).toBe('docs/guide.md:1: TODO write the guide\nsrc/a.ts:2: // TODO: tidy');
+    expect(out.summary).toBe('2 matches in 2 files for /TODO/');
+    expect(out.structured).toMatchObject({
+      matchCount: 2,
+      fileCount: 2,
+      files: ['docs/guide.md', 'src/a.ts'],
+      filesSearched: 3,
+      truncated: false,
+    });
+  });
+
+  it('matches case-insensitively on request and strips CR from CRLF lines', async () => {
+    const { root } = await sandbox();
+    await layout(root);
+    const out = await run(grepTool, { pattern: 'todo =', caseInsensitive: true }, toolContext(root));
+    expect(out.text).toBe('src/b.ts:1: let todo = 2;');
+  });
+
+  it('filters files by glob: by name at any depth without a slash, by path with one', async () => {
+    const { root } = await sandbox();
+    await layout(root);
+    const byName = await run(grepTool, { pattern: 'TODO', glob: '*.md' }, toolContext(root));
+    expect(byName.text).toBe('docs/guide.md:1: TODO write the guide');
+    const byPath = await run(grepTool, { pattern: 'TODO|todo', glob: 'src/**' }, toolContext(root));
+    expect(byPath.structured).toMatchObject({ files: ['src/a.ts', 'src/b.ts'] });
+    const named = await run(grepTool, { pattern: 'TODO', glob: 'node_modules/**' }, toolContext(root));
+    expect(named.text).toBe('node_modules/dep/index.js:1: // TODO upstream');
+    const dotted = await run(grepTool, { pattern: 'TODO', glob: '.config/*' }, toolContext(root));
+    expect(dotted.text).toBe('.config/x.txt:1: TODO hidden');
+  });
+
+  it('caps the number of matches and flags the truncation', async () => {
+    const { root } = await sandbox();
+    await files(root, { 'many.txt': Array.from({ length: 50 }, (_, i) => `hit ${i}`).join('\n') });
+    const out = await run(grepTool, { pattern: 'hit', maxMatches: 10 }, toolContext(root));
+    expect(out.text?.split('\n')).toHaveLength(10);
+    expect(out.structured).toMatchObject({ matchCount: 10, truncated: true });
+    expect(out.summary).toContain('stopped at 10');
+    const all = await run(grepTool, { pattern: 'hit' }, toolContext(root));
+    expect(all.structured).toMatchObject({ matchCount: 50, truncated: false });
+  });
+
+  it('skips binary files and files over 1 MiB', async () => {
+    const { root } = await sandbox();
+    await files(root, {
+      'bin.dat': new Uint8Array([...Buffer.from('needle'), 0, 1, 2]),
+      'big.log': `needle\n${'x'.repeat(GREP_MAX_FILE_BYTES)}`,
+      'ok.txt': 'needle',
+    });
+    const out = await run(grepTool, { pattern: 'needle' }, toolContext(root));
+    expect(out.text).toBe('ok.txt:1: needle');
+    expect(out.structured).toMatchObject({ skippedBinary: 1, skippedLarge: 1, filesSearched: 1 });
+  });
+
+  it('never searches through symlinks that leave the workspace', async () => {
+    const { root, outside } = await sandbox();
+    await files(root, { 'in.txt': 'needle inside' });
+    await files(outside, { 'secret.txt': 'needle outside' });
+    await symlink(path.join(outside, 'secret.txt'), path.join(root, 'link.txt'));
+    await symlink(outside, path.join(root, 'escape'));
+    const out = await run(grepTool, { pattern: 'needle' }, toolContext(root));
+    expect(out.text).toBe('in.txt:1: needle inside');
+  });
+
+  it('reports no matches and rejects invalid regular expressions', async () => {
+    const { root } = await sandbox();
+    await layout(root);
+    const none = await run(grepTool, { pattern: 'nothing-here' }, toolContext(root));
+    expect(none.text).toBe('');
+    expect(none.summary).toBe('No matches for /nothing-here/ in 3 files');
+    const error = await toolError(run(grepTool, { pattern: '(unclosed' }, toolContext(root)), 'invalid_pattern');
+    expect(error.options.details).toEqual({ pattern: '(unclosed' });
+  });
+
+  it('stops when the call is aborted', async () => {
+    const { root } = await sandbox();
+    await layout(root);
+    await toolError(run(grepTool, { pattern: 'TODO' }, abortedContext(root)), 'aborted');
+  });
+
+  it('declares read-only flags and the whole workspace as its path', () => {
+    expect(grepTool).toMatchObject({ isReadOnly: true, isConcurrencySafe: true, isIdempotent: true });
+    expect(grepTool.paths?.({ pattern: 'x', caseInsensitive: false, maxMatches: 1 })).toEqual(['.']);
+  });
+});
