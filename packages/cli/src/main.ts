@@ -1,7 +1,10 @@
 import { oarError, SCHEMA_NAMES, schemaFor } from '@oar/protocol';
+import { OarRuntimeError } from '@oar/runtime';
 import { Command, CommanderError } from 'commander';
+import { registerDemoCommand } from './demo.js';
 import { printJson, UsageError } from './io.js';
 import { registerProtocolCommands } from './protocol-commands.js';
+import { registerRuntimeCommands } from './runtime-commands.js';
 
 export const VERSION = '0.1.0';
 
@@ -20,6 +23,8 @@ export async function main(argv: string[]): Promise<number> {
     .exitOverride()
     .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
+  registerDemoCommand(program, setExit);
+  registerRuntimeCommands(program, setExit);
   registerProtocolCommands(program, setExit);
   program
     .command('schema')
@@ -44,6 +49,11 @@ export async function main(argv: string[]): Promise<number> {
       return error.exitCode === 0 ? 0 : 2;
     }
     if (error instanceof UsageError) {
+      process.stderr.write(`${JSON.stringify({ error: error.error })}\n`);
+      return 2;
+    }
+    if (error instanceof OarRuntimeError) {
+      // Bad input to a runtime command (unknown id, invalid config): a structured error, exit 2.
       process.stderr.write(`${JSON.stringify({ error: error.error })}\n`);
       return 2;
     }

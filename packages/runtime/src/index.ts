@@ -3,6 +3,7 @@
  * the protocol runner loop, executors (tool, agent, human, runtime), permissions, models and artifacts.
  */
 export * from './artifacts.js';
+export * from './config.js';
 export * from './engine.js';
 export * from './errors.js';
 export * from './ids.js';

@@ -20,7 +20,7 @@ import { replay } from './read-models/project.js';
 import { toSessionSnapshot, toThreadReadModel } from './read-models/snapshots.js';
 import type { ThreadState } from './read-models/thread-state.js';
 import type { ModelHandle } from './runner/model-call.js';
-import { queueChanged } from './runner/queue.js';
+import { queueChanged, retryOnThreadChange, threadUnchanged } from './runner/queue.js';
 import { advance, failTurn } from './runner/thread-runner.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
@@ -252,55 +252,66 @@ export class Runtime implements Engine {
       throw new OarRuntimeError('invalid_input', 'a turn needs non-empty input text');
     }
     const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
-    const thread = await this.loadThread(input.sessionId, threadId);
-    if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
-    if (input.turnId) {
-      const existing = thread.turns.find((t) => t.turnId === input.turnId);
-      if (existing) {
-        return {
-          sessionId: input.sessionId,
-          threadId,
-          turnId: existing.turnId,
-          status: existing.status === 'queued' ? 'queued' : 'accepted',
-          duplicate: true,
-        };
+    return retryOnThreadChange<SubmitTurnResult>(async () => {
+      const thread = await this.loadThread(input.sessionId, threadId);
+      if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
+      if (input.turnId) {
+        const existing = thread.turns.find((t) => t.turnId === input.turnId);
+        if (existing) {
+          return {
+            sessionId: input.sessionId,
+            threadId,
+            turnId: existing.turnId,
+            status: existing.status === 'queued' ? 'queued' : 'accepted',
+            duplicate: true,
+          };
+        }
       }
-    }
-    const turnId = input.turnId ?? newId('turn');
-    const busy = thread.activeTurnId !== undefined || thread.queue.length > 0;
-    if (busy && this.queuePolicy === 'reject') {
-      throw new OarRuntimeError('thread_busy', `thread "${threadId}" is running turn ${thread.activeTurnId}`, {
-        retryable: true,
-        details: { activeTurnId: thread.activeTurnId },
-      });
-    }
-    const status = busy ? 'queued' : 'accepted';
-    const source = input.source ?? 'user';
-    const drafts: EventDraft[] = [
-      { type: 'turn.submitted', threadId, turnId, status, payload: { status, input: input.input, source } },
-    ];
-    if (busy) {
-      const queue = [...thread.queue, { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source }];
-      drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
-    }
-    await this.append(input.sessionId, drafts);
-    this.kick(input.sessionId, threadId);
-    return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
+      const turnId = input.turnId ?? newId('turn');
+      const busy = thread.activeTurnId !== undefined || thread.queue.length > 0;
+      if (busy && this.queuePolicy === 'reject') {
+        throw new OarRuntimeError('thread_busy', `thread "${threadId}" is running turn ${thread.activeTurnId}`, {
+          retryable: true,
+          details: { activeTurnId: thread.activeTurnId },
+        });
+      }
+      const status = busy ? 'queued' : 'accepted';
+      const source = input.source ?? 'user';
+      const drafts: EventDraft[] = [
+        { type: 'turn.submitted', threadId, turnId, status, payload: { status, input: input.input, source } },
+      ];
+      if (busy) {
+        const queue = [...thread.queue, { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source }];
+        drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
+      }
+      // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
+      await this.log.append(input.sessionId, drafts, { guard: threadUnchanged(thread) });
+      this.kick(input.sessionId, threadId);
+      return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
+    });
   }
 
   async removeQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }): Promise<void> {
-    const thread = await this.loadThread(input.sessionId, input.threadId);
-    if (!thread.queue.some((q) => q.turnId === input.turnId)) throw notFound('queued_turn', input.turnId);
-    const queue = thread.queue.filter((q) => q.turnId !== input.turnId);
-    await this.append(input.sessionId, [queueChanged(thread, queue, 'removed', input.turnId)]);
+    await retryOnThreadChange(async () => {
+      const thread = await this.loadThread(input.sessionId, input.threadId);
+      if (!thread.queue.some((q) => q.turnId === input.turnId)) throw notFound('queued_turn', input.turnId);
+      const queue = thread.queue.filter((q) => q.turnId !== input.turnId);
+      await this.log.append(input.sessionId, [queueChanged(thread, queue, 'removed', input.turnId)], {
+        guard: threadUnchanged(thread),
+      });
+    });
   }
 
   async promoteQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }): Promise<void> {
-    const thread = await this.loadThread(input.sessionId, input.threadId);
-    const entry = thread.queue.find((q) => q.turnId === input.turnId);
-    if (!entry) throw notFound('queued_turn', input.turnId);
-    const queue = [entry, ...thread.queue.filter((q) => q.turnId !== input.turnId)];
-    await this.append(input.sessionId, [queueChanged(thread, queue, 'promoted', input.turnId)]);
+    await retryOnThreadChange(async () => {
+      const thread = await this.loadThread(input.sessionId, input.threadId);
+      const entry = thread.queue.find((q) => q.turnId === input.turnId);
+      if (!entry) throw notFound('queued_turn', input.turnId);
+      const queue = [entry, ...thread.queue.filter((q) => q.turnId !== input.turnId)];
+      await this.log.append(input.sessionId, [queueChanged(thread, queue, 'promoted', input.turnId)], {
+        guard: threadUnchanged(thread),
+      });
+    });
   }
 
   /**
@@ -369,6 +380,14 @@ export class Runtime implements Engine {
     if (pending.actionType === 'user_input' && input.decision === 'approve_for_session') {
       throw new OarRuntimeError('invalid_decision', 'approve_for_session applies to tool approvals, not to questions');
     }
+    if (pending.actionType === 'tool_approval' && pending.decisions && !pending.decisions.includes(input.decision)) {
+      // An ask rule asks every time: it offers approve|deny, and a session grant would never be consulted.
+      throw new OarRuntimeError(
+        'invalid_decision',
+        `this request offers ${pending.decisions.join(', ')}; "${input.decision}" is not one of them`,
+        { details: { decision: input.decision, offered: pending.decisions } },
+      );
+    }
     const ids = { threadId: thread.threadId, turnId: pending.turnId, taskId: run.taskId, runId: run.runId };
     const drafts: EventDraft[] = [
       {
@@ -433,7 +452,15 @@ export class Runtime implements Engine {
       });
     }
     drafts.push({ type: 'task.resumed', ...ids, payload: { reason: `decision ${input.decision}` } });
-    await this.append(input.sessionId, drafts);
+    // Resolve at most once: a concurrent respond_action for the same decision may have committed since we read it.
+    await this.log.append(input.sessionId, drafts, {
+      guard: async (tx) => {
+        const current = await loadReadModels(tx, input.sessionId, [{ kind: 'thread', key: thread.threadId }]);
+        if (!current.threads.get(thread.threadId)?.pending.some((p) => p.actionId === input.actionId)) {
+          throw notFound('action', input.actionId);
+        }
+      },
+    });
     this.kick(input.sessionId, thread.threadId);
     return { threadId: thread.threadId, decision: input.decision };
   }
@@ -708,7 +735,8 @@ export class Runtime implements Engine {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const controller of this.controllers.values()) controller.abort(new Error('runtime closing'));
+    const closing = new OarRuntimeError('runtime_closing', 'the runtime is closing');
+    for (const controller of this.controllers.values()) controller.abort(closing);
     await Promise.allSettled([...this.drivers.values()].map((d) => d.done));
   }
 }

@@ -23,6 +23,9 @@ export type EventDraft = {
 
 export type EventListener = (events: RuntimeEvent[]) => void;
 
+/** A precondition re-checked under the session row lock, inside the append's transaction (see `EventLog.append`). */
+export type AppendGuard = (tx: Db) => Promise<void>;
+
 /**
  * The append-only event log and its projections. `append` assigns gap-free per-session sequences under the
  * session row's lock, validates every event against OAR's profile, and updates the read models the events
@@ -41,14 +44,19 @@ export class EventLog {
     return this.write(sessionId, drafts, { create: { title } });
   }
 
-  append(sessionId: string, drafts: EventDraft[]): Promise<RuntimeEvent[]> {
-    return this.write(sessionId, drafts, {});
+  /**
+   * Append events. `guard` runs inside the transaction after the session row is locked: it re-checks a command's
+   * precondition against committed state (throw to abort and write nothing), so two concurrent commands that both
+   * read the same state before writing cannot both act on it (e.g. one decision resolved twice).
+   */
+  append(sessionId: string, drafts: EventDraft[], options: { guard?: AppendGuard } = {}): Promise<RuntimeEvent[]> {
+    return this.write(sessionId, drafts, options);
   }
 
   private async write(
     sessionId: string,
     drafts: EventDraft[],
-    options: { create?: { title: string | undefined } },
+    options: { create?: { title: string | undefined }; guard?: AppendGuard },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
     const events = await this.store.transaction(async (tx) => {
@@ -74,6 +82,7 @@ export class EventLog {
         .returning('last_sequence')
         .executeTakeFirst();
       if (!row) throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
+      if (options.guard) await options.guard(tx);
       const first = Number(row.last_sequence) - drafts.length + 1;
       const built = drafts.map((draft, index) =>
         createEvent(

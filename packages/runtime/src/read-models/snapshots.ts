@@ -90,6 +90,7 @@ export function toThreadReadModel(thread: ThreadState, tasks: Task[]): ThreadRea
           runId: run.runId,
           actionId: id,
           status: action?.status ?? 'unknown',
+          attempt: action?.attempt ?? 0,
           ...(action?.result?.error ? { error: action.result.error } : {}),
           ...(action?.result?.summary ? { summary: action.result.summary } : {}),
         };
@@ -109,7 +110,10 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadState[],
     ...(session.title ? { title: session.title } : {}),
     createdAt: session.createdAt,
     updatedAt: session.updatedAt,
-    threads: threads.map((thread) => toThreadReadModel(thread, tasks)),
+    // The session's own order: the main thread first, then threads in the order they started.
+    threads: [...threads]
+      .sort((a, b) => session.threadIds.indexOf(a.threadId) - session.threadIds.indexOf(b.threadId))
+      .map((thread) => toThreadReadModel(thread, tasks)),
     tasks,
     taskSummary: {
       total: tasks.length,

@@ -94,6 +94,8 @@ export const PendingDecisionSchema = z.object({
   toolCallId: z.string().optional(),
   toolName: z.string().optional(),
   prompt: z.string(),
+  /** The decisions offered (an ask rule offers approve|deny only). */
+  decisions: z.array(z.string()).optional(),
   requestedAt: z.string(),
 });
 export type PendingDecision = z.infer<typeof PendingDecisionSchema>;

@@ -55,6 +55,20 @@ function finishAction(state: ThreadState, event: RuntimeEvent, status: RunAction
   if (status === 'completed' && actionId !== undefined && !next.completedActionIds.includes(actionId)) {
     next = { ...next, completedActionIds: [...next.completedActionIds, actionId] };
   }
+  // An action that ended (e.g. cancelled by its graph's failure policy) has no decision left to wait for.
+  const pending = next.pending.filter((p) => !(p.runId === event.runId && p.graphActionId === actionId));
+  if (pending.length !== next.pending.length) {
+    const waiting = pending.find((p) => p.turnId === event.turnId);
+    const threadStatus =
+      next.status === 'closed'
+        ? 'closed'
+        : waiting === undefined
+          ? 'running'
+          : waiting.actionType === 'user_input'
+            ? 'waiting_input'
+            : 'waiting_permission';
+    next = { ...next, pending, status: threadStatus };
+  }
   return next;
 }
 
@@ -206,6 +220,7 @@ function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payl
         ...(str(payload.toolCallId) ? { toolCallId: str(payload.toolCallId) } : {}),
         ...(str(payload.toolName) ? { toolName: str(payload.toolName) } : {}),
         prompt: str(payload.prompt) ?? '',
+        ...(Array.isArray(payload.decisions) ? { decisions: payload.decisions.map(String) } : {}),
         requestedAt: event.timestamp,
       };
       const waiting = decision.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
@@ -338,7 +353,12 @@ function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payloa
       const status = str(payload.status) as RunActionStatus | undefined;
       if (!status) return state;
       if (isTerminalActionStatus(status)) return finishAction(state, event, status, payload.observation);
-      return updateAction(state, runId, str(payload.graphActionId), (a) => ({ ...a, status }));
+      return updateAction(state, runId, str(payload.graphActionId), (a) => {
+        if (status !== 'pending') return { ...a, status };
+        // Back to pending (a retry, or a re-run after a restart): the previous attempt's result is history.
+        const { result: _previous, endedAt: _ended, ...rest } = a;
+        return { ...rest, status };
+      });
     }
     case 'observed':
     case 'cancelled': {

@@ -1,4 +1,5 @@
-import type { EventDraft } from '../log/event-log.js';
+import { OarRuntimeError } from '../errors.js';
+import { type AppendGuard, type EventDraft, loadReadModels } from '../log/event-log.js';
 import type { ThreadState } from '../read-models/thread-state.js';
 
 export type QueueChange = 'enqueued' | 'removed' | 'promoted' | 'dequeued' | 'reordered';
@@ -25,4 +26,45 @@ export function queueChanged(
       })),
     },
   };
+}
+
+/** The thread changed between reading it and writing events computed from it; the command re-reads and retries. */
+export class ThreadChangedError extends OarRuntimeError {
+  constructor(threadId: string) {
+    super('thread_changed', `thread "${threadId}" changed while the command was being prepared`, { retryable: true });
+  }
+}
+
+/** What queue-dependent writes are computed from: the active turn, the queue order and the known turns. */
+function queueBasis(thread: ThreadState): string {
+  return JSON.stringify([
+    thread.activeTurnId ?? null,
+    thread.status === 'closed',
+    thread.queue.map((q) => q.turnId),
+    thread.turns.map((t) => t.turnId),
+  ]);
+}
+
+/**
+ * A guard for an append computed from `thread` (a new queue order, accepted vs queued, a dequeue): under the session
+ * row lock, the thread's queue basis must be what the writer read. Otherwise two concurrent writers would each write
+ * a queue computed from the same stale order and one of them would silently drop the other's turn.
+ */
+export function threadUnchanged(thread: ThreadState): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, thread.sessionId, [{ kind: 'thread', key: thread.threadId }]);
+    const current = models.threads.get(thread.threadId);
+    if (!current || queueBasis(current) !== queueBasis(thread)) throw new ThreadChangedError(thread.threadId);
+  };
+}
+
+/** Run a read-compute-append command again while a concurrent write changed its thread first (bounded). */
+export async function retryOnThreadChange<T>(command: () => Promise<T>, attempts = 25): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await command();
+    } catch (error) {
+      if (!(error instanceof ThreadChangedError) || attempt >= attempts) throw error;
+    }
+  }
 }

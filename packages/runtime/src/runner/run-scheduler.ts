@@ -6,7 +6,7 @@ import { runRuntimeAction } from '../executors/runtime-ops.js';
 import { runToolAction } from '../executors/tool.js';
 import { isTerminalActionStatus } from '../read-models/thread.js';
 import type { RunActionStatus, RunState, ThreadState } from '../read-models/thread-state.js';
-import { type ActionContext, actionStatusEvent } from './action-context.js';
+import { type ActionContext, actionIds, actionStatusEvent } from './action-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
 const FAILED: ReadonlySet<RunActionStatus> = new Set(['failed', 'denied', 'skipped', 'cancelled', 'lost']);
@@ -32,6 +32,30 @@ async function runAction(ctx: ActionContext): Promise<RunActionStatus> {
   }
 }
 
+/** Statuses a halted graph ends: not started yet, or waiting for a human decision. */
+const HALTABLE: ReadonlySet<RunActionStatus> = new Set(['pending', 'waiting_permission', 'waiting_input']);
+
+type Halt = { reason: string; policy: 'abort' | 'ask_model' };
+
+/** An action that ended failed/denied/cancelled/lost under `abort` or `ask_model` halts the rest of its graph. */
+function haltFor(action: Action, status: RunActionStatus): Halt | undefined {
+  if (!FAILED.has(status) || status === 'skipped' || action.failurePolicy.onFailure === 'continue') return undefined;
+  return {
+    policy: action.failurePolicy.onFailure === 'abort' ? 'abort' : 'ask_model',
+    reason: `"${action.id}" ended ${status} and its failure policy is ${action.failurePolicy.onFailure}`,
+  };
+}
+
+function haltOf(run: RunState, actions: Map<string, Action>): Halt | undefined {
+  for (const id of run.order) {
+    const action = actions.get(id);
+    const status = run.actions[id]?.status;
+    const halt = action && status ? haltFor(action, status) : undefined;
+    if (halt) return halt;
+  }
+  return undefined;
+}
+
 /** Read-only, concurrency-safe tools share the lock; everything else (writes, agents, humans) holds it alone. */
 function isShared(engine: Engine, action: Action): boolean {
   if (action.executor.type === 'runtime') return true;
@@ -55,7 +79,16 @@ export async function scheduleRun(
   const actions = new Map(run.declaration.actions.map((a) => [a.id, a]));
   const lock = new ReadWriteLock(engine.limits.maxParallel);
   const inFlight = new Map<string, Promise<void>>();
-  let halted: { reason: string; policy: 'abort' | 'ask_model' } | undefined;
+  // The halt is derived from durable statuses, so a later pass (after an approval, after a restart) keeps it.
+  let halted = haltOf(run, actions);
+
+  /** A halted graph ends its not-yet-started actions: cancelled (abort) or skipped (ask_model). */
+  const haltAction = (action: Action, by: Halt): Promise<void> => {
+    const status = by.policy === 'abort' ? 'cancelled' : 'skipped';
+    const error = oarError(by.policy === 'abort' ? 'graph_aborted' : 'awaiting_model_decision', by.reason);
+    statuses.set(action.id, status);
+    return engine.append(thread.sessionId, [actionStatusEvent(context(action), status, { error })]);
+  };
 
   const depStatus = (id: string): RunActionStatus | 'historical' | undefined =>
     statuses.get(id) ?? (thread.completedActionIds.includes(id) ? 'historical' : undefined);
@@ -79,14 +112,13 @@ export async function scheduleRun(
     const settle: Promise<void>[] = [];
     for (const id of run.order) {
       const action = actions.get(id);
-      if (!action || statuses.get(id) !== 'pending' || inFlight.has(id)) continue;
-      if (halted) {
-        const status = halted.policy === 'abort' ? 'cancelled' : 'skipped';
-        const error = oarError(halted.policy === 'abort' ? 'graph_aborted' : 'awaiting_model_decision', halted.reason);
-        statuses.set(id, status);
-        settle.push(engine.append(thread.sessionId, [actionStatusEvent(context(action), status, { error })]));
+      if (!action || inFlight.has(id)) continue;
+      if (halted && HALTABLE.has(statuses.get(id) ?? 'pending')) {
+        // Also an action waiting for a decision: its request is withdrawn with it.
+        settle.push(haltAction(action, halted));
         continue;
       }
+      if (statuses.get(id) !== 'pending') continue;
       const deps = action.dependsOn.map((dep) => [dep, depStatus(dep)] as const);
       const failedDep = deps.find(([, status]) => status !== undefined && FAILED.has(status as RunActionStatus));
       if (failedDep) {
@@ -103,14 +135,14 @@ export async function scheduleRun(
         const release = await lock.acquire(exclusive);
         try {
           if (signal.aborted) return;
-          const status = await runAction(context(action));
-          statuses.set(id, status);
-          if (FAILED.has(status) && status !== 'skipped' && action.failurePolicy.onFailure !== 'continue' && !halted) {
-            halted = {
-              policy: action.failurePolicy.onFailure === 'abort' ? 'abort' : 'ask_model',
-              reason: `"${id}" ended ${status} and its failure policy is ${action.failurePolicy.onFailure}`,
-            };
+          // The graph may have been halted while this action waited for the lock: it must not start then.
+          if (halted) {
+            await haltAction(action, halted);
+            return;
           }
+          const status = await runWithRetries(engine, context(action), () => halted !== undefined);
+          statuses.set(id, status);
+          halted ??= haltFor(action, status);
         } finally {
           release();
           inFlight.delete(id);
@@ -123,8 +155,9 @@ export async function scheduleRun(
       // Nothing running: loop again only if an action became runnable through what just settled.
       const runnable = run.order.some((id) => {
         const action = actions.get(id);
-        if (!action || statuses.get(id) !== 'pending') return false;
-        if (halted) return true;
+        if (!action) return false;
+        if (halted) return HALTABLE.has(statuses.get(id) ?? 'pending');
+        if (statuses.get(id) !== 'pending') return false;
         return action.dependsOn.every((dep) => {
           const status = depStatus(dep);
           return (
@@ -140,6 +173,47 @@ export async function scheduleRun(
     await Promise.race(inFlight.values());
   }
   await Promise.allSettled(inFlight.values());
+}
+
+/**
+ * Run an action, retrying a failed tool call while its failure policy allows more attempts
+ * (`failurePolicy.maxAttempts`). Each retry is recorded before it runs — `task.retrying` and a `run.status`
+ * action status `pending` with the next attempt — and its `tool.started` carries that attempt number. Only a
+ * tool that actually ran and failed is retried: denials, invalid input, cancellation and interrupts are not.
+ */
+async function runWithRetries(engine: Engine, ctx: ActionContext, halted: () => boolean): Promise<RunActionStatus> {
+  let current = ctx;
+  for (;;) {
+    const status = await runAction(current);
+    const maxAttempts = ctx.action.failurePolicy.maxAttempts;
+    if (status !== 'failed' || ctx.action.executor.type !== 'tool' || maxAttempts <= 1) return status;
+    if (ctx.signal.aborted || halted()) return status;
+    const thread = await engine.loadThread(ctx.thread.sessionId, ctx.thread.threadId);
+    const state = thread.runs[ctx.run.runId]?.actions[ctx.action.id];
+    // attempt counts tool.started facts: 0 means the tool never ran (unknown tool, invalid input).
+    if (!state || state.attempt === 0 || state.attempt >= maxAttempts) return status;
+    const nextAttempt = state.attempt + 1;
+    const error = state.result?.error;
+    const reason = `attempt ${state.attempt} of ${maxAttempts} failed${error ? ` (${error.code})` : ''}`;
+    await engine.append(ctx.thread.sessionId, [
+      { type: 'task.retrying', ...actionIds(ctx), payload: { nextAttempt, reason, graphActionId: ctx.action.id } },
+      {
+        type: 'run.status',
+        ...actionIds(ctx),
+        status: 'running',
+        payload: {
+          phase: 'action',
+          title: ctx.action.title ?? ctx.action.id,
+          graphActionId: ctx.action.id,
+          status: 'pending',
+          attempt: nextAttempt,
+          reason,
+        },
+      },
+    ]);
+    const { result: _previous, endedAt: _ended, ...rest } = state;
+    current = { ...ctx, thread, run: thread.runs[ctx.run.runId] ?? ctx.run, state: { ...rest, status: 'pending' } };
+  }
 }
 
 /** All actions of the run reached a terminal status. */

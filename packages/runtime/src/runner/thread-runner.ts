@@ -9,12 +9,13 @@ import {
   protocolResult,
 } from '@oar/protocol';
 import { type AgentConfig, agentByName, type Engine } from '../engine.js';
+import { OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { RunState, ThreadState, TurnState } from '../read-models/thread-state.js';
 import { assembleContext } from './context.js';
 import { callModel } from './model-call.js';
-import { queueChanged } from './queue.js';
+import { queueChanged, ThreadChangedError, threadUnchanged } from './queue.js';
 import { runFinished, scheduleRun } from './run-scheduler.js';
 
 /**
@@ -30,7 +31,7 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
   if (!turn) {
     const next = thread.queue[0] ?? thread.turns.find((t) => t.status === 'accepted');
     if (!next) return false;
-    await engine.append(sessionId, [
+    const drafts: EventDraft[] = [
       { type: 'turn.started', threadId, turnId: next.turnId, status: 'running', payload: {} },
       {
         type: 'thread.updated',
@@ -48,7 +49,14 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
             ),
           ]
         : []),
-    ]);
+    ];
+    try {
+      // The dequeue writes a queue computed from this read: a concurrent submit/remove/promote must not be lost.
+      await engine.log.append(sessionId, drafts, { guard: threadUnchanged(thread) });
+    } catch (error) {
+      if (error instanceof ThreadChangedError) return true; // re-read and decide again
+      throw error;
+    }
     return true;
   }
   const signal = engine.signal(threadId);
@@ -58,6 +66,8 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
   if (run && (run.status === 'running' || run.status === 'waiting')) {
     if (!runFinished(run)) {
       await scheduleRun(engine, thread, run, signal);
+      // Interrupted: the interrupt records how the graph ended (cancelled), not an ordinary observation.
+      if (signal.aborted) return false;
       const after = await engine.loadThread(sessionId, threadId);
       const updated = after.runs[run.runId];
       if (!updated || !runFinished(updated)) return false;
@@ -108,6 +118,11 @@ function describeFault(outcome: ParseOutcome, finishReason: string): string {
   return lines.join('\n');
 }
 
+/** The abort came from `Runtime.close()`, not from an interrupt: the work resumes on the next start. */
+export function isClosing(signal: AbortSignal): boolean {
+  return signal.reason instanceof OarRuntimeError && signal.reason.code === 'runtime_closing';
+}
+
 function turnIds(thread: ThreadState, turn: TurnState) {
   return { threadId: thread.threadId, turnId: turn.turnId };
 }
@@ -132,9 +147,10 @@ export async function completeTurn(
     },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   ];
-  drafts.push(...delegationEnd(thread, { answer: payload.answer ?? '' }));
+  const ended = delegationEnd(thread, turn, { answer: payload.answer ?? '' });
+  drafts.push(...ended);
   await engine.append(thread.sessionId, drafts);
-  if (thread.parent) engine.kick(thread.sessionId, thread.parent.threadId);
+  if (thread.parent && ended.length > 0) engine.kick(thread.sessionId, thread.parent.threadId);
 }
 
 export async function failTurn(
@@ -166,15 +182,20 @@ export async function failTurn(
     { type: 'turn.failed', ...turnIds(thread, turn), status, payload: { error } },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   );
-  drafts.push(...delegationEnd(thread, { error }));
+  const ended = delegationEnd(thread, turn, { error });
+  drafts.push(...ended);
   await engine.append(thread.sessionId, drafts);
-  if (thread.parent) engine.kick(thread.sessionId, thread.parent.threadId);
+  if (thread.parent && ended.length > 0) engine.kick(thread.sessionId, thread.parent.threadId);
 }
 
-/** Events that end a delegation on the parent thread when a child thread's turn ends. */
-function delegationEnd(thread: ThreadState, end: { answer?: string; error?: OarError }): EventDraft[] {
+/**
+ * Events that end a delegation on the parent thread when the child thread's delegated turn ends. That turn is the
+ * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
+ * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
+ */
+function delegationEnd(thread: ThreadState, turn: TurnState, end: { answer?: string; error?: OarError }): EventDraft[] {
   const parent = thread.parent;
-  if (!parent) return [];
+  if (!parent || thread.turns[0]?.turnId !== turn.turnId) return [];
   const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
   const observation: ActionResult = end.error
     ? { id: parent.actionId, status: 'failed', artifacts: [], error: end.error }
@@ -331,7 +352,25 @@ async function modelStep(engine: Engine, thread: ThreadState, turn: TurnState, s
     step: thread.modelCalls,
   });
   if (!call.ok) {
-    if (signal.aborted) return; // the interrupt records the turn's end
+    if (signal.aborted) {
+      // The interrupt records the turn's end. The call itself is bracketed (model.requested … model.failed), which
+      // also counts it as made; a runtime that is closing records nothing, so a restart repeats the same call.
+      if (!isClosing(signal)) {
+        await engine.append(sessionId, [
+          {
+            type: 'model.failed',
+            ...ids,
+            payload: {
+              modelId: model.modelId,
+              provider: model.provider,
+              error: call.error,
+              durationMs: call.durationMs,
+            },
+          },
+        ]);
+      }
+      return;
+    }
     await engine.append(sessionId, [
       {
         type: 'model.failed',

@@ -39,9 +39,14 @@ export class Store {
     return store;
   }
 
-  private static connect(url: string | undefined, options: StoreOptions): Store {
+  private static connect(input: string | undefined, options: StoreOptions): Store {
+    let url = input;
     if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) {
-      const schema = options.schema;
+      // `?schema=NAME` in the URL selects (and creates) a schema, like the `schema` option.
+      const parsed = new URL(url);
+      const schema = options.schema ?? parsed.searchParams.get('schema') ?? undefined;
+      parsed.searchParams.delete('schema');
+      url = parsed.toString();
       if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) {
         throw new OarRuntimeError('invalid_store', `invalid PostgreSQL schema name "${schema}"`);
       }

@@ -1,0 +1,197 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+
+/** Steps of the agent-loop workload: this many tool calls (one per model step), then a final answer. */
+export const STEPS = 200;
+/** Measured repetitions of the workload per system (each a fresh session / thread), after one warm-up run. */
+export const RUNS = 3;
+/** Small files the trivial `read` tool reads, round robin. */
+export const FILE_COUNT = 10;
+
+export const POSTGRES_URL = process.env.OAR_BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/test';
+
+const created: string[] = [];
+process.on('exit', () => {
+  for (const dir of created) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A temp directory, removed when the process exits. */
+export function tempDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `oar-bench-${prefix}-`));
+  created.push(dir);
+  return dir;
+}
+
+/** A temp directory holding a workspace of FILE_COUNT small text files under notes/. */
+export function makeWorkspace(prefix: string): string {
+  const dir = tempDir(prefix);
+  mkdirSync(join(dir, 'notes'));
+  for (let i = 0; i < FILE_COUNT; i++) {
+    const lines = Array.from({ length: 8 }, (_, n) => `note ${i} line ${n + 1}: the quick brown fox`);
+    writeFileSync(join(dir, 'notes', fileName(i)), `${lines.join('\n')}\n`);
+  }
+  return dir;
+}
+
+export function fileName(i: number): string {
+  return `f${String(i % FILE_COUNT).padStart(3, '0')}.txt`;
+}
+
+/** The workspace-relative path step `i` reads. */
+export function stepPath(i: number): string {
+  return `notes/${fileName(i)}`;
+}
+
+/**
+ * Records when each model call starts and ends. The per-step runtime overhead is the gap between the end of one
+ * model call and the start of the next: everything the framework does for a step (tool execution, persistence,
+ * context assembly, bookkeeping) with the (zero-latency) model itself excluded. N model calls give N-1 gaps.
+ */
+export class StepClock {
+  private readonly starts: number[] = [];
+  private readonly ends: number[] = [];
+
+  start(): void {
+    this.starts.push(performance.now());
+  }
+
+  end(): void {
+    this.ends.push(performance.now());
+  }
+
+  get calls(): number {
+    return this.starts.length;
+  }
+
+  gaps(): number[] {
+    const out: number[] = [];
+    for (let i = 0; i + 1 < this.starts.length; i++) out.push(this.starts[i + 1]! - this.ends[i]!);
+    return out;
+  }
+}
+
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[rank]!;
+}
+
+export function mean(values: readonly number[]): number {
+  return values.reduce((a, b) => a + b, 0) / values.length;
+}
+
+export function median(values: readonly number[]): number {
+  return percentile(values, 50);
+}
+
+export async function timed<T>(fn: () => Promise<T> | T): Promise<{ value: T; ms: number }> {
+  const started = performance.now();
+  const value = await fn();
+  return { value, ms: performance.now() - started };
+}
+
+export function gc(): void {
+  const collect = (globalThis as { gc?: () => void }).gc;
+  if (collect) {
+    collect();
+    collect();
+  }
+}
+
+export function log(message: string): void {
+  process.stderr.write(`  ${message}\n`);
+}
+
+// ----- results ---------------------------------------------------------------------------------------------------
+
+/** One system's result on the agent-loop workload. */
+export interface StepResult {
+  system: string;
+  store: string;
+  durable: string;
+  steps: number;
+  runs: number;
+  /** Per-step overhead samples, pooled over the measured runs (ms). */
+  p50: number;
+  p99: number;
+  mean: number;
+  /** p50 of the first and of the last 20 steps: shows whether a step's cost grows with the step index. */
+  firstP50: number;
+  lastP50: number;
+  /** Wall time of one whole run (median over runs, ms). */
+  runMs: number;
+  /** Records written per run (OAR: events; LangGraph: checkpoints + writes rows), when known. */
+  records?: number;
+  recordsLabel?: string;
+  note?: string;
+}
+
+export interface ReplayResult {
+  store: string;
+  events: number;
+  /** Time to read the session's events from the store (EventLog.read), median. */
+  loadMs: number;
+  /** Turns in the rebuilt thread and the replay() time over the loaded events, median (measured on SQLite only). */
+  turns?: number;
+  replayMs?: number;
+}
+
+export interface MemoryResult {
+  phase: string;
+  sessions: number;
+  heapBeforeMb: number;
+  heapAfterMb: number;
+  bytesPerSession: number;
+  rssAfterMb: number;
+  ms: number;
+}
+
+export interface AppendResult {
+  store: string;
+  batch: number;
+  events: number;
+  ms: number;
+}
+
+export interface BenchOutput {
+  steps?: StepResult[];
+  replay?: ReplayResult[];
+  memory?: MemoryResult[];
+  append?: AppendResult[];
+  notes?: string[];
+}
+
+/** Children print their result on one line with this prefix; everything else they print is progress. */
+export const RESULT_PREFIX = '@@bench-result ';
+
+export function emit(output: BenchOutput): void {
+  process.stdout.write(`${RESULT_PREFIX}${JSON.stringify(output)}\n`);
+}
+
+/** Per-step statistics over the measured runs; `runs` holds each run's step gaps in step order. */
+export function summarizeSteps(
+  base: Omit<StepResult, 'p50' | 'p99' | 'mean' | 'runMs' | 'firstP50' | 'lastP50' | 'runs'>,
+  runs: number[][],
+  runMs: number[],
+): StepResult {
+  const all = runs.flat();
+  return {
+    ...base,
+    runs: runs.length,
+    p50: percentile(all, 50),
+    p99: percentile(all, 99),
+    mean: mean(all),
+    firstP50: percentile(
+      runs.flatMap((r) => r.slice(0, 20)),
+      50,
+    ),
+    lastP50: percentile(
+      runs.flatMap((r) => r.slice(-20)),
+      50,
+    ),
+    runMs: median(runMs),
+  };
+}

@@ -1,0 +1,137 @@
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import {
+  type AgentConfig,
+  createScriptedModel,
+  type ModelHandle,
+  type ModelScript,
+  Runtime,
+  Store,
+} from '@oar/runtime';
+import { makeWorkspace, POSTGRES_URL, type StepClock, stepPath, tempDir } from './common.js';
+
+type LanguageModel = ModelHandle['model'];
+
+/** A model script of `steps` act steps (one `read` each) followed by an answer. */
+export function readLoopScript(steps: number): ModelScript {
+  return {
+    description: `bench: ${steps} act steps reading a small file each, then an answer`,
+    steps: [
+      ...Array.from({ length: steps }, (_, i) => ({
+        protocol: {
+          kind: 'act',
+          calls: [{ id: `read_${i}`, type: 'tool', name: 'read', args: { filePath: stepPath(i) } }],
+        },
+      })),
+      { protocol: { kind: 'answer', message: `Read ${steps} files.` } },
+    ],
+  } as ModelScript;
+}
+
+/** Wraps a model so each call is timed; the wrapper adds two performance.now() calls per step. */
+export function timedModel(model: LanguageModel, clock: StepClock): LanguageModel {
+  return {
+    specificationVersion: model.specificationVersion,
+    provider: model.provider,
+    modelId: model.modelId,
+    supportedUrls: model.supportedUrls,
+    async doGenerate(options) {
+      clock.start();
+      try {
+        return await model.doGenerate(options);
+      } finally {
+        clock.end();
+      }
+    },
+    async doStream(options) {
+      clock.start();
+      try {
+        return await model.doStream(options);
+      } finally {
+        clock.end();
+      }
+    },
+  };
+}
+
+export interface OpenedStore {
+  store: Store;
+  label: string;
+  /** Close the store and remove what the benchmark created (the PostgreSQL schema). */
+  dispose(): Promise<void>;
+}
+
+/** A fresh SQLite file in a temp directory. */
+export async function openSqlite(prefix: string): Promise<OpenedStore> {
+  const dir = tempDir(prefix);
+  const store = await Store.open(join(dir, 'oar.db'));
+  return {
+    store,
+    label: 'SQLite (file, WAL)',
+    async dispose() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A fresh schema on the benchmark PostgreSQL database, or the reason it is unreachable. */
+export async function openPostgres(prefix: string): Promise<OpenedStore | { unavailable: string }> {
+  const schema = `oar_bench_${prefix}_${process.pid}_${Date.now().toString(36)}`;
+  let store: Store;
+  try {
+    store = await Store.open(POSTGRES_URL, { schema });
+  } catch (error) {
+    return { unavailable: `${POSTGRES_URL}: ${(error as Error).message}` };
+  }
+  return {
+    store,
+    label: 'PostgreSQL 127.0.0.1',
+    async dispose() {
+      try {
+        await store.db.schema.dropSchema(schema).ifExists().cascade().execute();
+      } finally {
+        await store.close();
+      }
+    },
+  };
+}
+
+/** A runtime over `store` whose main agent replays `script`, with every model call timed on `clock`. */
+export async function scriptedRuntime(
+  store: Store,
+  script: ModelScript,
+  options: { clock?: StepClock; workspace?: string; maxSteps?: number; contextBudgetTokens?: number } = {},
+): Promise<{ runtime: Runtime; workspace: string }> {
+  const workspace = options.workspace ?? makeWorkspace('ws');
+  const scripted = createScriptedModel(script, { name: 'bench' });
+  const model = options.clock ? timedModel(scripted, options.clock) : scripted;
+  const handle: ModelHandle = {
+    model,
+    provider: 'oar-script',
+    modelId: scripted.modelId,
+    supportsForcedToolChoice: true,
+  };
+  const runtime = await Runtime.create({
+    store,
+    workspaceRoot: workspace,
+    model: (_agent: AgentConfig) => handle,
+    limits: {
+      maxSteps: (options.maxSteps ?? script.steps.length) + 10,
+      ...(options.contextBudgetTokens ? { contextBudgetTokens: options.contextBudgetTokens } : {}),
+    },
+  });
+  return { runtime, workspace };
+}
+
+/** Runs one turn to the end and checks it completed (a benchmark of a failing turn measures nothing). */
+export async function runTurn(runtime: Runtime, sessionId: string, input: string): Promise<void> {
+  await runtime.submitTurn({ sessionId, input });
+  await runtime.settled(sessionId);
+  const events = await runtime.log.read(sessionId);
+  const last = events.findLast((e) => e.type.startsWith('turn.'));
+  if (last?.type !== 'turn.completed') {
+    const error = events.findLast((e) => e.type === 'turn.failed' || e.type === 'runtime.error');
+    throw new Error(`turn did not complete (last turn event ${last?.type}): ${JSON.stringify(error?.payload)}`);
+  }
+}

@@ -1,0 +1,88 @@
+import type { OarError, RuntimeEvent } from '@oar/protocol';
+
+/**
+ * One line of live progress per interesting event, for people watching `oar run` / `oar demo`. The full record
+ * is always the event log (`--json` prints it as NDJSON); this is a view, so it may skip events.
+ */
+
+type Payload = Record<string, unknown>;
+const color = (code: number) => (text: string) => (process.stdout.isTTY ? `\u001b[${code}m${text}\u001b[0m` : text);
+const dim = color(2);
+const green = color(32);
+const red = color(31);
+const yellow = color(33);
+const cyan = color(36);
+
+function short(value: unknown, max = 80): string {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  const line = (text ?? '').replace(/\s+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+export function renderEvent(event: RuntimeEvent, agents: Map<string, string>): string | undefined {
+  const p = (event.payload ?? {}) as Payload;
+  const who = event.threadId ? (agents.get(event.threadId) ?? 'main') : 'main';
+  const tag = who === 'main' ? '' : `${cyan(`[${who}]`)} `;
+  switch (event.type) {
+    case 'thread.started':
+      if (event.threadId) agents.set(event.threadId, String(p.agent ?? 'main'));
+      return undefined;
+    case 'turn.started':
+      return `${tag}${dim('turn started')}`;
+    case 'model.requested':
+      return `${tag}${dim(`model ${p.provider}/${p.modelId} step ${p.attempt}${p.corrective ? ' (corrective retry)' : ''}`)}`;
+    case 'run.status': {
+      if (p.phase === 'declared') {
+        const declaration = p.declaration as {
+          actions: { id: string; executor: { type: string; target: string } }[];
+          message?: string;
+        };
+        const lines = [
+          `${tag}${declaration.message ? `${declaration.message} ` : ''}${dim(`(${declaration.actions.length} action(s)${p.recovered ? ', recovered' : ''})`)}`,
+        ];
+        for (const a of declaration.actions) lines.push(`${tag}  • ${a.id} → ${a.executor.type}:${a.executor.target}`);
+        return lines.join('\n');
+      }
+      if (p.phase === 'action' && typeof p.status === 'string' && p.status !== 'pending') {
+        const obs = p.observation as { summary?: string; error?: OarError } | undefined;
+        const mark = p.status === 'completed' ? green('✓') : red('✗');
+        return `${tag}  ${mark} ${p.graphActionId} ${p.status}${obs?.error ? `: ${obs.error.message}` : obs?.summary ? ` — ${short(obs.summary)}` : ''}`;
+      }
+      return undefined;
+    }
+    case 'tool.started':
+      return `${tag}  ${dim('…')} ${p.graphActionId} ${p.toolName}`;
+    case 'tool.result':
+      return `${tag}  ${green('✓')} ${p.graphActionId} ${p.toolName}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`;
+    case 'tool.failed': {
+      const error = p.error as OarError;
+      return `${tag}  ${red('✗')} ${p.graphActionId} ${p.toolName}: ${error.code} ${short(error.message)}`;
+    }
+    case 'output.spilled':
+      return `${tag}  ${yellow('↧')} output of ${p.sizeBytes} bytes stored as ${p.uri}; the model sees a preview`;
+    case 'subagent.spawned':
+      return `${tag}  ${cyan('↳')} delegated to ${p.agentName} (${p.childThreadId})`;
+    case 'subagent.completed':
+      return `${tag}  ${green('↲')} sub-agent finished — ${short(p.summary)}`;
+    case 'subagent.failed':
+      return `${tag}  ${red('↲')} sub-agent failed: ${(p.error as OarError).message}`;
+    case 'action.required':
+      return `${tag}${yellow('?')} ${p.prompt} ${dim(`(decision ${event.actionId})`)}`;
+    case 'action.resolved':
+      return `${tag}${p.decision === 'deny' ? red('✗') : green('✓')} decision ${p.decision}${p.reason ? `: ${p.reason}` : ''}`;
+    case 'permission.evaluated':
+      return p.decision === 'deny' ? `${tag}  ${red('⛔')} ${p.reason}` : undefined;
+    case 'runtime.warning':
+      return `${tag}${yellow('⚠')} ${p.message}`;
+    case 'runtime.error':
+      return `${tag}${red('✗')} ${p.message}`;
+    case 'turn.completed':
+      return `${tag}${green('turn completed')}${p.outcome && p.outcome !== 'answered' ? ` (${p.outcome})` : ''}`;
+    case 'turn.failed': {
+      const error = p.error as OarError;
+      return `${tag}${red(`turn ${event.status === 'cancelled' ? 'cancelled' : 'failed'}`)}: ${error.code} — ${short(error.message, 200)}`;
+    }
+    default:
+      return undefined;
+  }
+}

@@ -1,0 +1,119 @@
+import { createInterface } from 'node:readline/promises';
+import type { ActionDecision, RuntimeEvent, ThreadReadModel } from '@oar/protocol';
+import type { Runtime } from '@oar/runtime';
+import { renderEvent } from './render.js';
+
+export type ApprovalMode = 'ask' | 'approve' | 'deny' | 'leave';
+
+export interface DriveOptions {
+  json: boolean;
+  approvals: ApprovalMode;
+  /** Printed next to every automatic decision so nobody mistakes it for a human's. */
+  autoNote?: string;
+}
+
+export interface DriveResult {
+  status: 'completed' | 'failed' | 'cancelled' | 'waiting';
+  answer?: string;
+  error?: { code: string; message: string };
+  threads: ThreadReadModel[];
+}
+
+/** Print events as they become durable: NDJSON with --json, otherwise one readable line per interesting event. */
+export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean): () => void {
+  const agents = new Map<string, string>();
+  return runtime.log.subscribe((events: RuntimeEvent[]) => {
+    for (const event of events) {
+      if (event.sessionId !== sessionId) continue;
+      if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
+      else {
+        const line = renderEvent(event, agents);
+        if (line) process.stdout.write(`${line}\n`);
+      }
+    }
+  });
+}
+
+async function ask(question: string, choices: ActionDecision[]): Promise<{ decision: ActionDecision; text?: string }> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    const hint = choices.includes('approve_for_session') ? '[y]es / [n]o / [a]lways this session' : '[y]es / [n]o';
+    const answer = (await rl.question(`${question}\n  ${hint} > `)).trim().toLowerCase();
+    if (answer === 'a' && choices.includes('approve_for_session')) return { decision: 'approve_for_session' };
+    return { decision: answer === 'y' || answer === 'yes' ? 'approve' : 'deny' };
+  } finally {
+    rl.close();
+  }
+}
+
+async function askText(question: string): Promise<string> {
+  const rl = createInterface({ input: process.stdin, output: process.stdout });
+  try {
+    return await rl.question(`${question}\n  > `);
+  } finally {
+    rl.close();
+  }
+}
+
+/**
+ * Drive a session until every thread is done or waits for a decision nobody here can make. Pending decisions are
+ * answered by the approval mode: interactively in a TTY, or by --approve-all / --deny-all (with a visible note).
+ */
+export async function driveSession(
+  runtime: Runtime,
+  sessionId: string,
+  turnId: string,
+  options: DriveOptions,
+): Promise<DriveResult> {
+  for (;;) {
+    await runtime.settled(sessionId);
+    const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
+    const pending = snapshot.threads.flatMap((t) => t.pendingRequests);
+    if (pending.length === 0 || options.approvals === 'leave') {
+      const main = snapshot.threads[0];
+      const turn = main?.turns.find((t) => t.turnId === turnId);
+      const outcome = main?.lastOutcome as
+        | { turnId?: string; answer?: string; error?: { code: string; message: string } }
+        | undefined;
+      const mine = outcome?.turnId === turnId ? outcome : undefined;
+      if (pending.length > 0) return { status: 'waiting', threads: snapshot.threads };
+      return {
+        status: turn?.status === 'completed' ? 'completed' : turn?.status === 'cancelled' ? 'cancelled' : 'failed',
+        ...(mine?.answer !== undefined ? { answer: mine.answer } : {}),
+        ...(mine?.error ? { error: mine.error } : {}),
+        threads: snapshot.threads,
+      };
+    }
+    for (const request of pending) {
+      const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
+      const required = events.find((e) => e.type === 'action.required' && e.actionId === request.actionId);
+      const payload = (required?.payload ?? {}) as { decisions?: ActionDecision[]; actionType?: string };
+      const choices = payload.decisions ?? ['approve', 'deny'];
+      if (options.approvals === 'ask') {
+        if (payload.actionType === 'user_input') {
+          const text = await askText(request.prompt ?? 'Input needed');
+          await runtime.respondAction({
+            sessionId,
+            actionId: request.actionId,
+            decision: 'approve',
+            payload: { text },
+          });
+        } else {
+          const { decision } = await ask(request.prompt ?? 'Approve?', choices);
+          await runtime.respondAction({ sessionId, actionId: request.actionId, decision });
+        }
+        continue;
+      }
+      const decision: ActionDecision = options.approvals === 'approve' ? 'approve' : 'deny';
+      if (!options.json) process.stdout.write(`  ${options.autoNote ?? `auto-${decision}d (--${decision}-all)`}\n`);
+      await runtime.respondAction({
+        sessionId,
+        actionId: request.actionId,
+        decision,
+        reason: options.autoNote ?? `--${decision}-all`,
+        resolvedBy: 'cli-auto',
+        ...(payload.actionType === 'user_input' ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
+      });
+    }
+  }
+}

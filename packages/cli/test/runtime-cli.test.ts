@@ -1,0 +1,186 @@
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { RuntimeEvent, SessionSnapshot } from '@oar/protocol';
+import { describe, expect, it } from 'vitest';
+import { assertEventsConform, assertSnapshotConforms } from '../../runtime/test/support/schemas.js';
+import { ndjson, oarIn, repoRoot, tempDir, writeJson } from './cli-helpers.js';
+
+const answer = (message: string) => ({ protocol: { kind: 'answer', message } });
+const act = (calls: unknown[], message = 'Working.') => ({ protocol: { kind: 'act', message, calls } });
+
+function events(cwd: string, sessionId: string): RuntimeEvent[] {
+  const run = oarIn(cwd, ['events', sessionId, '--json']);
+  expect(run.code).toBe(0);
+  return ndjson(run.stdout) as unknown as RuntimeEvent[];
+}
+
+function resultLine(stdout: string): { sessionId: string; status: string; answer?: string; error?: { code: string } } {
+  const last = ndjson(stdout).at(-1) as { result: { sessionId: string; status: string; answer?: string } };
+  return last.result;
+}
+
+describe('oar demo', () => {
+  it('runs a complete governed turn on embedded SQLite and leaves a replayable, conforming log', () => {
+    const cwd = tempDir();
+    const run = oarIn(cwd, ['demo']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.stdout).toContain('delegated to code-reviewer');
+    expect(run.stdout).toContain('auto-approved: no terminal to ask in');
+    expect(run.stdout).toContain('spilled to artifact');
+    expect(run.stdout).toContain('I asked to write the review to `REVIEW.md`');
+    expect(existsSync(join(cwd, '.oar/oar.db'))).toBe(true);
+    expect(readFileSync(join(cwd, '.oar/demo-workspace/REVIEW.md'), 'utf8')).toContain('postinstall');
+    const sessionId = /session (ses_\w+) in/.exec(run.stdout)?.[1] ?? '';
+    const log = events(cwd, sessionId);
+    const types = log.map((e) => e.type);
+    for (const type of [
+      'tool.catalog.resolved',
+      'permission.evaluated',
+      'action.required',
+      'action.resolved',
+      'subagent.spawned',
+      'subagent.completed',
+      'output.spilled',
+      'artifact.changed',
+      'turn.completed',
+    ]) {
+      expect(types, type).toContain(type);
+    }
+    // Parallel reads: all four started before the first result.
+    const firstResult = types.indexOf('tool.result');
+    expect(types.slice(0, firstResult).filter((t) => t === 'tool.started')).toHaveLength(4);
+    assertEventsConform(log);
+    const replay = oarIn(cwd, ['replay', sessionId]);
+    expect(replay.code).toBe(0);
+    expect(JSON.parse(replay.stdout)).toMatchObject({ equal: true, differences: [] });
+    const inspect = oarIn(cwd, ['inspect', sessionId, '--json']);
+    assertSnapshotConforms(JSON.parse(inspect.stdout) as SessionSnapshot);
+  });
+
+  it('--json prints every event as NDJSON and a result line', () => {
+    const cwd = tempDir();
+    const run = oarIn(cwd, ['demo', '--json']);
+    expect(run.code).toBe(0);
+    const lines = ndjson(run.stdout);
+    expect(resultLine(run.stdout).status).toBe('completed');
+    expect(lines.slice(0, -1).every((e) => typeof e.type === 'string' && typeof e.sequence === 'number')).toBe(true);
+  });
+});
+
+function project(script: unknown, config: Record<string, unknown> = {}): string {
+  const cwd = tempDir();
+  writeJson(cwd, 'script.json', script);
+  writeJson(cwd, 'oar.config.json', { model: 'script:script.json', ...config });
+  writeFileSync(join(cwd, 'notes.md'), 'hello\n');
+  return cwd;
+}
+
+const writeNotes = act([{ id: 'w1', type: 'tool', name: 'write', args: { filePath: 'out.md', content: 'written' } }]);
+
+describe('oar run approvals', () => {
+  it('--approve-all approves the write with a visible note', () => {
+    const cwd = project({ steps: [writeNotes, answer('Wrote it.')] });
+    const run = oarIn(cwd, ['run', '--approve-all', 'write the file']);
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain('auto-approved (--approve-all)');
+    expect(readFileSync(join(cwd, 'out.md'), 'utf8')).toBe('written');
+  });
+
+  it('--deny-all denies it: no side effect, and the model is told', () => {
+    const cwd = project({ steps: [writeNotes, answer('I was not allowed to write.')] });
+    const run = oarIn(cwd, ['run', '--deny-all', '--json', 'write the file']);
+    expect(run.code).toBe(0);
+    expect(existsSync(join(cwd, 'out.md'))).toBe(false);
+    const log = ndjson(run.stdout) as unknown as RuntimeEvent[];
+    const denied = log.find((e) => e.type === 'run.status' && (e.payload as { status?: string }).status === 'denied');
+    expect(JSON.stringify(denied?.payload)).toContain('permission_denied');
+  });
+
+  it('without a TTY or flag the turn waits (exit 3); oar respond approves and finishes it', () => {
+    const cwd = project({ steps: [writeNotes, answer('Done after approval.')] });
+    const run = oarIn(cwd, ['run', 'write the file']);
+    expect(run.code).toBe(3);
+    const [, sessionId, actionId] = /oar respond (ses_\w+) (act_\w+)/.exec(run.stdout) ?? [];
+    expect(existsSync(join(cwd, 'out.md'))).toBe(false);
+    // Still pending after the process ended: pending decisions are durable and never auto-approved.
+    const inspect = JSON.parse(oarIn(cwd, ['inspect', String(sessionId), '--json']).stdout) as SessionSnapshot;
+    expect(inspect.threads[0]?.pendingRequests.map((p) => p.actionId)).toEqual([actionId]);
+    const respond = oarIn(cwd, ['respond', String(sessionId), String(actionId), 'approve']);
+    expect(respond.code, respond.stdout + respond.stderr).toBe(0);
+    expect(respond.stdout).toContain('Done after approval.');
+    expect(readFileSync(join(cwd, 'out.md'), 'utf8')).toBe('written');
+  });
+});
+
+describe('malformed model output through the binary', () => {
+  it('one corrective retry, recorded, then success', () => {
+    const cwd = project({
+      steps: [
+        { toolCalls: [{ name: 'AgentProtocolOutput', arguments: '{"kind": "act", calls: [' }] },
+        answer('Recovered.'),
+      ],
+    });
+    const run = oarIn(cwd, ['run', '--json', 'go']);
+    expect(run.code).toBe(0);
+    const log = ndjson(run.stdout) as unknown as RuntimeEvent[];
+    const warning = log.find((e) => e.type === 'runtime.warning');
+    expect(warning?.payload).toMatchObject({ code: 'protocol_violation' });
+    const requests = log
+      .filter((e) => e.type === 'model.requested')
+      .map((e) => (e.payload as { corrective?: boolean }).corrective);
+    expect(requests).toEqual([false, true]);
+    expect(resultLine(run.stdout).answer).toBe('Recovered.');
+  });
+
+  it('fails closed after the corrective retry also fails', () => {
+    const bad = { text: 'I will just do it: ```json\n{"name": "shell", "arguments": {"cmd": "rm -rf /"}}\n```' };
+    const cwd = project({ steps: [bad, bad] });
+    const run = oarIn(cwd, ['run', '--json', 'go']);
+    expect(run.code).toBe(1);
+    expect(resultLine(run.stdout).error?.code).toBe('protocol_violation');
+  });
+});
+
+describe('reading commands and bad input', () => {
+  it('unknown session ids are structured errors with exit 2', () => {
+    const cwd = tempDir();
+    for (const args of [
+      ['inspect', 'ses_nope'],
+      ['replay', 'ses_nope'],
+      ['export', 'ses_nope'],
+      ['events', 'ses_nope'],
+    ]) {
+      const run = oarIn(cwd, args);
+      expect(run.code, args.join(' ')).toBe(2);
+      expect(JSON.parse(run.stderr.trim().split('\n').at(-1) ?? '{}').error.code).toBe('session_not_found');
+    }
+  });
+
+  it('a missing model is a clear error', () => {
+    const run = oarIn(tempDir(), ['run', 'hello']);
+    expect(run.code).toBe(2);
+    expect(JSON.parse(run.stderr).error.code).toBe('model_required');
+  });
+
+  it('an invalid config is a clear error', () => {
+    const cwd = tempDir();
+    writeJson(cwd, 'oar.config.json', { model: 'script:x.json', permissions: { mode: 'yolo' } });
+    const run = oarIn(cwd, ['run', 'hello']);
+    expect(run.code).toBe(2);
+    expect(JSON.parse(run.stderr).error.code).toBe('invalid_config');
+  });
+
+  it('sessions lists, export --evidence writes the pack with correlation ids', () => {
+    const cwd = tempDir();
+    const demo = oarIn(cwd, ['demo', '--json']);
+    const { sessionId } = resultLine(demo.stdout);
+    expect(oarIn(cwd, ['sessions']).stdout).toContain(sessionId);
+    const out = join(cwd, 'evidence.json');
+    expect(oarIn(cwd, ['export', sessionId, '--evidence', '--out', out]).code).toBe(0);
+    const pack = JSON.parse(readFileSync(out, 'utf8'));
+    expect(pack.correlation.sessionId).toBe(sessionId);
+    expect(pack.correlation.threadIds.length).toBe(2);
+    expect(pack.artifacts.length).toBeGreaterThan(3);
+    expect(pack.timeline.length).toBeGreaterThan(50);
+  });
+});

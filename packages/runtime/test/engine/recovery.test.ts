@@ -1,0 +1,81 @@
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { type AnyTool, defineTool, Store } from '../../src/index.js';
+import { type Harness, harness } from './harness.js';
+import { act, actionRows, allEvents, answer, ofType, payload, registryWith, waitForEvent } from './helpers.js';
+
+const open: Harness[] = [];
+const crashedStores: Store[] = [];
+afterEach(async () => {
+  for (const x of open.splice(0)) {
+    await x.runtime.close();
+    await x.store.close();
+  }
+  // A crashed runtime is never closed (its driver is stuck in the tool); only its connection is released.
+  for (const store of crashedStores.splice(0)) await store.close();
+});
+
+/** A tool whose first call never returns (the process "dies" while it runs); later calls succeed. */
+function hangingTool(idempotent: boolean, calls: { n: number }): AnyTool {
+  return defineTool<{ label: string }>({
+    name: 'hang',
+    description: 'Hangs on the first call.',
+    input: z.strictObject({ label: z.string() }),
+    isReadOnly: false,
+    isConcurrencySafe: false,
+    isDestructive: false,
+    isIdempotent: idempotent,
+    interruptBehavior: 'block',
+    capabilities: ['write'],
+    async execute(input) {
+      calls.n++;
+      if (calls.n === 1) await new Promise(() => undefined);
+      return { text: `done ${input.label}` };
+    },
+  });
+}
+
+async function crashAndRestart(idempotent: boolean) {
+  const calls = { n: 0 };
+  const script = {
+    steps: [act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' } }]), answer('after restart')],
+  };
+  const options = { tools: registryWith(hangingTool(idempotent, calls)), permissions: { mode: 'bypass' as const } };
+  const crashed = await harness(script, options);
+  const { sessionId, threadId } = await crashed.runtime.createSession();
+  await crashed.runtime.submitTurn({ sessionId, input: 'go' });
+  crashedStores.push(crashed.store);
+  await waitForEvent(crashed, sessionId, 'tool.started');
+  // The first runtime is abandoned mid-call (never closed: its driver is stuck, as in a crash).
+  const store = await Store.open(join(crashed.dir, 'oar.db'));
+  const second = await harness(script, { ...options, store, workspaceRoot: crashed.workspace });
+  open.push(second);
+  await second.runtime.settled(sessionId);
+  return { second, sessionId, threadId, calls };
+}
+
+describe('crash recovery', () => {
+  it('an idempotent tool that started without a result is re-run on restart', async () => {
+    const { second, sessionId, threadId, calls } = await crashAndRestart(true);
+    expect(calls.n).toBe(2);
+    const events = await allEvents(second, sessionId);
+    expect(ofType(events, 'tool.started').map((e) => payload(e).attempt)).toEqual([1, 2]);
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed', attempt: 2 });
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
+    expect((await second.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
+  it('a non-idempotent tool becomes lost and is not re-run; the model is told', async () => {
+    const { second, sessionId, threadId, calls } = await crashAndRestart(false);
+    expect(calls.n).toBe(1);
+    const events = await allEvents(second, sessionId);
+    expect(ofType(events, 'tool.started')).toHaveLength(1);
+    const lost = ofType(events, 'tool.failed')[0];
+    expect(lost?.status).toBe('lost');
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(actionRows(read)[0]).toMatchObject({ status: 'lost', error: { code: 'lost' } });
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
+  });
+});
