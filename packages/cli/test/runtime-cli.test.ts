@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type { RuntimeEvent, SessionSnapshot } from '@oar/protocol';
 import { describe, expect, it } from 'vitest';
 import { assertEventsConform, assertSnapshotConforms } from '../../runtime/test/support/schemas.js';
-import { ndjson, oarIn, repoRoot, tempDir, writeJson } from './cli-helpers.js';
+import { ndjson, oarIn, tempDir, writeJson } from './cli-helpers.js';
 
 const answer = (message: string) => ({ protocol: { kind: 'answer', message } });
 const act = (calls: unknown[], message = 'Working.') => ({ protocol: { kind: 'act', message, calls } });

@@ -140,6 +140,28 @@ class TokenCounter {
   }
 }
 
+/** The additive parts of the estimate: a text's estimate is `cjk + ceil(units / 4)`, and parts of a concatenation add up. */
+export interface TokenWeights {
+  cjk: number;
+  units: number;
+}
+
+export function tokenWeights(text: string): TokenWeights {
+  let cjk = 0;
+  let units = 0;
+  for (const ch of text) {
+    const cp = ch.codePointAt(0) ?? 0;
+    if (cp < 0x80) units += 1;
+    else if (isCjk(cp)) cjk += 1;
+    else units += 2;
+  }
+  return { cjk, units };
+}
+
+export function tokensOf(weights: TokenWeights): number {
+  return weights.cjk + Math.ceil(weights.units / 4);
+}
+
 /**
  * The documented, deterministic token estimate every budget in OAR uses:
  *   tokens = (number of CJK code points) + ceil((ASCII code points + 2 × other code points) / 4)

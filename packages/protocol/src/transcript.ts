@@ -10,6 +10,9 @@ import {
   headWithinTokens,
   type Observation,
   type ObservedCall,
+  type TokenWeights,
+  tokensOf,
+  tokenWeights,
 } from './result.js';
 import { schemaIssues } from './schema-issues.js';
 
@@ -461,37 +464,64 @@ export function renderTranscript(
     return pieces.length > 0 ? `${pieces.join('\n\n')}\n` : '';
   };
 
-  let text = compose();
   const budget = options.budgetTokens;
-  if (budget !== undefined && estimateTokens(text) > budget) {
-    let latestUser = -1;
-    turns.forEach((t, i) => {
-      if (t.kind === 'user') latestUser = i;
-    });
-    const last = turns.length - 1;
-    const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last);
-    const steps: Array<[number, RenderLevel]> = [];
-    for (const level of ['compressed', 'summary', 'stub'] as const) for (const i of older) steps.push([i, level]);
-    if (last >= 0 && last !== latestUser) steps.push([last, 'compressed'], [last, 'summary']);
-    for (const i of older) steps.push([i, 'dropped']);
-    let tokens = estimateTokens(text);
-    for (const [i, level] of steps) {
-      const current = levels[i] ?? 'exact';
-      if (RANK[current] >= RANK[level]) continue;
-      levels[i] = level;
-      const candidate = compose();
-      const candidateTokens = estimateTokens(candidate);
-      // A shorter form is not always shorter (a stub of a two-word request is longer than the request): keep
-      // whichever is smaller, so a larger budget never yields a shorter transcript.
-      if (candidateTokens >= tokens) {
-        levels[i] = current;
-        continue;
+  if (budget !== undefined) {
+    // The estimate is additive in its weights, so each degradation step is priced from the changed turn alone
+    // (O(1)) instead of re-rendering and re-counting the whole transcript (which made long threads quadratic).
+    const weightCache = new Map<string, TokenWeights>();
+    const weightAt = (position: number, level: RenderLevel): TokenWeights => {
+      const key = `${position}:${level}`;
+      let w = weightCache.get(key);
+      if (!w) {
+        w = level === 'dropped' ? { cjk: 0, units: 0 } : tokenWeights(renderAt(position, level).text);
+        weightCache.set(key, w);
       }
-      text = candidate;
-      tokens = candidateTokens;
-      if (tokens <= budget) break;
+      return w;
+    };
+    const closingWeights = tokenWeights(closing);
+    let pieces = levels.filter((l) => l !== 'dropped').length + (closing !== '' ? 1 : 0);
+    const sum: TokenWeights = { ...closingWeights };
+    levels.forEach((level, i) => {
+      const w = weightAt(i, level);
+      sum.cjk += w.cjk;
+      sum.units += w.units;
+    });
+    // Separators: "\n\n" between pieces and a final "\n" (ASCII: one unit per character).
+    const total = (s: TokenWeights, n: number) =>
+      n === 0 ? 0 : tokensOf({ cjk: s.cjk, units: s.units + 2 * (n - 1) + 1 });
+    let tokens = total(sum, pieces);
+    if (tokens > budget) {
+      let latestUser = -1;
+      turns.forEach((t, i) => {
+        if (t.kind === 'user') latestUser = i;
+      });
+      const last = turns.length - 1;
+      const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last);
+      const steps: Array<[number, RenderLevel]> = [];
+      for (const level of ['compressed', 'summary', 'stub'] as const) for (const i of older) steps.push([i, level]);
+      if (last >= 0 && last !== latestUser) steps.push([last, 'compressed'], [last, 'summary']);
+      for (const i of older) steps.push([i, 'dropped']);
+      for (const [i, level] of steps) {
+        const current = levels[i] ?? 'exact';
+        if (RANK[current] >= RANK[level]) continue;
+        const before = weightAt(i, current);
+        const after = weightAt(i, level);
+        const candidate = { cjk: sum.cjk - before.cjk + after.cjk, units: sum.units - before.units + after.units };
+        const candidatePieces = pieces - (level === 'dropped' ? 1 : 0);
+        const candidateTokens = total(candidate, candidatePieces);
+        // A shorter form is not always shorter (a stub of a two-word request is longer than the request): keep
+        // whichever is smaller, so a larger budget never yields a shorter transcript.
+        if (candidateTokens >= tokens) continue;
+        levels[i] = level;
+        sum.cjk = candidate.cjk;
+        sum.units = candidate.units;
+        pieces = candidatePieces;
+        tokens = candidateTokens;
+        if (tokens <= budget) break;
+      }
     }
   }
+  const text = compose();
 
   const omitted: TranscriptOmission[] = [];
   levels.forEach((level, i) => {

@@ -1,6 +1,6 @@
 import type { EventDraft, EventLog } from './log/event-log.js';
 import type { PermissionsConfig } from './policy/permission-schema.js';
-import type { ThreadState } from './read-models/thread-state.js';
+import type { ThreadView } from './read-models/thread-state.js';
 import type { ModelHandle } from './runner/model-call.js';
 import type { Store } from './store/store.js';
 import type { ToolRegistry } from './tools/registry.js';
@@ -61,8 +61,13 @@ export interface Engine {
   signal(threadId: string): AbortSignal;
   /** Make sure the thread's driver runs (after a command changed what it can do). */
   kick(sessionId: string, threadId: string): void;
-  loadThread(sessionId: string, threadId: string): Promise<ThreadState>;
-  append(sessionId: string, drafts: EventDraft[]): Promise<void>;
+  loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
+  /**
+   * Append events in one transaction. `defer` holds them back to be written with the session's next append (one
+   * commit instead of two); use it only for facts whose loss in a crash is harmless, such as a model call's
+   * completion, which a restart simply repeats.
+   */
+  append(sessionId: string, drafts: EventDraft[], options?: { defer?: boolean }): Promise<void>;
 }
 
 export function agentByName(engine: Engine, name: string): AgentConfig | undefined {

@@ -2,6 +2,7 @@ import type { OarError, RuntimeEvent } from '@oar/protocol';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
 import { loadAllReadModels } from './log/event-log.js';
+import { threadViews } from './read-models/project.js';
 import { toSessionSnapshot } from './read-models/snapshots.js';
 import type { Runtime } from './runtime.js';
 
@@ -17,7 +18,7 @@ export async function exportReplay(runtime: Runtime, sessionId: string) {
     runtimeId: runtime.runtimeId,
     exportedAt: new Date().toISOString(),
     events,
-    snapshot: toSessionSnapshot(models.session, [...models.threads.values()], [...models.tasks.values()]),
+    snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
   };
 }
 

@@ -16,9 +16,9 @@ import { newId } from './ids.js';
 import { type EventDraft, EventLog, loadAllReadModels, loadReadModels } from './log/event-log.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { grantFor } from './policy/permissions.js';
-import { replay } from './read-models/project.js';
+import { replay, threadRuns, threadView, threadViews } from './read-models/project.js';
 import { toSessionSnapshot, toThreadReadModel } from './read-models/snapshots.js';
-import type { ThreadState } from './read-models/thread-state.js';
+import type { ThreadView } from './read-models/thread-state.js';
 import type { ModelHandle } from './runner/model-call.js';
 import { queueChanged, retryOnThreadChange, threadUnchanged } from './runner/queue.js';
 import { advance, failTurn } from './runner/thread-runner.js';
@@ -98,6 +98,8 @@ export class Runtime implements Engine {
   private readonly queuePolicy: 'queue' | 'reject';
   private readonly controllers = new Map<string, AbortController>();
   private readonly drivers = new Map<string, Driver>();
+  /** Events held back by `append(…, {defer: true})`, per session. */
+  private readonly deferred = new Map<string, EventDraft[]>();
   private readonly threadSessions = new Map<string, string>();
   private closed = false;
 
@@ -145,15 +147,29 @@ export class Runtime implements Engine {
     return controller.signal;
   }
 
-  async loadThread(sessionId: string, threadId: string): Promise<ThreadState> {
-    const models = await loadReadModels(this.store.db, sessionId, [{ kind: 'thread', key: threadId }]);
+  async loadThread(sessionId: string, threadId: string): Promise<ThreadView> {
+    const models = await this.log.readModels(sessionId, [{ kind: 'thread', key: threadId }]);
     const thread = models.threads.get(threadId);
     if (!thread) throw notFound('thread', threadId);
-    return thread;
+    const runKeys = thread.turns.flatMap((turn) => turn.runIds.map((key) => ({ kind: 'run' as const, key })));
+    const runs = runKeys.length > 0 ? (await this.log.readModels(sessionId, runKeys)).runs : new Map();
+    return { ...thread, runs: threadRuns(thread, runs) };
   }
 
-  async append(sessionId: string, drafts: EventDraft[]): Promise<void> {
-    await this.log.append(sessionId, drafts);
+  async append(sessionId: string, drafts: EventDraft[], options: { defer?: boolean } = {}): Promise<void> {
+    const held = this.deferred.get(sessionId) ?? [];
+    if (options.defer) {
+      this.deferred.set(sessionId, [...held, ...drafts]);
+      return;
+    }
+    this.deferred.delete(sessionId);
+    try {
+      await this.log.append(sessionId, [...held, ...drafts]);
+    } catch (error) {
+      // Keep the held facts for the next attempt unless they themselves were the problem.
+      if (held.length > 0 && !this.deferred.has(sessionId)) this.deferred.set(sessionId, held);
+      throw error;
+    }
   }
 
   kick(sessionId: string, threadId: string): void {
@@ -176,7 +192,10 @@ export class Runtime implements Engine {
       } catch (error) {
         await this.recordDriverFailure(sessionId, threadId, toOarError(error));
       } finally {
+        // Nothing per thread outlives its driver: a long-running process must not grow with every thread it drove.
         this.drivers.delete(threadId);
+        if (!this.controllers.get(threadId)?.signal.aborted) this.controllers.delete(threadId);
+        this.threadSessions.delete(threadId);
       }
     })();
     this.drivers.set(threadId, driver);
@@ -268,7 +287,11 @@ export class Runtime implements Engine {
         }
       }
       const turnId = input.turnId ?? newId('turn');
-      const busy = thread.activeTurnId !== undefined || thread.queue.length > 0;
+      // Busy: a turn runs, waits in the queue, or was accepted and is about to start.
+      const busy =
+        thread.activeTurnId !== undefined ||
+        thread.queue.length > 0 ||
+        thread.turns.some((t) => t.status === 'accepted');
       if (busy && this.queuePolicy === 'reject') {
         throw new OarRuntimeError('thread_busy', `thread "${threadId}" is running turn ${thread.activeTurnId}`, {
           retryable: true,
@@ -328,6 +351,10 @@ export class Runtime implements Engine {
     const thread = await this.loadThread(input.sessionId, threadId);
     const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
     if (!turn) return { interrupted: false };
+    // Abort this thread first (creating the controller if no driver runs): a child ending below wakes this
+    // thread's driver, which must see the interrupt instead of continuing the turn.
+    this.signal(threadId);
+    this.controllers.get(threadId)?.abort(new Error(input.reason ?? 'interrupted'));
     for (const sub of thread.subagents) {
       if (sub.status === 'running')
         await this.interruptTurn({
@@ -336,7 +363,6 @@ export class Runtime implements Engine {
           reason: 'parent interrupted',
         });
     }
-    this.controllers.get(threadId)?.abort(new Error(input.reason ?? 'interrupted'));
     await this.drivers.get(threadId)?.done;
     this.controllers.delete(threadId);
     const after = await this.loadThread(input.sessionId, threadId);
@@ -371,7 +397,7 @@ export class Runtime implements Engine {
     }
     const models = await loadAllReadModels(this.store.db, input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
-    const thread = [...models.threads.values()].find((t) => t.pending.some((p) => p.actionId === input.actionId));
+    const thread = threadViews(models).find((t) => t.pending.some((p) => p.actionId === input.actionId));
     const pending = thread?.pending.find((p) => p.actionId === input.actionId);
     if (!thread || !pending) throw notFound('action', input.actionId);
     const run = thread.runs[pending.runId];
@@ -522,7 +548,7 @@ export class Runtime implements Engine {
     const models = await loadAllReadModels(this.store.db, input.sessionId);
     const task = models.tasks.get(input.taskId);
     if (!task?.threadId) throw notFound('task', input.taskId);
-    const thread = models.threads.get(task.threadId);
+    const thread = threadView(models, task.threadId);
     const lastRun = thread
       ? Object.values(thread.runs)
           .filter((r) => r.taskId === input.taskId)
@@ -576,7 +602,7 @@ export class Runtime implements Engine {
 
   async getThreadRead(input: { sessionId: string; threadId: string }): Promise<ThreadReadModel> {
     const models = await loadAllReadModels(this.store.db, input.sessionId);
-    const thread = models.threads.get(input.threadId);
+    const thread = threadView(models, input.threadId);
     if (!thread) throw notFound('thread', input.threadId);
     return toThreadReadModel(thread, [...models.tasks.values()]);
   }
@@ -591,7 +617,7 @@ export class Runtime implements Engine {
     if (!models.session) throw notFound('session', input.sessionId);
     const events = await this.log.read(input.sessionId, { after: input.cursor ?? 0, limit: input.limit ?? 200 });
     return {
-      snapshot: toSessionSnapshot(models.session, [...models.threads.values()], [...models.tasks.values()]),
+      snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
       events,
       nextCursor: events.at(-1)?.sequence ?? input.cursor ?? 0,
     };
@@ -621,9 +647,11 @@ export class Runtime implements Engine {
     };
     compare('session', rebuilt.session, stored.session);
     for (const [id, t] of rebuilt.threads) compare(`thread ${id}`, t, stored.threads.get(id));
+    for (const [id, t] of rebuilt.runs) compare(`run ${id}`, t, stored.runs.get(id));
     for (const [id, t] of rebuilt.tasks) compare(`task ${id}`, t, stored.tasks.get(id));
     for (const [id, t] of rebuilt.toolInventory) compare(`tool_inventory ${id}`, t, stored.toolInventory.get(id));
     if (stored.threads.size !== rebuilt.threads.size) differences.push('thread count');
+    if (stored.runs.size !== rebuilt.runs.size) differences.push('run count');
     if (stored.tasks.size !== rebuilt.tasks.size) differences.push('task count');
     return { equal: differences.length === 0, differences, events: events.length };
   }
@@ -654,7 +682,7 @@ export class Runtime implements Engine {
     let lost = 0;
     for (const row of rows) {
       if (this.drivers.has(row.key)) continue;
-      const thread = JSON.parse(row.body) as ThreadState;
+      const thread = await this.loadThread(row.session_id, row.key);
       const drafts: EventDraft[] = [];
       for (const run of Object.values(thread.runs)) {
         if (run.status !== 'running' && run.status !== 'waiting') continue;
@@ -715,7 +743,7 @@ export class Runtime implements Engine {
       .where('status', '=', 'idle')
       .execute();
     for (const row of idle) {
-      const thread = JSON.parse(row.body) as ThreadState;
+      const thread = await this.loadThread(row.session_id, row.key);
       if (thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted'))
         this.kick(row.session_id, row.key);
     }

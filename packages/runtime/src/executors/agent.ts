@@ -60,8 +60,8 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
     await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
     return 'failed';
   }
-  const stopped = await gate(ctx, { executor: { type: 'agent', target: agent.name }, paths: [], input: action.input });
-  if (stopped) return stopped;
+  const gated = await gate(ctx, { executor: { type: 'agent', target: agent.name }, paths: [], input: action.input });
+  if ('stopped' in gated) return gated.stopped;
 
   const childThreadId = newId('thr');
   const subagentId = newId('sub');
@@ -71,6 +71,7 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
   const objective = action.title ?? action.description ?? prompt.slice(0, 200);
   if (!agentByName(engine, agent.name)) throw new Error(`agent ${agent.name} vanished`);
   await engine.append(sessionId, [
+    ...gated.allowed,
     {
       type: 'thread.started',
       threadId: childThreadId,

@@ -40,13 +40,17 @@ export function toolPermissionRequest(tool: AnyTool, input: unknown, workspaceRo
 }
 
 /**
- * Permission gate shared by every executor: `permission.evaluated` precedes every execution. Returns undefined
- * when the action may run; otherwise the status it stopped in (denied, or waiting for a decision).
+ * Permission gate shared by every executor: `permission.evaluated` precedes every execution. When the action may
+ * run, the gate returns the evaluation to write in the same transaction as the action's start (one commit instead
+ * of two, and the order is still evaluated → started); otherwise the status it stopped in (denied, or waiting).
  */
-export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<RunActionStatus | undefined> {
+export type GateResult = { stopped: RunActionStatus } | { allowed: EventDraft[] };
+
+export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<GateResult> {
   const { engine } = ctx;
-  if (ctx.state.approved) return undefined;
-  const grants = await sessionGrants(ctx);
+  // An action approved by respond_action was recorded with permission.resolved: nothing to evaluate again.
+  if (ctx.state.approved) return { allowed: [] };
+  const grants = (await engine.log.readModels(ctx.thread.sessionId, [])).session?.grants ?? [];
   const evaluation = evaluatePermission(request, { ...engine.permissions, grants });
   const evaluated: EventDraft = {
     type: 'permission.evaluated',
@@ -55,16 +59,13 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
     toolCallId: ctx.state.toolCallId,
     payload: { ...toPermissionEvaluatedPayload(evaluation, request), graphActionId: ctx.action.id },
   };
-  if (evaluation.decision === 'allow') {
-    await engine.append(ctx.thread.sessionId, [evaluated]);
-    return undefined;
-  }
+  if (evaluation.decision === 'allow') return { allowed: [evaluated] };
   if (evaluation.decision === 'deny') {
     const error = oarError('permission_denied', `permission denied: ${evaluation.reason}`, {
       details: { reason: evaluation.reason },
     });
     await engine.append(ctx.thread.sessionId, [evaluated, actionStatusEvent(ctx, 'denied', errorOutput(error))]);
-    return 'denied';
+    return { stopped: 'denied' };
   }
   const decisionId = newId('act');
   const name = request.tool?.name ?? `${request.executor.type}:${request.executor.target}`;
@@ -97,18 +98,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
     },
     { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'permission', reason: prompt } },
   ]);
-  return 'waiting_permission';
-}
-
-async function sessionGrants(ctx: ActionContext) {
-  const row = await ctx.engine.store.db
-    .selectFrom('oar_read_models')
-    .select('body')
-    .where('session_id', '=', ctx.thread.sessionId)
-    .where('kind', '=', 'session')
-    .where('key', '=', ctx.thread.sessionId)
-    .executeTakeFirst();
-  return row ? (JSON.parse(row.body).grants ?? []) : [];
+  return { stopped: 'waiting_permission' };
 }
 
 function withTimeout(
@@ -158,11 +148,12 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(parsed.error))]);
     return 'failed';
   }
-  const stopped = await gate(ctx, toolPermissionRequest(tool, parsed.input, engine.workspaceRoot));
-  if (stopped) return stopped;
+  const gated = await gate(ctx, toolPermissionRequest(tool, parsed.input, engine.workspaceRoot));
+  if ('stopped' in gated) return gated.stopped;
 
   const attempt = ctx.state.attempt + 1;
   await engine.append(sessionId, [
+    ...gated.allowed,
     {
       type: 'tool.started',
       ...toolIds(ctx),

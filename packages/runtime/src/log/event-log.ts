@@ -10,7 +10,7 @@ import {
   touchedKeys,
 } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
-import type { ThreadState } from '../read-models/thread-state.js';
+import type { RunState, ThreadState } from '../read-models/thread-state.js';
 import type { Db, Store } from '../store/store.js';
 
 /** What the engine writes: an event without the fields the log assigns (ids, sequence, time, profile fields). */
@@ -33,6 +33,8 @@ export type AppendGuard = (tx: Db) => Promise<void>;
  */
 export class EventLog {
   private readonly listeners = new Set<EventListener>();
+  /** Per session: read models as of `sequence` (see `cached`). Only models in `loaded` are known. */
+  private readonly cache = new Map<string, { sequence: number; models: ReadModels; loaded: Set<string> }>();
 
   constructor(
     readonly store: Store,
@@ -59,7 +61,7 @@ export class EventLog {
     options: { create?: { title: string | undefined }; guard?: AppendGuard },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
-    const events = await this.store.transaction(async (tx) => {
+    const written = await this.store.transaction(async (tx) => {
       const timestamp = this.now().toISOString();
       if (options.create) {
         await tx
@@ -112,9 +114,13 @@ export class EventLog {
           })),
         )
         .execute();
-      await this.project(tx, sessionId, built, timestamp);
-      return built;
+      const models = await this.project(tx, sessionId, built, timestamp);
+      return { built, models, first };
     });
+    const { built: events, models, first } = written;
+    const keys = new Map<string, ModelKey>();
+    for (const event of events) for (const k of touchedKeys(event)) keys.set(keyOf(k), k);
+    this.remember(sessionId, first - 1, first + events.length - 1, models, [...keys.values()]);
     for (const listener of this.listeners) {
       try {
         listener(events);
@@ -125,43 +131,27 @@ export class EventLog {
     return events;
   }
 
-  /** Incremental projection: load only the read models these events touch, apply, write back. */
-  private async project(tx: Db, sessionId: string, events: RuntimeEvent[], timestamp: string): Promise<void> {
-    const wanted = new Map<string, { kind: ReadModelKind; key: string }>();
-    for (const event of events) for (const k of touchedKeys(event)) wanted.set(`${k.kind}\u0000${k.key}`, k);
-    const models = await loadReadModels(tx, sessionId, [...wanted.values()]);
+  /**
+   * Incremental projection: take the read models these events touch (from the cache when it is provably current,
+   * else from the store inside this transaction), apply the events, write back only those models.
+   */
+  private async project(tx: Db, sessionId: string, events: RuntimeEvent[], timestamp: string): Promise<ReadModels> {
+    const wanted = new Map<string, ModelKey>();
+    for (const event of events) for (const k of touchedKeys(event)) wanted.set(keyOf(k), k);
+    const first = events[0]?.sequence ?? 1;
+    const last = events.at(-1)?.sequence ?? first;
+    const models = await this.cached(tx, sessionId, first - 1, [...wanted.values()]);
     for (const event of events) applyEvent(models, event);
-    const rows: { kind: ReadModelKind; key: string; status: string | null; body: unknown; sequence: number }[] = [];
-    if (models.session) {
-      rows.push({
-        kind: 'session',
-        key: sessionId,
-        status: null,
-        body: models.session,
-        sequence: models.session.lastSequence,
-      });
-    }
-    const last = events.at(-1)?.sequence ?? 0;
-    for (const { kind, key } of wanted.values()) {
-      if (kind === 'thread') {
-        const thread = models.threads.get(key);
-        if (thread) rows.push({ kind, key, status: thread.status, body: thread, sequence: last });
-      } else if (kind === 'task') {
-        const task = models.tasks.get(key);
-        if (task) rows.push({ kind, key, status: task.status, body: task, sequence: last });
-      } else if (kind === 'tool_inventory') {
-        const inventory = models.toolInventory.get(key);
-        if (inventory) rows.push({ kind, key, status: null, body: inventory, sequence: last });
-      }
-    }
-    for (const row of rows) {
+    for (const k of wanted.values()) {
+      const body = modelOf(models, k);
+      if (body === undefined) continue;
       const values = {
         session_id: sessionId,
-        kind: row.kind,
-        key: row.key,
-        status: row.status,
-        sequence: row.sequence,
-        body: JSON.stringify(row.body),
+        kind: k.kind,
+        key: k.key,
+        status: 'status' in (body as object) ? String((body as { status: unknown }).status) : null,
+        sequence: last,
+        body: JSON.stringify(body),
         updated_at: timestamp,
       };
       await tx
@@ -177,6 +167,77 @@ export class EventLog {
         )
         .execute();
     }
+    return models;
+  }
+
+  /**
+   * The read models for `keys` as of `sequence`. The cache answers for a session only when it holds exactly that
+   * sequence — then no other writer can have changed anything in between; otherwise the store does.
+   */
+  private async cached(db: Db, sessionId: string, sequence: number, keys: ModelKey[]): Promise<ReadModels> {
+    const entry = this.cache.get(sessionId);
+    const fresh = entry !== undefined && entry.sequence === sequence;
+    const models = emptyReadModels();
+    const missing: ModelKey[] = [];
+    for (const k of [{ kind: 'session' as const, key: sessionId }, ...keys]) {
+      if (fresh && entry.loaded.has(keyOf(k))) setModel(models, k, modelOf(entry.models, k));
+      else missing.push(k);
+    }
+    if (missing.length > 0) {
+      const loaded = await loadReadModels(db, sessionId, missing);
+      for (const k of missing) setModel(models, k, modelOf(loaded, k));
+    }
+    return models;
+  }
+
+  /** Remember what a committed write left behind (called only after commit; a rollback leaves the cache alone). */
+  private remember(sessionId: string, before: number, after: number, models: ReadModels, keys: ModelKey[]): void {
+    const entry = this.cache.get(sessionId);
+    const target =
+      entry !== undefined && entry.sequence === before
+        ? entry
+        : { sequence: after, models: emptyReadModels(), loaded: new Set<string>() };
+    for (const k of [{ kind: 'session' as const, key: sessionId }, ...keys]) {
+      setModel(target.models, k, modelOf(models, k));
+      target.loaded.add(keyOf(k));
+    }
+    target.sequence = after;
+    this.cache.delete(sessionId);
+    this.cache.set(sessionId, target);
+    // A bounded number of sessions stays cached (least recently written first out).
+    while (this.cache.size > MAX_CACHED_SESSIONS) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest === undefined) break;
+      this.cache.delete(oldest);
+    }
+  }
+
+  /**
+   * Read models of one session for the runner: served from the cache when the session's last sequence in the
+   * store equals the cached one, loaded (and cached) otherwise.
+   */
+  async readModels(sessionId: string, keys: ModelKey[]): Promise<ReadModels> {
+    const row = await this.store.db
+      .selectFrom('oar_sessions')
+      .select('last_sequence')
+      .where('id', '=', sessionId)
+      .executeTakeFirst();
+    if (!row) return emptyReadModels();
+    const sequence = Number(row.last_sequence);
+    const models = await this.cached(this.store.db, sessionId, sequence, keys);
+    const entry = this.cache.get(sessionId);
+    if (entry === undefined || entry.sequence !== sequence) {
+      this.cache.delete(sessionId);
+      this.cache.set(sessionId, { sequence, models: emptyReadModels(), loaded: new Set() });
+    }
+    const target = this.cache.get(sessionId);
+    if (target) {
+      for (const k of [{ kind: 'session' as const, key: sessionId }, ...keys]) {
+        setModel(target.models, k, modelOf(models, k));
+        target.loaded.add(keyOf(k));
+      }
+    }
+    return models;
   }
 
   /** Events of a session in sequence order, optionally after a cursor. */
@@ -240,8 +301,43 @@ function decodeReadModels(rows: { kind: string; key: string; body: string }[]): 
     const body = JSON.parse(row.body);
     if (row.kind === 'session') models.session = body as SessionState;
     else if (row.kind === 'thread') models.threads.set(row.key, body as ThreadState);
+    else if (row.kind === 'run') models.runs.set(row.key, body as RunState);
     else if (row.kind === 'task') models.tasks.set(row.key, body as Task);
     else if (row.kind === 'tool_inventory') models.toolInventory.set(row.key, body);
   }
   return models;
+}
+
+type ModelKey = { kind: ReadModelKind; key: string };
+
+const MAX_CACHED_SESSIONS = 256;
+
+function keyOf(k: ModelKey): string {
+  return `${k.kind}\u0000${k.key}`;
+}
+
+function modelOf(models: ReadModels, k: ModelKey): unknown {
+  switch (k.kind) {
+    case 'session':
+      return models.session;
+    case 'thread':
+      return models.threads.get(k.key);
+    case 'run':
+      return models.runs.get(k.key);
+    case 'task':
+      return models.tasks.get(k.key);
+    case 'tool_inventory':
+      return models.toolInventory.get(k.key);
+  }
+}
+
+function setModel(models: ReadModels, k: ModelKey, value: unknown): void {
+  const maps = { thread: models.threads, run: models.runs, task: models.tasks, tool_inventory: models.toolInventory };
+  if (k.kind === 'session') {
+    models.session = value as SessionState | undefined;
+    return;
+  }
+  const map = maps[k.kind] as Map<string, unknown>;
+  if (value === undefined) map.delete(k.key);
+  else map.set(k.key, value);
 }

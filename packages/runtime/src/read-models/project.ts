@@ -1,38 +1,45 @@
 import type { RuntimeEvent, Task } from '@oar/protocol';
+import { reduceRun } from './run.js';
 import { reduceSession, reduceTask, type SessionState } from './session.js';
 import { reduceThread } from './thread.js';
-import type { ThreadState } from './thread-state.js';
+import type { RunState, ThreadState, ThreadView } from './thread-state.js';
 
 /** The read models a session keeps, by kind and key. */
 export interface ReadModels {
   session?: SessionState;
   threads: Map<string, ThreadState>;
+  runs: Map<string, RunState>;
   tasks: Map<string, Task>;
   toolInventory: Map<string, Record<string, unknown>>;
 }
 
-export type ReadModelKind = 'session' | 'thread' | 'task' | 'tool_inventory';
+export type ReadModelKind = 'session' | 'thread' | 'run' | 'task' | 'tool_inventory';
 
 export function emptyReadModels(): ReadModels {
-  return { threads: new Map(), tasks: new Map(), toolInventory: new Map() };
+  return { threads: new Map(), runs: new Map(), tasks: new Map(), toolInventory: new Map() };
 }
 
 /** Which read models an event touches: the only ones the incremental path loads and writes. */
 export function touchedKeys(event: RuntimeEvent): { kind: ReadModelKind; key: string }[] {
   const keys: { kind: ReadModelKind; key: string }[] = [{ kind: 'session', key: event.sessionId }];
   if (event.threadId) keys.push({ kind: 'thread', key: event.threadId });
+  if (event.runId && event.threadId) keys.push({ kind: 'run', key: event.runId });
   if (event.taskId && event.type.startsWith('task.')) keys.push({ kind: 'task', key: event.taskId });
   if (event.type === 'tool.catalog.resolved' && event.threadId)
     keys.push({ kind: 'tool_inventory', key: event.threadId });
   return keys;
 }
 
-/** Apply one event to the read models it touches (mutates the maps; each model value is replaced, never mutated). */
+/** Apply one event to the read models it touches (each model value is replaced, never mutated). */
 export function applyEvent(models: ReadModels, event: RuntimeEvent): void {
   models.session = reduceSession(models.session, event);
   if (event.threadId) {
     const thread = reduceThread(models.threads.get(event.threadId), event);
     if (thread) models.threads.set(event.threadId, thread);
+  }
+  if (event.runId && event.threadId) {
+    const run = reduceRun(models.runs.get(event.runId), event);
+    if (run) models.runs.set(event.runId, run);
   }
   if (event.taskId && event.type.startsWith('task.')) {
     const task = reduceTask(models.tasks.get(event.taskId), event);
@@ -53,4 +60,27 @@ export function replay(events: Iterable<RuntimeEvent>): ReadModels {
   const models = emptyReadModels();
   for (const event of events) applyEvent(models, event);
   return models;
+}
+
+/** The runs of a thread, in the order its turns declared them. */
+export function threadRuns(thread: ThreadState, runs: ReadonlyMap<string, RunState>): Record<string, RunState> {
+  const out: Record<string, RunState> = {};
+  for (const turn of thread.turns) {
+    for (const runId of turn.runIds) {
+      const run = runs.get(runId);
+      if (run) out[runId] = run;
+    }
+  }
+  return out;
+}
+
+/** A thread joined with its runs. */
+export function threadView(models: ReadModels, threadId: string): ThreadView | undefined {
+  const thread = models.threads.get(threadId);
+  return thread ? { ...thread, runs: threadRuns(thread, models.runs) } : undefined;
+}
+
+/** Every thread of the session joined with its runs. */
+export function threadViews(models: ReadModels): ThreadView[] {
+  return [...models.threads.values()].map((thread) => ({ ...thread, runs: threadRuns(thread, models.runs) }));
 }

@@ -7,7 +7,7 @@ import {
   type TurnStatus,
 } from '@oar/protocol';
 import type { SessionState } from './session.js';
-import type { ThreadState } from './thread-state.js';
+import type { ThreadState, ThreadView } from './thread-state.js';
 
 /**
  * The public read models (the Agent Runtime snapshot schema) computed from the engine's projections. Honest by
@@ -24,7 +24,7 @@ const THREAD_STATUS: Record<ThreadState['status'], ThreadStatus> = {
   closed: 'completed',
 };
 
-export function toThreadReadModel(thread: ThreadState, tasks: Task[]): ThreadReadModel {
+export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadReadModel {
   const threadTasks = tasks.filter((task) => task.threadId === thread.threadId);
   const last = thread.turns.filter((t) => t.completedAt).at(-1);
   const waiting = thread.pending.length > 0;
@@ -101,7 +101,7 @@ export function toThreadReadModel(thread: ThreadState, tasks: Task[]): ThreadRea
   };
 }
 
-export function toSessionSnapshot(session: SessionState, threads: ThreadState[], tasks: Task[]): SessionSnapshot {
+export function toSessionSnapshot(session: SessionState, threads: ThreadView[], tasks: Task[]): SessionSnapshot {
   const count = (status: Task['status']) => tasks.filter((t) => t.status === status).length;
   return {
     schemaVersion: OAR_SCHEMA_VERSION,

@@ -56,6 +56,7 @@ export type RunAction = z.infer<typeof RunActionSchema>;
 /** One executed action graph of a turn (the task's current attempt). */
 export const RunStateSchema = z.object({
   runId: z.string(),
+  threadId: z.string(),
   taskId: z.string(),
   turnId: z.string(),
   declaration: DeclarationSchema,
@@ -136,7 +137,6 @@ export const ThreadStateSchema = z.object({
   turns: z.array(TurnStateSchema),
   queue: z.array(z.object({ turnId: z.string(), input: z.string(), enqueuedAt: z.string(), source: z.string() })),
   pending: z.array(PendingDecisionSchema),
-  runs: z.record(z.string(), RunStateSchema),
   usedActionIds: z.array(z.string()),
   completedActionIds: z.array(z.string()),
   /** Model calls in the whole thread: the scripted model's durable cursor. */
@@ -148,3 +148,9 @@ export const ThreadStateSchema = z.object({
   lastSequence: z.number().int(),
 });
 export type ThreadState = z.infer<typeof ThreadStateSchema>;
+
+/**
+ * A thread with its runs. Runs are separate read models (one row per run) so that an event about one action
+ * rewrites that run only, not the whole history of the thread; the view joins them for the runner.
+ */
+export type ThreadView = ThreadState & { runs: Record<string, RunState> };

@@ -1,8 +1,12 @@
-import type { ActionResult, Declaration, OarError, RuntimeEvent } from '@oar/protocol';
-import type { PendingDecision, RunAction, RunActionStatus, RunState, ThreadState, TurnState } from './thread-state.js';
+import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { endedActionStatus } from './run.js';
+import type { PendingDecision, ThreadState, TurnState } from './thread-state.js';
+
+export { isTerminalActionStatus } from './run.js';
 
 /**
- * The thread projection: a pure reducer from events to `ThreadState`. Replaying a thread's events from nothing
+ * The thread projection: a pure reducer from events to `ThreadState` (its runs are projected by `reduceRun`).
+ * Replaying a thread's events from nothing
  * yields exactly the state the engine kept incrementally (tested as a property). It never reads anything but
  * the event, so the event payloads must carry every fact the runner needs to continue after a restart.
  */
@@ -14,82 +18,29 @@ function updateTurn(state: ThreadState, turnId: string | undefined, change: (tur
   return { ...state, turns: state.turns.map((turn) => (turn.turnId === turnId ? change(turn) : turn)) };
 }
 
-function updateRun(state: ThreadState, runId: string | undefined, change: (run: RunState) => RunState) {
-  const run = runId === undefined ? undefined : state.runs[runId];
-  if (!run || runId === undefined) return state;
-  return { ...state, runs: { ...state.runs, [runId]: change(run) } };
-}
-
-function updateAction(
-  state: ThreadState,
-  runId: string | undefined,
-  actionId: string | undefined,
-  change: (action: RunAction) => RunAction,
-): ThreadState {
-  return updateRun(state, runId, (run) => {
-    const action = actionId === undefined ? undefined : run.actions[actionId];
-    if (!action || actionId === undefined) return run;
-    return { ...run, actions: { ...run.actions, [actionId]: change(action) } };
-  });
-}
-
-const TERMINAL: ReadonlySet<RunActionStatus> = new Set([
-  'completed',
-  'failed',
-  'denied',
-  'skipped',
-  'cancelled',
-  'lost',
-]);
-export const isTerminalActionStatus = (status: RunActionStatus) => TERMINAL.has(status);
-
-function finishAction(state: ThreadState, event: RuntimeEvent, status: RunActionStatus, result: unknown) {
-  const payload = event.payload as Payload;
-  const actionId = str(payload.graphActionId);
-  let next = updateAction(state, event.runId, actionId, (action) => ({
-    ...action,
-    status,
-    endedAt: event.timestamp,
-    ...(result ? { result: result as ActionResult } : {}),
-  }));
-  if (status === 'completed' && actionId !== undefined && !next.completedActionIds.includes(actionId)) {
+/** An action ended: remember completed ids (valid dependencies later) and drop a decision it no longer needs. */
+function actionEnded(state: ThreadState, event: RuntimeEvent, completed: boolean): ThreadState {
+  const actionId = str((event.payload as Payload).graphActionId);
+  let next = state;
+  if (completed && actionId !== undefined && !next.completedActionIds.includes(actionId)) {
     next = { ...next, completedActionIds: [...next.completedActionIds, actionId] };
   }
-  // An action that ended (e.g. cancelled by its graph's failure policy) has no decision left to wait for.
   const pending = next.pending.filter((p) => !(p.runId === event.runId && p.graphActionId === actionId));
-  if (pending.length !== next.pending.length) {
-    const waiting = pending.find((p) => p.turnId === event.turnId);
-    const threadStatus =
-      next.status === 'closed'
-        ? 'closed'
-        : waiting === undefined
-          ? 'running'
-          : waiting.actionType === 'user_input'
-            ? 'waiting_input'
-            : 'waiting_permission';
-    next = { ...next, pending, status: threadStatus };
-  }
-  return next;
+  if (pending.length === next.pending.length) return next;
+  return { ...next, pending, status: next.status === 'closed' ? 'closed' : waitingStatus(pending, event.turnId) };
+}
+
+function waitingStatus(pending: PendingDecision[], turnId: string | undefined): ThreadState['status'] {
+  const waiting = pending.find((p) => p.turnId === turnId);
+  if (waiting === undefined) return 'running';
+  return waiting.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
 }
 
 function endTurn(state: ThreadState, event: RuntimeEvent, change: Partial<TurnState>): ThreadState {
   const turnId = event.turnId;
-  const runs = Object.fromEntries(
-    Object.entries(state.runs).map(([id, run]) => {
-      if (run.turnId !== turnId || run.status === 'completed' || run.status === 'failed') return [id, run];
-      const actions = Object.fromEntries(
-        Object.entries(run.actions).map(([aid, a]) => [
-          aid,
-          isTerminalActionStatus(a.status) ? a : { ...a, status: 'cancelled' as const, endedAt: event.timestamp },
-        ]),
-      );
-      return [id, { ...run, status: 'cancelled' as const, actions }];
-    }),
-  );
   const next = updateTurn(state, turnId, (turn) => ({ ...turn, ...change, completedAt: event.timestamp }));
   return {
     ...next,
-    runs,
     pending: next.pending.filter((p) => p.turnId !== turnId),
     activeTurnId: next.activeTurnId === turnId ? undefined : next.activeTurnId,
     status: next.status === 'closed' ? 'closed' : 'idle',
@@ -114,7 +65,6 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
       turns: [],
       queue: [],
       pending: [],
-      runs: {},
       usedActionIds: [],
       completedActionIds: [],
       modelCalls: 0,
@@ -129,6 +79,12 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
 }
 
 function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
+  const ended = endedActionStatus(event);
+  const base = ended ? actionEnded(state, event, ended === 'completed') : state;
+  return applyThreadFacts(base, event, payload);
+}
+
+function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
   switch (event.type) {
     case 'thread.updated':
       return {
@@ -224,71 +180,24 @@ function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payl
         requestedAt: event.timestamp,
       };
       const waiting = decision.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
-      return {
-        ...updateAction(state, decision.runId, decision.graphActionId, (a) => ({
-          ...a,
-          status: waiting,
-          decisionId: decision.actionId,
-        })),
-        pending: [...state.pending, decision],
-        status: waiting,
-      };
+      return { ...state, pending: [...state.pending, decision], status: waiting };
     }
     case 'action.resolved': {
       const decision = state.pending.find((p) => p.actionId === event.actionId);
       if (!decision) return state;
-      const approved = payload.decision !== 'deny';
       const pending = state.pending.filter((p) => p.actionId !== event.actionId);
-      const next = updateAction(state, decision.runId, decision.graphActionId, (a) => {
-        const { decisionId: _resolved, ...rest } = a;
-        return approved
-          ? {
-              ...rest,
-              status: 'pending',
-              approved: true,
-              ...(payload.payload ? { response: payload.payload as Record<string, unknown> } : {}),
-            }
-          : { ...rest, status: 'denied', endedAt: event.timestamp };
-      });
-      const waitingLeft = pending.find((p) => p.turnId === decision.turnId);
-      const status =
-        waitingLeft === undefined
-          ? 'running'
-          : waitingLeft.actionType === 'user_input'
-            ? 'waiting_input'
-            : 'waiting_permission';
-      return { ...next, pending, status };
+      return {
+        ...state,
+        pending,
+        status: state.status === 'closed' ? 'closed' : waitingStatus(pending, decision.turnId),
+      };
     }
-    case 'tool.started':
-      return updateAction(state, event.runId, str(payload.graphActionId), (a) => ({
-        ...a,
-        status: 'running',
-        attempt: typeof payload.attempt === 'number' ? payload.attempt : a.attempt,
-        startedAt: event.timestamp,
-        ...(typeof payload.idempotent === 'boolean' ? { idempotent: payload.idempotent } : {}),
-      }));
-    case 'tool.result':
-      return finishAction(state, event, 'completed', payload.observation);
-    case 'tool.failed':
-      return finishAction(
-        state,
-        event,
-        (str(payload.actionStatus) as RunActionStatus) ?? 'failed',
-        payload.observation,
-      );
     case 'subagent.spawned': {
       const childThreadId = str(payload.childThreadId) ?? '';
-      const next = updateAction(state, event.runId, str(payload.graphActionId), (a) => ({
-        ...a,
-        status: 'running',
-        startedAt: event.timestamp,
-        subagentId: event.subagentId,
-        childThreadId,
-      }));
       return {
-        ...next,
+        ...state,
         subagents: [
-          ...next.subagents,
+          ...state.subagents,
           { subagentId: event.subagentId, agent: str(payload.agentName) ?? 'auto', childThreadId, status: 'running' },
         ],
       };
@@ -296,10 +205,9 @@ function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payl
     case 'subagent.completed':
     case 'subagent.failed': {
       const status = event.type === 'subagent.completed' ? 'completed' : 'failed';
-      const next = finishAction(state, event, status, payload.observation);
       return {
-        ...next,
-        subagents: next.subagents.map((s) => (s.subagentId === event.subagentId ? { ...s, status } : s)),
+        ...state,
+        subagents: state.subagents.map((s) => (s.subagentId === event.subagentId ? { ...s, status } : s)),
       };
     }
     case 'subagent.closed':
@@ -322,51 +230,15 @@ function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payl
 }
 
 function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
-  const runId = str(event.runId) ?? str(payload.runId);
-  if (runId === undefined) return state;
-  switch (payload.phase) {
-    case 'declared': {
-      const declaration = payload.declaration as Declaration;
-      const actions: Record<string, RunAction> = {};
-      for (const action of declaration.actions) {
-        actions[action.id] = { id: action.id, status: 'pending', toolCallId: `${runId}.${action.id}`, attempt: 0 };
-      }
-      const run: RunState = {
-        runId,
-        taskId: str(event.taskId) ?? str(payload.taskId) ?? '',
-        turnId: event.turnId ?? '',
-        declaration,
-        status: 'running',
-        actions,
-        order: declaration.actions.map((a) => a.id),
-      };
-      const used = new Set(state.usedActionIds);
-      for (const id of run.order) used.add(id);
-      const next = updateTurn(state, event.turnId, (turn) => ({
-        ...turn,
-        correctiveRetries: 0,
-        runIds: [...turn.runIds, runId],
-      }));
-      return { ...next, runs: { ...next.runs, [runId]: run }, usedActionIds: [...used] };
-    }
-    case 'action': {
-      const status = str(payload.status) as RunActionStatus | undefined;
-      if (!status) return state;
-      if (isTerminalActionStatus(status)) return finishAction(state, event, status, payload.observation);
-      return updateAction(state, runId, str(payload.graphActionId), (a) => {
-        if (status !== 'pending') return { ...a, status };
-        // Back to pending (a retry, or a re-run after a restart): the previous attempt's result is history.
-        const { result: _previous, endedAt: _ended, ...rest } = a;
-        return { ...rest, status };
-      });
-    }
-    case 'observed':
-    case 'cancelled': {
-      const status =
-        payload.phase === 'cancelled' ? 'cancelled' : ((str(payload.status) ?? 'completed') as RunState['status']);
-      return updateRun(state, runId, (run) => ({ ...run, status }));
-    }
-    default:
-      return state;
-  }
+  const runId = str(event.runId);
+  if (runId === undefined || payload.phase !== 'declared') return state;
+  const declaration = payload.declaration as { actions: { id: string }[] };
+  const used = new Set(state.usedActionIds);
+  for (const action of declaration.actions) used.add(action.id);
+  const next = updateTurn(state, event.turnId, (turn) => ({
+    ...turn,
+    correctiveRetries: 0,
+    runIds: [...turn.runIds, runId],
+  }));
+  return { ...next, usedActionIds: [...used] };
 }

@@ -2,12 +2,12 @@ import type { Action, ActionResult, FullOutput, OarError } from '@oar/protocol';
 import { shapeObservation } from '@oar/protocol';
 import type { Engine } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
-import type { RunAction, RunState, ThreadState } from '../read-models/thread-state.js';
+import type { RunAction, RunState, ThreadView } from '../read-models/thread-state.js';
 
 /** Everything an executor needs about the one action it runs. */
 export interface ActionContext {
   engine: Engine;
-  thread: ThreadState;
+  thread: ThreadView;
   run: RunState;
   action: Action;
   state: RunAction;

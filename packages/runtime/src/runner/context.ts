@@ -8,7 +8,7 @@ import {
   TRANSCRIPT_CLOSING_INSTRUCTION,
   type TranscriptTurnInput,
 } from '@oar/protocol';
-import type { RunAction, ThreadState } from '../read-models/thread-state.js';
+import type { RunAction, ThreadView } from '../read-models/thread-state.js';
 
 /**
  * Context assembly: the system prompt (protocol instructions, the agent's own prompt, the catalog) and the
@@ -91,7 +91,7 @@ const PENDING_RESULT: Record<RunAction['status'], ActionResult['status']> = {
 };
 
 /** The thread's history as transcript turns: each user request, each executed graph with its results, each answer. */
-export function threadTranscript(thread: ThreadState): TranscriptTurnInput[] {
+export function threadTranscript(thread: ThreadView): TranscriptTurnInput[] {
   const turns: TranscriptTurnInput[] = [];
   for (const turn of thread.turns) {
     if (turn.status === 'queued' || (turn.status === 'cancelled' && !turn.startedAt)) continue;
@@ -138,7 +138,7 @@ export interface AssembledContext {
 }
 
 export function assembleContext(
-  thread: ThreadState,
+  thread: ThreadView,
   agent: AgentProfile,
   catalog: Catalog,
   options: { budgetTokens: number; correction?: string },

@@ -5,7 +5,7 @@ import { runHumanAction } from '../executors/human.js';
 import { runRuntimeAction } from '../executors/runtime-ops.js';
 import { runToolAction } from '../executors/tool.js';
 import { isTerminalActionStatus } from '../read-models/thread.js';
-import type { RunActionStatus, RunState, ThreadState } from '../read-models/thread-state.js';
+import type { RunActionStatus, RunState, ThreadView } from '../read-models/thread-state.js';
 import { type ActionContext, actionIds, actionStatusEvent } from './action-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
@@ -71,7 +71,7 @@ function isShared(engine: Engine, action: Action): boolean {
  */
 export async function scheduleRun(
   engine: Engine,
-  thread: ThreadState,
+  thread: ThreadView,
   run: RunState,
   signal: AbortSignal,
 ): Promise<void> {

@@ -12,7 +12,7 @@ import { type AgentConfig, agentByName, type Engine } from '../engine.js';
 import { OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
-import type { RunState, ThreadState, TurnState } from '../read-models/thread-state.js';
+import type { RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
 import { assembleContext } from './context.js';
 import { callModel } from './model-call.js';
 import { queueChanged, ThreadChangedError, threadUnchanged } from './queue.js';
@@ -29,7 +29,8 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
   if (thread.status === 'closed') return false;
   const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
   if (!turn) {
-    const next = thread.queue[0] ?? thread.turns.find((t) => t.status === 'accepted');
+    // An accepted turn was accepted before anything was queued behind it, so it starts first.
+    const next = thread.turns.find((t) => t.status === 'accepted') ?? thread.queue[0];
     if (!next) return false;
     const drafts: EventDraft[] = [
       { type: 'turn.started', threadId, turnId: next.turnId, status: 'running', payload: {} },
@@ -82,7 +83,7 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
 }
 
 /** Close a finished graph: the aggregate result, the task attempt's end, and the task's end. */
-async function observeRun(engine: Engine, thread: ThreadState, run: RunState): Promise<void> {
+async function observeRun(engine: Engine, thread: ThreadView, run: RunState): Promise<void> {
   const results = run.order.map(
     (id) => run.actions[id]?.result ?? ({ id, status: 'cancelled', artifacts: [] } as ActionResult),
   );
@@ -123,14 +124,14 @@ export function isClosing(signal: AbortSignal): boolean {
   return signal.reason instanceof OarRuntimeError && signal.reason.code === 'runtime_closing';
 }
 
-function turnIds(thread: ThreadState, turn: TurnState) {
+function turnIds(thread: ThreadView, turn: TurnState) {
   return { threadId: thread.threadId, turnId: turn.turnId };
 }
 
 /** The turn ends with an answer: for a child thread the parent's delegation ends with it. */
 export async function completeTurn(
   engine: Engine,
-  thread: ThreadState,
+  thread: ThreadView,
   turn: TurnState,
   payload: { outcome: string; answer?: string; extra?: Record<string, unknown> },
 ): Promise<void> {
@@ -155,7 +156,7 @@ export async function completeTurn(
 
 export async function failTurn(
   engine: Engine,
-  thread: ThreadState,
+  thread: ThreadView,
   turn: TurnState,
   error: OarError,
   status: 'failed' | 'cancelled' = 'failed',
@@ -193,7 +194,7 @@ export async function failTurn(
  * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
  * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
  */
-function delegationEnd(thread: ThreadState, turn: TurnState, end: { answer?: string; error?: OarError }): EventDraft[] {
+function delegationEnd(thread: ThreadView, turn: TurnState, end: { answer?: string; error?: OarError }): EventDraft[] {
   const parent = thread.parent;
   if (!parent || thread.turns[0]?.turnId !== turn.turnId) return [];
   const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
@@ -230,11 +231,11 @@ function delegationEnd(thread: ThreadState, turn: TurnState, end: { answer?: str
   ];
 }
 
-function agentOf(engine: Engine, thread: ThreadState): AgentConfig {
+function agentOf(engine: Engine, thread: ThreadView): AgentConfig {
   return agentByName(engine, thread.agent) ?? engine.mainAgent;
 }
 
-async function modelStep(engine: Engine, thread: ThreadState, turn: TurnState, signal: AbortSignal): Promise<void> {
+async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, signal: AbortSignal): Promise<void> {
   const sessionId = thread.sessionId;
   const ids = turnIds(thread, turn);
   if (turn.modelSteps >= engine.limits.maxSteps) {
@@ -382,20 +383,24 @@ async function modelStep(engine: Engine, thread: ThreadState, turn: TurnState, s
     return;
   }
   const output = call.output;
-  await engine.append(sessionId, [
-    {
-      type: 'model.completed',
-      ...ids,
-      payload: {
-        modelId: model.modelId,
-        provider: model.provider,
-        finishReason: output.finishReason as 'stop',
-        usage: output.usage,
-        durationMs: output.durationMs,
-        output: { text: output.text, toolCalls: output.toolCalls },
+  await engine.append(
+    sessionId,
+    [
+      {
+        type: 'model.completed',
+        ...ids,
+        payload: {
+          modelId: model.modelId,
+          provider: model.provider,
+          finishReason: output.finishReason as 'stop',
+          usage: output.usage,
+          durationMs: output.durationMs,
+          output: { text: output.text, toolCalls: output.toolCalls },
+        },
       },
-    },
-  ]);
+    ],
+    { defer: true },
+  );
   if (signal.aborted) return;
 
   const history = { completedActionIds: thread.completedActionIds, usedActionIds: thread.usedActionIds };
@@ -458,7 +463,7 @@ async function modelStep(engine: Engine, thread: ThreadState, turn: TurnState, s
 
 async function applyDeclaration(
   engine: Engine,
-  thread: ThreadState,
+  thread: ThreadView,
   turn: TurnState,
   declaration: Declaration,
   outcome: ParseOutcome,

@@ -126,3 +126,20 @@ describe('the turn queue', () => {
     expect(read.lastOutcome).toMatchObject({ turnId: b.turnId, status: 'completed', answer: 'queued one ran' });
   });
 });
+
+describe('concurrent submissions', () => {
+  it('accept exactly one turn; the rest queue behind it and every turn runs once, in order', async () => {
+    h = await harness({ steps: Array.from({ length: 8 }, (_, i) => answer(`answer ${i}`)) });
+    const { sessionId, threadId } = await h.runtime.createSession();
+    const results = await Promise.all(
+      [0, 1, 2, 3].map((i) => h!.runtime.submitTurn({ sessionId, input: `burst ${i}` })),
+    );
+    expect(results.filter((r) => r.status === 'accepted')).toHaveLength(1);
+    await h.runtime.settled(sessionId);
+    const read = await h.runtime.getThreadRead({ sessionId, threadId });
+    expect(read.turns.map((t) => t.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
+    const started = ofType(await allEvents(h, sessionId), 'turn.started').map((e) => e.turnId);
+    expect(started).toEqual(read.turns.map((t) => t.turnId));
+    expect(new Set(started).size).toBe(4);
+  });
+});

@@ -524,6 +524,15 @@ async function checkSession(runtime: Runtime, sessionId: string): Promise<void> 
     const unaccounted = thread.turns.filter(
       (t) => !ENDED.has(t.status) && t.turnId !== thread.activeTurnId && !queued.has(t.turnId),
     );
+    if (unaccounted.length > 0 && process.env.OAR_REPLAY_DEBUG) {
+      const events = await runtime.log.read(thread.sessionId, { threadId: thread.threadId });
+      console.log(
+        JSON.stringify(unaccounted),
+        events
+          .map((e) => `${e.sequence} ${e.type} ${e.turnId ?? ''} ${JSON.stringify(e.payload).slice(0, 120)}`)
+          .join('\n'),
+      );
+    }
     expect(unaccounted, `turns of ${thread.threadId} neither ended, active nor queued`).toEqual([]);
     // A pending decision belongs to the running turn; an ended turn leaves none behind.
     expect(thread.pending.filter((p) => p.turnId !== thread.activeTurnId)).toEqual([]);
@@ -573,7 +582,13 @@ describe('replay: rebuild == incremental under random command sequences', () => 
           }
         },
       ),
-      { numRuns: Number(process.env.OAR_REPLAY_RUNS ?? 20), endOnFailure: true },
+      {
+        numRuns: Number(process.env.OAR_REPLAY_RUNS ?? 20),
+        endOnFailure: true,
+        // Replay a reported failure: OAR_REPLAY_SEED=<seed> OAR_REPLAY_PATH=<path>.
+        ...(process.env.OAR_REPLAY_SEED ? { seed: Number(process.env.OAR_REPLAY_SEED) } : {}),
+        ...(process.env.OAR_REPLAY_PATH ? { path: process.env.OAR_REPLAY_PATH } : {}),
+      },
     );
     if (process.env.OAR_REPLAY_STATS)
       console.log(

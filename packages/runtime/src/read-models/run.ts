@@ -1,0 +1,147 @@
+import type { ActionResult, Declaration, RuntimeEvent } from '@oar/protocol';
+import type { RunAction, RunActionStatus, RunState } from './thread-state.js';
+
+/**
+ * The run projection: one executed action graph and the status of each of its actions. Kept apart from the
+ * thread so that an event about one action rewrites one run, not the thread's whole history.
+ */
+
+type Payload = Record<string, unknown>;
+const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+
+const TERMINAL: ReadonlySet<RunActionStatus> = new Set([
+  'completed',
+  'failed',
+  'denied',
+  'skipped',
+  'cancelled',
+  'lost',
+]);
+export const isTerminalActionStatus = (status: RunActionStatus) => TERMINAL.has(status);
+
+/** The action status an event ends an action with, if it does (shared by the run and the thread reducers). */
+export function endedActionStatus(event: RuntimeEvent): RunActionStatus | undefined {
+  const payload = (event.payload ?? {}) as Payload;
+  switch (event.type) {
+    case 'tool.result':
+    case 'subagent.completed':
+      return 'completed';
+    case 'tool.failed':
+      return (str(payload.actionStatus) as RunActionStatus | undefined) ?? 'failed';
+    case 'subagent.failed':
+      return 'failed';
+    case 'action.resolved':
+      return payload.decision === 'deny' ? 'denied' : undefined;
+    case 'run.status': {
+      const status = str(payload.status) as RunActionStatus | undefined;
+      return payload.phase === 'action' && status && isTerminalActionStatus(status) ? status : undefined;
+    }
+    default:
+      return undefined;
+  }
+}
+
+function updateAction(run: RunState, actionId: string | undefined, change: (action: RunAction) => RunAction): RunState {
+  const action = actionId === undefined ? undefined : run.actions[actionId];
+  if (!action || actionId === undefined) return run;
+  return { ...run, actions: { ...run.actions, [actionId]: change(action) } };
+}
+
+function finish(run: RunState, event: RuntimeEvent, status: RunActionStatus, result: unknown): RunState {
+  const actionId = str((event.payload as Payload).graphActionId);
+  return updateAction(run, actionId, (action) => {
+    const { decisionId: _ended, ...rest } = action;
+    return { ...rest, status, endedAt: event.timestamp, ...(result ? { result: result as ActionResult } : {}) };
+  });
+}
+
+/** A new run from its `run.status declared` event. */
+function declared(event: RuntimeEvent, payload: Payload): RunState | undefined {
+  const runId = str(event.runId);
+  if (runId === undefined || !event.threadId) return undefined;
+  const declaration = payload.declaration as Declaration;
+  const actions: Record<string, RunAction> = {};
+  for (const action of declaration.actions) {
+    actions[action.id] = { id: action.id, status: 'pending', toolCallId: `${runId}.${action.id}`, attempt: 0 };
+  }
+  return {
+    runId,
+    threadId: event.threadId,
+    taskId: str(event.taskId) ?? str(payload.taskId) ?? '',
+    turnId: event.turnId ?? '',
+    declaration,
+    status: 'running',
+    actions,
+    order: declaration.actions.map((a) => a.id),
+  };
+}
+
+export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunState | undefined {
+  const payload = (event.payload ?? {}) as Payload;
+  if (event.type === 'run.status' && payload.phase === 'declared') return declared(event, payload);
+  if (!run) return run;
+  const ended = endedActionStatus(event);
+  if (ended) {
+    return finish(run, event, ended, event.type === 'action.resolved' ? undefined : payload.observation);
+  }
+  const actionId = str(payload.graphActionId);
+  switch (event.type) {
+    case 'run.status': {
+      if (payload.phase === 'action') {
+        const status = str(payload.status) as RunActionStatus | undefined;
+        if (!status) return run;
+        return updateAction(run, actionId, (a) => {
+          if (status !== 'pending') return { ...a, status };
+          // Back to pending (a retry, or a re-run after a restart): the previous attempt's result is history.
+          const { result: _previous, endedAt: _ended, ...rest } = a;
+          return { ...rest, status };
+        });
+      }
+      if (payload.phase === 'observed')
+        return { ...run, status: (str(payload.status) ?? 'completed') as RunState['status'] };
+      if (payload.phase === 'cancelled') {
+        const actions = Object.fromEntries(
+          Object.entries(run.actions).map(([id, a]) => [
+            id,
+            isTerminalActionStatus(a.status) ? a : { ...a, status: 'cancelled' as const, endedAt: event.timestamp },
+          ]),
+        );
+        return { ...run, status: 'cancelled', actions };
+      }
+      return run;
+    }
+    case 'action.required': {
+      const waiting = payload.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
+      return updateAction(run, actionId, (a) => ({ ...a, status: waiting, decisionId: event.actionId }));
+    }
+    case 'action.resolved':
+      // An approval (a denial ended the action above): run it, with the human's payload when there is one.
+      return updateAction(run, actionId, (a) => {
+        const { decisionId: _resolved, ...rest } = a;
+        return {
+          ...rest,
+          status: 'pending',
+          approved: true,
+          ...(payload.payload ? { response: payload.payload as Record<string, unknown> } : {}),
+        };
+      });
+    case 'tool.started':
+      return updateAction(run, actionId, (a) => ({
+        ...a,
+        status: 'running',
+        attempt: typeof payload.attempt === 'number' ? payload.attempt : a.attempt,
+        startedAt: event.timestamp,
+        ...(typeof payload.idempotent === 'boolean' ? { idempotent: payload.idempotent } : {}),
+      }));
+    case 'subagent.spawned':
+      return updateAction(run, actionId, (a) => ({
+        ...a,
+        status: 'running',
+        startedAt: event.timestamp,
+        subagentId: event.subagentId,
+        childThreadId: str(payload.childThreadId) ?? '',
+      }));
+    default:
+      return run;
+  }
+}
