@@ -89,24 +89,30 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
           ...(options.agent ? { agent: options.agent } : {}),
         });
     const detach = attachPrinter(runtime, session.sessionId, options.json === true);
-    const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt });
-    let interrupted = false;
+    // The handler is installed before the turn starts: a Ctrl-C at any moment interrupts, never kills.
+    let interrupting: Promise<unknown> | undefined;
+    let threadId: string | undefined;
     const onSigint = () => {
-      interrupted = true;
-      void runtime.interruptTurn({
+      interrupting ??= runtime.interruptTurn({
         sessionId: session.sessionId,
-        threadId: submitted.threadId,
+        ...(threadId ? { threadId } : {}),
         reason: 'interrupted from the terminal (Ctrl-C)',
       });
     };
     process.once('SIGINT', onSigint);
     try {
-      const result = await driveSession(runtime, session.sessionId, submitted.turnId, {
-        json: options.json === true,
-        approvals,
-      });
+      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt });
+      threadId = submitted.threadId;
+      const drive = () =>
+        driveSession(runtime, session.sessionId, submitted.turnId, { json: options.json === true, approvals });
+      let result = await drive();
+      if (interrupting) {
+        // The interrupt records the cancellation after the running work stops; report the recorded outcome.
+        await interrupting;
+        result = await drive();
+      }
       detach();
-      return report(result, session.sessionId, options, opened.store.location, interrupted);
+      return report(result, session.sessionId, options, opened.store.location, interrupting !== undefined);
     } finally {
       process.off('SIGINT', onSigint);
     }

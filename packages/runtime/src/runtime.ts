@@ -598,6 +598,52 @@ export class Runtime implements Engine {
     return { runId, turnId };
   }
 
+  // ----- scoped state -----------------------------------------------------------------------------------------
+
+  /**
+   * Set (or, with `value: null`, delete) a key of session- or thread-scoped state. State changes are events
+   * (`session.updated` / `thread.updated` with `payload.state`), so they replay and export like everything else.
+   */
+  async setState(input: { sessionId: string; threadId?: string; key: string; value: unknown }): Promise<void> {
+    if (typeof input.key !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(input.key)) {
+      throw new OarRuntimeError('invalid_state_key', 'state keys are 1-128 letters, digits, "_", ".", ":" or "-"');
+    }
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(input.value);
+    } catch {
+      json = undefined;
+    }
+    if (json === undefined || json.length > 256 * 1024) {
+      throw new OarRuntimeError('invalid_state_value', 'state values are JSON values of at most 256 KiB');
+    }
+    const state = { key: input.key, value: JSON.parse(json) as unknown };
+    if (input.threadId) {
+      await this.loadThread(input.sessionId, input.threadId);
+      await this.append(input.sessionId, [
+        { type: 'thread.updated', threadId: input.threadId, payload: { changed: [`state.${input.key}`], state } },
+      ]);
+    } else {
+      await this.mainThreadId(input.sessionId);
+      await this.append(input.sessionId, [
+        { type: 'session.updated', payload: { changed: [`state.${input.key}`], state } },
+      ]);
+    }
+  }
+
+  /** Session- or thread-scoped state: one key, or all keys. */
+  async getState(input: { sessionId: string; threadId?: string; key?: string }): Promise<Record<string, unknown>> {
+    const models = await this.log.readModels(
+      input.sessionId,
+      input.threadId ? [{ kind: 'thread', key: input.threadId }] : [],
+    );
+    if (!models.session) throw notFound('session', input.sessionId);
+    const scope = input.threadId ? models.threads.get(input.threadId)?.state : models.session.state;
+    if (!scope) throw notFound('thread', input.threadId ?? '');
+    if (input.key === undefined) return { ...scope };
+    return Object.hasOwn(scope, input.key) ? { [input.key]: scope[input.key] } : {};
+  }
+
   // ----- reads -------------------------------------------------------------------------------------------------
 
   async getThreadRead(input: { sessionId: string; threadId: string }): Promise<ThreadReadModel> {
@@ -769,18 +815,16 @@ export class Runtime implements Engine {
   }
 }
 
+/** The installation's runtime id: created once per store; concurrent first starts agree on whichever was written. */
 async function storedRuntimeId(store: Store): Promise<string> {
-  const row = await store.db
-    .selectFrom('oar_state')
-    .select('value')
-    .where('scope', '=', 'runtime')
-    .where('key', '=', 'runtime_id')
-    .executeTakeFirst();
-  if (row) return JSON.parse(row.value) as string;
-  const id = newId('rt');
   await store.db
     .insertInto('oar_state')
-    .values({ scope: 'runtime', key: 'runtime_id', value: JSON.stringify(id), updated_at: new Date().toISOString() })
+    .values({
+      scope: 'runtime',
+      key: 'runtime_id',
+      value: JSON.stringify(newId('rt')),
+      updated_at: new Date().toISOString(),
+    })
     .onConflict((oc) => oc.columns(['scope', 'key']).doNothing())
     .execute();
   const stored = await store.db

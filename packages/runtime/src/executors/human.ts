@@ -2,6 +2,7 @@ import { oarError } from '@oar/protocol';
 import { newId } from '../ids.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
+import { subagentStatus } from '../runner/subagent-status.js';
 
 /**
  * A `human` action (ask_user / confirm): the runtime pauses on `action.required` and continues only through
@@ -48,6 +49,7 @@ export async function runHumanAction(ctx: ActionContext): Promise<RunActionStatu
       },
     },
     { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'input', reason: question } },
+    ...subagentStatus(ctx.thread, ctx.run.turnId, 'blocked', `waiting for input: ${question}`),
   ]);
   return 'waiting_input';
 }

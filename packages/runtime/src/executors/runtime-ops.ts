@@ -44,16 +44,20 @@ export function selectRange(text: string, range: Range): { text: string; from: n
   return { text: lines.slice(from - 1, to).join('\n'), from, to, total };
 }
 
-/** Resolve `action:<id>.summary|output` against the run and the thread's earlier runs. */
-function actionRef(ctx: ActionContext, ref: string): string | undefined {
+/**
+ * Resolve `action:<id>.summary|output` against the thread's runs (latest first). `.output` is the action's full
+ * output — its artifact when it has one — so a model can expand a result it saw only as a preview.
+ */
+async function actionRef(ctx: ActionContext, ref: string): Promise<string | undefined> {
   const match = /^action:([^.\s]+)\.(summary|output)$/.exec(ref);
   if (!match) return undefined;
-  for (const run of Object.values(ctx.thread.runs)) {
+  for (const run of Object.values(ctx.thread.runs).reverse()) {
     const result = run.actions[match[1] ?? '']?.result;
-    if (result)
-      return match[2] === 'summary'
-        ? (result.summary ?? result.content ?? '')
-        : (result.content ?? result.summary ?? '');
+    if (!result) continue;
+    if (match[2] === 'summary') return result.summary ?? result.content ?? '';
+    const artifactId = result.artifacts[0] ? artifactIdFromRef(result.artifacts[0]) : undefined;
+    const full = artifactId ? await getArtifactText(ctx.engine.store.db, artifactId) : undefined;
+    return full ?? result.content ?? result.summary ?? '';
   }
   return undefined;
 }
@@ -68,7 +72,7 @@ async function refText(ctx: ActionContext, ref: string): Promise<string | undefi
     const id = artifact ? artifactIdFromRef(artifact) : undefined;
     return id ? getArtifactText(ctx.engine.store.db, id) : (result?.content ?? undefined);
   }
-  return actionRef(ctx, ref);
+  return await actionRef(ctx, ref);
 }
 
 /** `runtime` actions: expand_ref (a bounded range of an artifact), summarize and merge (of referenced results). */

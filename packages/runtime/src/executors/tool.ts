@@ -14,6 +14,7 @@ import {
   observe,
   toolIds,
 } from '../runner/action-context.js';
+import { subagentStatus } from '../runner/subagent-status.js';
 import type { AnyTool, ToolOutput } from '../tools/tool.js';
 import { ToolError } from '../tools/tool.js';
 
@@ -97,6 +98,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
       payload: { toolName: name, prompt, reason: evaluation.reason, mode: evaluation.mode },
     },
     { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'permission', reason: prompt } },
+    ...subagentStatus(ctx.thread, ctx.run.turnId, 'blocked', `waiting for a decision: ${prompt}`),
   ]);
   return { stopped: 'waiting_permission' };
 }
@@ -108,7 +110,9 @@ function withTimeout(
   const controller = new AbortController();
   let timedOut = false;
   const onAbort = () => controller.abort(signal.reason);
-  signal.addEventListener('abort', onAbort, { once: true });
+  // A listener added to an already-aborted signal never fires: carry an earlier abort over explicitly.
+  if (signal.aborted) controller.abort(signal.reason);
+  else signal.addEventListener('abort', onAbort, { once: true });
   const timer = setTimeout(() => {
     timedOut = true;
     controller.abort(new Error('timeout'));
@@ -172,6 +176,8 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   const timer = withTimeout(parent, tool.timeoutMs ?? engine.limits.toolTimeoutMs);
   let output: ToolOutput;
   try {
+    // Interrupted between recording the start and running it: the side effect never begins.
+    if (timer.signal.aborted) throw new ToolError('aborted', `${tool.name} did not start: the turn was interrupted`);
     output = await tool.execute(parsed.input, {
       workspaceRoot: engine.workspaceRoot,
       signal: timer.signal,

@@ -16,6 +16,8 @@ export const SessionStateSchema = z.object({
     .optional(),
   /** Grants from approve_for_session: the permission policy allows matching calls for the rest of the session. */
   grants: z.array(SessionGrantSchema),
+  /** Session-scoped state set through the control plane (`setState`), key → JSON value. */
+  state: z.record(z.string(), z.unknown()),
   lastSequence: z.number().int(),
 });
 export type SessionState = z.infer<typeof SessionStateSchema>;
@@ -34,6 +36,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
       threadIds: [],
       usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
       grants: [],
+      state: {},
       lastSequence: event.sequence,
     };
   }
@@ -41,7 +44,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
   const next = { ...state, updatedAt: event.timestamp, lastSequence: event.sequence };
   switch (event.type) {
     case 'session.updated':
-      return typeof payload.title === 'string' ? { ...next, title: payload.title } : next;
+      return withState({ ...next, ...(typeof payload.title === 'string' ? { title: payload.title } : {}) }, payload);
     case 'thread.started':
       return next.threadIds.includes(event.threadId)
         ? next
@@ -155,4 +158,12 @@ export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task |
     default:
       return next;
   }
+}
+
+/** Apply a `state` change carried by a session.updated / thread.updated payload: `{key, value}`; null deletes. */
+export function withState<T extends { state: Record<string, unknown> }>(model: T, payload: Record<string, unknown>): T {
+  const change = payload.state as { key?: unknown; value?: unknown } | undefined;
+  if (!change || typeof change.key !== 'string') return model;
+  const { [change.key]: _previous, ...rest } = model.state;
+  return { ...model, state: change.value === null ? rest : { ...rest, [change.key]: change.value } };
 }

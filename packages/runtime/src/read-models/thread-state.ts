@@ -141,6 +141,8 @@ export const ThreadStateSchema = z.object({
   completedActionIds: z.array(z.string()),
   /** Model calls in the whole thread: the scripted model's durable cursor. */
   modelCalls: z.number().int(),
+  /** Thread-scoped state set through the control plane (`setState`), key → JSON value. */
+  state: z.record(z.string(), z.unknown()),
   incidents: z.array(IncidentStateSchema),
   subagents: z.array(
     z.object({ subagentId: z.string(), agent: z.string(), childThreadId: z.string(), status: z.string() }),

@@ -1,5 +1,6 @@
 import type { OarError, RuntimeEvent } from '@oar/protocol';
 import { endedActionStatus } from './run.js';
+import { withState } from './session.js';
 import type { PendingDecision, ThreadState, TurnState } from './thread-state.js';
 
 export { isTerminalActionStatus } from './run.js';
@@ -68,6 +69,7 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
       usedActionIds: [],
       completedActionIds: [],
       modelCalls: 0,
+      state: {},
       incidents: [],
       subagents: [],
       lastSequence: event.sequence,
@@ -87,11 +89,14 @@ function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payl
 function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
   switch (event.type) {
     case 'thread.updated':
-      return {
-        ...state,
-        ...(str(payload.title) ? { title: str(payload.title) } : {}),
-        ...(payload.closed === true ? { status: 'closed' as const } : {}),
-      };
+      return withState(
+        {
+          ...state,
+          ...(str(payload.title) ? { title: str(payload.title) } : {}),
+          ...(payload.closed === true ? { status: 'closed' as const } : {}),
+        },
+        payload,
+      );
     case 'turn.submitted': {
       const turn: TurnState = {
         turnId: event.turnId,

@@ -17,6 +17,7 @@ import { assembleContext } from './context.js';
 import { callModel } from './model-call.js';
 import { queueChanged, ThreadChangedError, threadUnchanged } from './queue.js';
 import { runFinished, scheduleRun } from './run-scheduler.js';
+import { subagentStatus } from './subagent-status.js';
 
 /**
  * The protocol runner loop, one step at a time. `advance` reads the thread's durable state and performs the next
@@ -34,6 +35,7 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
     if (!next) return false;
     const drafts: EventDraft[] = [
       { type: 'turn.started', threadId, turnId: next.turnId, status: 'running', payload: {} },
+      ...subagentStatus(thread, next.turnId, 'running', 'the sub-agent started its turn'),
       {
         type: 'thread.updated',
         threadId,
@@ -250,7 +252,27 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
     return;
   }
   const agent = agentOf(engine, thread);
-  const model = engine.model(agent);
+  let model: ReturnType<Engine['model']>;
+  try {
+    model = engine.model(agent);
+  } catch (error) {
+    // No model can serve this agent: an honest routing fact, and a turn that fails with the cause.
+    const cause = error instanceof Error ? error.message : String(error);
+    await engine.append(sessionId, [
+      {
+        type: 'routing.not_possible',
+        ...ids,
+        payload: { candidateCount: 0, reason: 'no_model', capabilityGap: cause, decisionSource: 'configuration' },
+      },
+    ]);
+    await failTurn(
+      engine,
+      thread,
+      turn,
+      oarError('no_model', `no model is configured for agent "${agent.name}": ${cause}`),
+    );
+    return;
+  }
   const catalog = {
     tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
     agents:

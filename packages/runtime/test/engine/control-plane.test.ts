@@ -155,3 +155,50 @@ describe('workspace confinement', () => {
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'Denied.' });
   });
 });
+
+describe('scoped state', () => {
+  it('session and thread state are events: set, read, delete, replayed', async () => {
+    h = await harness({ steps: [] });
+    const { sessionId, threadId } = await h.runtime.createSession();
+    await h.runtime.setState({ sessionId, key: 'plan', value: { step: 1 } });
+    await h.runtime.setState({ sessionId, threadId, key: 'cursor', value: 42 });
+    await h.runtime.setState({ sessionId, key: 'tmp', value: 'x' });
+    await h.runtime.setState({ sessionId, key: 'tmp', value: null });
+    expect(await h.runtime.getState({ sessionId })).toEqual({ plan: { step: 1 } });
+    expect(await h.runtime.getState({ sessionId, key: 'plan' })).toEqual({ plan: { step: 1 } });
+    expect(await h.runtime.getState({ sessionId, key: 'missing' })).toEqual({});
+    expect(await h.runtime.getState({ sessionId, threadId })).toEqual({ cursor: 42 });
+    const updates = ofType(await allEvents(h, sessionId), 'session.updated').map((e) => payload(e).changed);
+    expect(updates).toEqual([['state.plan'], ['state.tmp'], ['state.tmp']]);
+    expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
+    expect(await errorCode(h.runtime.setState({ sessionId, key: 'bad key!', value: 1 }))).toBe('invalid_state_key');
+    expect(await errorCode(h.runtime.setState({ sessionId, key: 'k', value: 'x'.repeat(300_000) }))).toBe(
+      'invalid_state_value',
+    );
+    expect(await errorCode(h.runtime.setState({ sessionId: 'ses_nope', key: 'k', value: 1 }))).toBe(
+      'session_not_found',
+    );
+    expect(await errorCode(h.runtime.getState({ sessionId, threadId: 'thr_nope' }))).toBe('thread_not_found');
+  });
+});
+
+describe('routing facts', () => {
+  it('an agent no model can serve records routing.not_possible and fails the turn with no_model', async () => {
+    h = await harness(
+      { steps: [] },
+      {
+        model: () => {
+          throw new Error('no provider configured');
+        },
+      },
+    );
+    const { sessionId, threadId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'hello' });
+    await h.runtime.settled(sessionId);
+    const events = await allEvents(h, sessionId);
+    expect(payload(ofType(events, 'routing.not_possible')[0])).toMatchObject({ candidateCount: 0, reason: 'no_model' });
+    expect(ofType(events, 'model.requested')).toEqual([]);
+    const read = await h.runtime.getThreadRead({ sessionId, threadId });
+    expect(read.lastOutcome).toMatchObject({ status: 'failed', error: { code: 'no_model' } });
+  });
+});

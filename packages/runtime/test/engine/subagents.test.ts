@@ -174,6 +174,12 @@ describe('sub-agent delegation', () => {
     expect(parent.lastOutcome).toBeUndefined();
     expect(actionRows(parent)[0]?.status).toBe('running');
     expect(types(events)).not.toContain('subagent.completed');
+    // The parent's stream says what the child is doing: it started, then it waits for a decision.
+    const statuses = ofType(events, 'subagent.status').map((e) => [e.threadId, payload(e).status]);
+    expect(statuses).toEqual([
+      [threadId, 'running'],
+      [threadId, 'blocked'],
+    ]);
 
     await h.runtime.respondAction({
       sessionId,
