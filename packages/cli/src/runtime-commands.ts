@@ -354,7 +354,11 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
       await withRuntime(opened, async (runtime) => {
         const data = options.evidence ? await runtime.exportEvidence(sessionId) : await runtime.exportReplay(sessionId);
         if (options.out) {
-          await writeFile(options.out, `${JSON.stringify(data, null, 2)}\n`);
+          await writeFile(options.out, `${JSON.stringify(data, null, 2)}\n`).catch((error: NodeJS.ErrnoException) => {
+            throw new UsageError(
+              oarError('file_unwritable', `cannot write ${options.out}: ${error.code ?? error.message}`),
+            );
+          });
           process.stderr.write(`wrote ${options.out}\n`);
         } else printJson(data);
       });

@@ -1,9 +1,10 @@
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuntimeEvent, SessionSnapshot } from '@oar/protocol';
 import { describe, expect, it } from 'vitest';
 import { assertEventsConform, assertSnapshotConforms } from '../../runtime/test/support/schemas.js';
-import { ndjson, oarIn, tempDir, writeJson } from './cli-helpers.js';
+import { bin, ndjson, oarIn, spawnOar, tempDir, writeJson } from './cli-helpers.js';
 
 const answer = (message: string) => ({ protocol: { kind: 'answer', message } });
 const act = (calls: unknown[], message = 'Working.') => ({ protocol: { kind: 'act', message, calls } });
@@ -182,5 +183,59 @@ describe('reading commands and bad input', () => {
     expect(pack.correlation.threadIds.length).toBe(2);
     expect(pack.artifacts.length).toBeGreaterThan(3);
     expect(pack.timeline.length).toBeGreaterThan(50);
+  });
+});
+
+describe('oar events --follow', () => {
+  it('prints the log, then new events as they are committed, until interrupted', async () => {
+    const cwd = tempDir();
+    const { sessionId } = resultLine(oarIn(cwd, ['demo', '--json']).stdout);
+    const follower = spawnOar(cwd, ['events', sessionId, '--follow', '--json']);
+    let out = '';
+    follower.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+    });
+    const count = () => ndjson(out).length;
+    const waitFor = async (check: () => boolean) => {
+      for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 50));
+    };
+    await waitFor(() => count() > 50);
+    const before = count();
+    expect(before).toBeGreaterThan(50);
+    // A command in another process appends to the same session: the follower prints it.
+    expect(oarIn(cwd, ['export', sessionId, '--evidence', '--out', join(cwd, 'e.json')]).code).toBe(0);
+    await waitFor(() => count() > before);
+    const exited = new Promise((resolve) => follower.on('exit', resolve));
+    follower.kill('SIGTERM');
+    await exited;
+    const last = ndjson(out).at(-1) as unknown as RuntimeEvent;
+    expect(last.type).toBe('evidence.changed');
+    expect(count()).toBe(before + 1);
+  });
+});
+
+describe('interactive approvals in a terminal', () => {
+  // `script` (util-linux) gives the binary a real pseudo-terminal, so the TTY path runs as it does for a person.
+  it.each([
+    ['n', false],
+    ['y', true],
+  ])('answering %s at the prompt decides the write', async (key, written) => {
+    const cwd = tempDir();
+    const child = spawn('script', ['-qfec', `${bin} demo`, '/dev/null'], { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let answered = false;
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (!answered && out.includes('[y]es / [n]o')) {
+        answered = true;
+        child.stdin.write(`${key}\n`);
+      }
+    });
+    const code = await new Promise((resolve) => child.on('exit', resolve));
+    expect(answered, out).toBe(true);
+    expect(code).toBe(0);
+    expect(out).not.toContain('auto-approved');
+    expect(existsSync(join(cwd, '.oar/demo-workspace/REVIEW.md'))).toBe(written);
+    expect(out).toContain(written ? 'decision approve' : 'decision deny');
   });
 });

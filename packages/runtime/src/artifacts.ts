@@ -77,11 +77,18 @@ export async function putArtifact(
   };
 }
 
+/** An artifact of one session: a ref from another session resolves to nothing (artifacts never cross sessions). */
 export async function getArtifact(
   db: Db,
+  sessionId: string,
   artifactId: string,
 ): Promise<(StoredArtifact & { sessionId: string; bytes: Uint8Array }) | undefined> {
-  const row = await db.selectFrom('oar_artifacts').selectAll().where('id', '=', artifactId).executeTakeFirst();
+  const row = await db
+    .selectFrom('oar_artifacts')
+    .selectAll()
+    .where('id', '=', artifactId)
+    .where('session_id', '=', sessionId)
+    .executeTakeFirst();
   if (!row) return undefined;
   return {
     artifactId: row.id,
@@ -96,7 +103,7 @@ export async function getArtifact(
   };
 }
 
-export async function getArtifactText(db: Db, artifactId: string): Promise<string | undefined> {
-  const artifact = await getArtifact(db, artifactId);
+export async function getArtifactText(db: Db, sessionId: string, artifactId: string): Promise<string | undefined> {
+  const artifact = await getArtifact(db, sessionId, artifactId);
   return artifact ? new TextDecoder().decode(artifact.bytes) : undefined;
 }

@@ -33,6 +33,7 @@ const LimitsSchema = z.strictObject({
   toolTimeoutMs: z.number().int().min(1).optional(),
   contextBudgetTokens: z.number().int().min(512).optional(),
   observationTokens: z.number().int().min(16).optional(),
+  graphObservationTokens: z.number().int().min(16).optional(),
   maxArtifactBytes: z.number().int().min(1).optional(),
 });
 
@@ -180,6 +181,7 @@ export async function buildRuntime(
   }
   const storeUrl = options.store ?? options.env.OAR_STORE ?? config.store;
   const store = await Store.open(storeUrl, { cwd: options.cwd });
+  // A runtime that cannot start (missing workspace, …) must not leave its store open.
   const runtime = await Runtime.create({
     store,
     workspaceRoot: options.workspace
@@ -200,6 +202,9 @@ export async function buildRuntime(
     queuePolicy: config.queuePolicy,
     onProtocolFailure: config.onProtocolFailure,
     ...(options.resumeOnStart === false ? { resumeOnStart: false } : {}),
+  }).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
   });
   return { runtime, store };
 }

@@ -1,4 +1,4 @@
-import type { EventDraft, EventLog } from './log/event-log.js';
+import type { AppendGuard, EventDraft, EventLog } from './log/event-log.js';
 import type { PermissionsConfig } from './policy/permission-schema.js';
 import type { ThreadView } from './read-models/thread-state.js';
 import type { ModelHandle } from './runner/model-call.js';
@@ -19,6 +19,8 @@ export interface RuntimeLimits {
   contextBudgetTokens: number;
   /** Token budget of one action's observation; larger outputs become a preview + ref. */
   observationTokens: number;
+  /** Token budget of all observations of one action graph, shared equally by its actions (each also capped above). */
+  graphObservationTokens: number;
   maxArtifactBytes: number;
 }
 
@@ -29,6 +31,7 @@ export const DEFAULT_LIMITS: RuntimeLimits = {
   toolTimeoutMs: 120_000,
   contextBudgetTokens: 32_000,
   observationTokens: 2_000,
+  graphObservationTokens: 16_000,
   maxArtifactBytes: 16 * 1024 * 1024,
 };
 
@@ -67,7 +70,7 @@ export interface Engine {
    * commit instead of two); use it only for facts whose loss in a crash is harmless, such as a model call's
    * completion, which a restart simply repeats.
    */
-  append(sessionId: string, drafts: EventDraft[], options?: { defer?: boolean }): Promise<void>;
+  append(sessionId: string, drafts: EventDraft[], options?: { defer?: boolean; guard?: AppendGuard }): Promise<void>;
 }
 
 export function agentByName(engine: Engine, name: string): AgentConfig | undefined {

@@ -13,7 +13,7 @@ import { notFound, OarRuntimeError, toOarError } from './errors.js';
 import { toolPermissionRequest } from './executors/tool.js';
 import { exportEvidence, exportReplay } from './exports.js';
 import { newId } from './ids.js';
-import { type EventDraft, EventLog, loadAllReadModels, loadReadModels } from './log/event-log.js';
+import { type AppendGuard, type EventDraft, EventLog, loadAllReadModels, loadReadModels } from './log/event-log.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { grantFor } from './policy/permissions.js';
 import { replay, threadRuns, threadView, threadViews } from './read-models/project.js';
@@ -122,7 +122,13 @@ export class Runtime implements Engine {
     this.limits = { ...DEFAULT_LIMITS, ...options.limits };
     this.onProtocolFailure = options.onProtocolFailure ?? 'fail';
     this.queuePolicy = options.queuePolicy ?? 'queue';
-    this.workspaceRoot = realpathSync(options.workspaceRoot);
+    try {
+      this.workspaceRoot = realpathSync(options.workspaceRoot);
+    } catch {
+      throw new OarRuntimeError('workspace_unavailable', `workspace ${options.workspaceRoot} does not exist`, {
+        details: { workspace: options.workspaceRoot },
+      });
+    }
   }
 
   static async create(options: RuntimeOptions): Promise<Runtime> {
@@ -156,20 +162,20 @@ export class Runtime implements Engine {
     return { ...thread, runs: threadRuns(thread, runs) };
   }
 
-  async append(sessionId: string, drafts: EventDraft[], options: { defer?: boolean } = {}): Promise<void> {
+  async append(
+    sessionId: string,
+    drafts: EventDraft[],
+    options: { defer?: boolean; guard?: AppendGuard } = {},
+  ): Promise<void> {
     const held = this.deferred.get(sessionId) ?? [];
     if (options.defer) {
       this.deferred.set(sessionId, [...held, ...drafts]);
       return;
     }
     this.deferred.delete(sessionId);
-    try {
-      await this.log.append(sessionId, [...held, ...drafts]);
-    } catch (error) {
-      // Keep the held facts for the next attempt unless they themselves were the problem.
-      if (held.length > 0 && !this.deferred.has(sessionId)) this.deferred.set(sessionId, held);
-      throw error;
-    }
+    // If this append fails, the held facts go with it rather than being re-queued behind later facts: a lost
+    // model-call completion only means the call is made again after a restart (that is why it may be deferred).
+    await this.log.append(sessionId, [...held, ...drafts], options.guard ? { guard: options.guard } : {});
   }
 
   kick(sessionId: string, threadId: string): void {
@@ -226,6 +232,15 @@ export class Runtime implements Engine {
     input: { title?: string; sessionId?: string; agent?: string } = {},
   ): Promise<{ sessionId: string; threadId: string }> {
     const sessionId = input.sessionId ?? newId('ses');
+    if (!/^[A-Za-z0-9_.:-]{1,128}$/.test(sessionId)) {
+      throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
+    }
+    const existing = await this.store.db
+      .selectFrom('oar_sessions')
+      .select('id')
+      .where('id', '=', sessionId)
+      .executeTakeFirst();
+    if (existing) throw new OarRuntimeError('session_exists', `session "${sessionId}" already exists`);
     const threadId = newId('thr');
     const agent = input.agent ?? this.mainAgent.name;
     if (agent !== this.mainAgent.name && !this.agents.some((a) => a.name === agent)) {
@@ -364,7 +379,6 @@ export class Runtime implements Engine {
         });
     }
     await this.drivers.get(threadId)?.done;
-    this.controllers.delete(threadId);
     const after = await this.loadThread(input.sessionId, threadId);
     const active = after.turns.find((t) => t.turnId === turn.turnId);
     if (active && after.activeTurnId === turn.turnId) {
@@ -376,7 +390,12 @@ export class Runtime implements Engine {
         'cancelled',
       );
     }
-    if (after.queue.length > 0) this.kick(input.sessionId, threadId);
+    // Only now may a new driver get a fresh signal: before the cancellation is recorded, any kick (a queued
+    // submit, a resume) would otherwise continue the interrupted turn.
+    this.controllers.delete(threadId);
+    const latest = await this.loadThread(input.sessionId, threadId);
+    if (latest.queue.length > 0 || latest.turns.some((t) => t.status === 'accepted'))
+      this.kick(input.sessionId, threadId);
     return { interrupted: true, turnId: turn.turnId };
   }
 
@@ -434,7 +453,7 @@ export class Runtime implements Engine {
       const parsed = tool ? this.tools.parseInput(tool.name, action.input) : undefined;
       const request =
         tool && parsed?.ok
-          ? toolPermissionRequest(tool, parsed.input, this.workspaceRoot)
+          ? await toolPermissionRequest(tool, parsed.input, this.workspaceRoot)
           : { executor: action.executor, paths: [] };
       drafts.push({
         type: 'permission.resolved',
@@ -562,8 +581,10 @@ export class Runtime implements Engine {
         `only failed, cancelled or lost tasks are retried (this one is ${task.status})`,
       );
     }
-    if (thread.activeTurnId)
-      throw new OarRuntimeError('thread_busy', 'the thread is running a turn', { retryable: true });
+    // The same busy rule as submitTurn: a running, queued or just-accepted turn all mean "not now".
+    if (thread.activeTurnId || thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted')) {
+      throw new OarRuntimeError('thread_busy', 'the thread has a turn running or waiting', { retryable: true });
+    }
     const retry = lastRun.order.filter((id) => lastRun.actions[id]?.status !== 'completed');
     const declaration = {
       ...lastRun.declaration,
@@ -576,24 +597,28 @@ export class Runtime implements Engine {
     const attempt = (task.attempts?.length ?? 1) + 1;
     const ids = { threadId: thread.threadId, turnId, taskId: input.taskId, runId };
     const title = lastRun.declaration.title ?? task.title ?? 'retry';
-    await this.append(input.sessionId, [
-      {
-        type: 'turn.submitted',
-        threadId: thread.threadId,
-        turnId,
-        status: 'accepted',
-        payload: { status: 'accepted', input: `Retry of task "${title}" (attempt ${attempt}).`, source: 'retry' },
-      },
-      { type: 'turn.started', threadId: thread.threadId, turnId, status: 'running', payload: {} },
-      { type: 'task.retrying', ...ids, payload: { nextAttempt: attempt, reason: 'retry_task' } },
-      { type: 'task.attempt.started', ...ids, payload: { attempt, status: 'running' } },
-      {
-        type: 'run.status',
-        ...ids,
-        status: 'running',
-        payload: { phase: 'declared', title, declaration, retryOf: lastRun.runId },
-      },
-    ]);
+    await this.append(
+      input.sessionId,
+      [
+        {
+          type: 'turn.submitted',
+          threadId: thread.threadId,
+          turnId,
+          status: 'accepted',
+          payload: { status: 'accepted', input: `Retry of task "${title}" (attempt ${attempt}).`, source: 'retry' },
+        },
+        { type: 'turn.started', threadId: thread.threadId, turnId, status: 'running', payload: {} },
+        { type: 'task.retrying', ...ids, payload: { nextAttempt: attempt, reason: 'retry_task' } },
+        { type: 'task.attempt.started', ...ids, payload: { attempt, status: 'running' } },
+        {
+          type: 'run.status',
+          ...ids,
+          status: 'running',
+          payload: { phase: 'declared', title, declaration, retryOf: lastRun.runId },
+        },
+      ],
+      { guard: threadUnchanged(thread) },
+    );
     this.kick(input.sessionId, thread.threadId);
     return { runId, turnId };
   }

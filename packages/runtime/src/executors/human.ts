@@ -3,6 +3,7 @@ import { newId } from '../ids.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
 import { subagentStatus } from '../runner/subagent-status.js';
+import { gate } from './tool.js';
 
 /**
  * A `human` action (ask_user / confirm): the runtime pauses on `action.required` and continues only through
@@ -11,6 +12,12 @@ import { subagentStatus } from '../runner/subagent-status.js';
 export async function runHumanAction(ctx: ActionContext): Promise<RunActionStatus> {
   const { engine, action, state } = ctx;
   const sessionId = ctx.thread.sessionId;
+  if (!state.approved) {
+    // Rules may target human executors too; a denial or an ask stops here like any other action.
+    const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
+    if ('stopped' in gated) return gated.stopped;
+    if (gated.allowed.length > 0) await engine.append(sessionId, gated.allowed);
+  }
   if (state.approved) {
     const response = state.response ?? {};
     const text = typeof response.text === 'string' ? response.text : JSON.stringify(response);

@@ -2,6 +2,7 @@ import { oarError } from '@oar/protocol';
 import { artifactIdFromRef, getArtifactText } from '../artifacts.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+import { gate } from './tool.js';
 
 /** The most lines one expand_ref returns; the model can ask for further ranges. */
 export const MAX_EXPAND_LINES = 400;
@@ -56,7 +57,7 @@ async function actionRef(ctx: ActionContext, ref: string): Promise<string | unde
     if (!result) continue;
     if (match[2] === 'summary') return result.summary ?? result.content ?? '';
     const artifactId = result.artifacts[0] ? artifactIdFromRef(result.artifacts[0]) : undefined;
-    const full = artifactId ? await getArtifactText(ctx.engine.store.db, artifactId) : undefined;
+    const full = artifactId ? await getArtifactText(ctx.engine.store.db, ctx.thread.sessionId, artifactId) : undefined;
     return full ?? result.content ?? result.summary ?? '';
   }
   return undefined;
@@ -64,13 +65,13 @@ async function actionRef(ctx: ActionContext, ref: string): Promise<string | unde
 
 async function refText(ctx: ActionContext, ref: string): Promise<string | undefined> {
   const artifactId = artifactIdFromRef(ref);
-  if (artifactId) return getArtifactText(ctx.engine.store.db, artifactId);
+  if (artifactId) return getArtifactText(ctx.engine.store.db, ctx.thread.sessionId, artifactId);
   const runtime = /^runtime:\/\/runs\/([^/]+)\/actions\/([^/]+)\/output$/.exec(ref);
   if (runtime) {
     const result = ctx.thread.runs[runtime[1] ?? '']?.actions[runtime[2] ?? '']?.result;
     const artifact = result?.artifacts[0];
     const id = artifact ? artifactIdFromRef(artifact) : undefined;
-    return id ? getArtifactText(ctx.engine.store.db, id) : (result?.content ?? undefined);
+    return id ? getArtifactText(ctx.engine.store.db, ctx.thread.sessionId, id) : (result?.content ?? undefined);
   }
   return await actionRef(ctx, ref);
 }
@@ -79,6 +80,9 @@ async function refText(ctx: ActionContext, ref: string): Promise<string | undefi
 export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionStatus> {
   const { engine, action } = ctx;
   const sessionId = ctx.thread.sessionId;
+  const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
+  if ('stopped' in gated) return gated.stopped;
+  if (gated.allowed.length > 0) await engine.append(sessionId, gated.allowed);
   const operation = action.executor.target === 'auto' ? (action.operation ?? '') : action.executor.target;
   if (operation === 'expand_ref') {
     const ref = typeof action.input.ref === 'string' ? action.input.ref : undefined;

@@ -3,8 +3,8 @@ import { artifactUri, putArtifact } from '../artifacts.js';
 import { toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
-import type { PermissionRequest } from '../policy/permission-schema.js';
-import { evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import type { PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
+import { evaluatePermission, ruleMatches, toPermissionEvaluatedPayload } from '../policy/permissions.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import {
   type ActionContext,
@@ -17,14 +17,30 @@ import {
 import { subagentStatus } from '../runner/subagent-status.js';
 import type { AnyTool, ToolOutput } from '../tools/tool.js';
 import { ToolError } from '../tools/tool.js';
+import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
 
-/** The permission request for a tool action: the tool's own flags and the paths the call touches. */
-export function toolPermissionRequest(tool: AnyTool, input: unknown, workspaceRoot: string): PermissionRequest {
-  let paths: string[] = [];
+/**
+ * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,
+ * when a path goes through a symlink, also as the real path it reaches, so a link is no way around a path rule.
+ */
+export async function toolPermissionRequest(
+  tool: AnyTool,
+  input: unknown,
+  workspaceRoot: string,
+): Promise<PermissionRequest> {
+  let written: string[] = [];
   try {
-    paths = tool.paths?.(input, workspaceRoot) ?? [];
+    written = tool.paths?.(input, workspaceRoot) ?? [];
   } catch {
-    paths = [];
+    written = [];
+  }
+  const paths = new Set(written);
+  for (const path of written) {
+    try {
+      paths.add(toWorkspaceRelative(workspaceRoot, await resolveWorkspacePath(workspaceRoot, path)));
+    } catch {
+      // An escaping or invalid path: execution refuses it and records the violation.
+    }
   }
   return {
     executor: { type: 'tool', target: tool.name },
@@ -35,9 +51,16 @@ export function toolPermissionRequest(tool: AnyTool, input: unknown, workspaceRo
       isConcurrencySafe: tool.isConcurrencySafe,
       capabilities: tool.capabilities,
     },
-    paths,
+    paths: [...paths],
     input,
   };
+}
+
+/** The per-path check handed to tools that find files themselves: no path a deny or ask rule names for this call. */
+export function pathFilter(rules: readonly PermissionRule[], request: PermissionRequest): (path: string) => boolean {
+  const guarding = rules.filter((rule) => rule.paths && (rule.decision === 'deny' || rule.decision === 'ask'));
+  if (guarding.length === 0) return () => true;
+  return (path) => !guarding.some((rule) => ruleMatches(rule, { ...request, paths: [path] }));
 }
 
 /**
@@ -49,8 +72,26 @@ export type GateResult = { stopped: RunActionStatus } | { allowed: EventDraft[] 
 
 export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<GateResult> {
   const { engine } = ctx;
-  // An action approved by respond_action was recorded with permission.resolved: nothing to evaluate again.
-  if (ctx.state.approved) return { allowed: [] };
+  const ids = { ...actionIds(ctx), stepId: ctx.state.toolCallId, toolCallId: ctx.state.toolCallId };
+  // Approved by respond_action: still one permission.evaluated per execution (a retry or a re-run included),
+  // naming the human decision it rests on.
+  if (ctx.state.approved) {
+    return {
+      allowed: [
+        {
+          type: 'permission.evaluated',
+          ...ids,
+          payload: {
+            decision: 'allow',
+            source: 'human',
+            reason: 'approved by respond_action',
+            ...(request.tool ? { toolName: request.tool.name } : {}),
+            graphActionId: ctx.action.id,
+          },
+        },
+      ],
+    };
+  }
   const grants = (await engine.log.readModels(ctx.thread.sessionId, [])).session?.grants ?? [];
   const evaluation = evaluatePermission(request, { ...engine.permissions, grants });
   const evaluated: EventDraft = {
@@ -152,7 +193,8 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(parsed.error))]);
     return 'failed';
   }
-  const gated = await gate(ctx, toolPermissionRequest(tool, parsed.input, engine.workspaceRoot));
+  const request = await toolPermissionRequest(tool, parsed.input, engine.workspaceRoot);
+  const gated = await gate(ctx, request);
   if ('stopped' in gated) return gated.stopped;
 
   const attempt = ctx.state.attempt + 1;
@@ -180,6 +222,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     if (timer.signal.aborted) throw new ToolError('aborted', `${tool.name} did not start: the turn was interrupted`);
     output = await tool.execute(parsed.input, {
       workspaceRoot: engine.workspaceRoot,
+      mayAccess: pathFilter(engine.permissions.rules, request),
       signal: timer.signal,
       progress: (message, data) => {
         void engine

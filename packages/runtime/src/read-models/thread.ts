@@ -235,6 +235,9 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
 }
 
 function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
+  // A valid declaration of any kind ends a run of protocol violations: the next one gets its corrective retry.
+  if (payload.phase === 'decision')
+    return updateTurn(state, event.turnId, (turn) => ({ ...turn, correctiveRetries: 0 }));
   const runId = str(event.runId);
   if (runId === undefined || payload.phase !== 'declared') return state;
   const declaration = payload.declaration as { actions: { id: string }[] };

@@ -30,7 +30,9 @@ export function toolIds(ctx: ActionContext) {
 }
 
 export function observe(ctx: ActionContext, output: FullOutput): ActionResult {
-  const budget = ctx.engine.limits.observationTokens;
+  // A graph's observations share one budget, so a wide graph cannot flood the next model call.
+  const { observationTokens, graphObservationTokens } = ctx.engine.limits;
+  const budget = Math.min(observationTokens, Math.floor(graphObservationTokens / Math.max(1, ctx.run.order.length)));
   return shapeObservation(ctx.action, output, ctx.action.resultPolicy, budget, { runId: ctx.run.runId }).result;
 }
 

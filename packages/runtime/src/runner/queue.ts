@@ -68,3 +68,11 @@ export async function retryOnThreadChange<T>(command: () => Promise<T>, attempts
     }
   }
 }
+
+/** A guard for ending a turn: it must still be the thread's active turn (two enders cannot both end it). */
+export function turnStillActive(thread: ThreadState, turnId: string): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, thread.sessionId, [{ kind: 'thread', key: thread.threadId }]);
+    if (models.threads.get(thread.threadId)?.activeTurnId !== turnId) throw new ThreadChangedError(thread.threadId);
+  };
+}

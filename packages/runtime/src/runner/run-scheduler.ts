@@ -1,5 +1,6 @@
 import { type Action, oarError } from '@oar/protocol';
 import type { Engine } from '../engine.js';
+import { toOarError } from '../errors.js';
 import { runAgentAction } from '../executors/agent.js';
 import { runHumanAction } from '../executors/human.js';
 import { runRuntimeAction } from '../executors/runtime-ops.js';
@@ -140,7 +141,17 @@ export async function scheduleRun(
             await haltAction(action, halted);
             return;
           }
-          const status = await runWithRetries(engine, context(action), () => halted !== undefined);
+          let status: RunActionStatus;
+          try {
+            status = await runWithRetries(engine, context(action), () => halted !== undefined);
+          } catch (thrown) {
+            // An executor that throws (a store error, a tool returning something unserializable) fails its own
+            // action; it must not tear down the graph while sibling actions are still running.
+            status = 'failed';
+            await engine
+              .append(thread.sessionId, [actionStatusEvent(context(action), 'failed', { error: toOarError(thrown) })])
+              .catch(() => undefined);
+          }
           statuses.set(id, status);
           halted ??= haltFor(action, status);
         } finally {
@@ -170,7 +181,7 @@ export async function scheduleRun(
       if (!runnable) break;
       continue;
     }
-    await Promise.race(inFlight.values());
+    await Promise.race(inFlight.values()).catch(() => undefined);
   }
   await Promise.allSettled(inFlight.values());
 }

@@ -15,7 +15,7 @@ import type { EventDraft } from '../log/event-log.js';
 import type { RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
 import { assembleContext } from './context.js';
 import { callModel } from './model-call.js';
-import { queueChanged, ThreadChangedError, threadUnchanged } from './queue.js';
+import { queueChanged, ThreadChangedError, threadUnchanged, turnStillActive } from './queue.js';
 import { runFinished, scheduleRun } from './run-scheduler.js';
 import { subagentStatus } from './subagent-status.js';
 
@@ -187,7 +187,13 @@ export async function failTurn(
   );
   const ended = delegationEnd(thread, turn, { error });
   drafts.push(...ended);
-  await engine.append(thread.sessionId, drafts);
+  try {
+    await engine.append(thread.sessionId, drafts, { guard: turnStillActive(thread, turn.turnId) });
+  } catch (error) {
+    // Someone else (the driver, another interrupt) ended this turn first: nothing left to record.
+    if (error instanceof ThreadChangedError) return;
+    throw error;
+  }
   if (thread.parent && ended.length > 0) engine.kick(thread.sessionId, thread.parent.threadId);
 }
 

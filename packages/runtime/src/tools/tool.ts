@@ -37,6 +37,11 @@ export interface ToolContext {
   workspaceRoot: string;
   /** Aborted on interrupt (for `cancel` tools) or timeout. */
   signal: AbortSignal;
+  /**
+   * The permission policy's verdict on one workspace-relative path for this call. Tools that discover files
+   * themselves (glob, grep) skip what it refuses, so a path rule cannot be bypassed by searching instead of reading.
+   */
+  mayAccess?: (relativePath: string) => boolean;
   /** Progress for the UI (becomes `tool.progress`); never shown to the model. */
   progress: (message: string, data?: Record<string, unknown>) => void;
 }

@@ -96,3 +96,33 @@ describe('spill and expand_ref', () => {
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'No such ref.' });
   });
 });
+
+describe('graph observation budget', () => {
+  it('the actions of one graph share graphObservationTokens equally', async () => {
+    const text = `${Array.from({ length: 200 }, (_, i) => `row ${i} ${'y'.repeat(30)}`).join('\n')}\n`;
+    const files = Object.fromEntries([1, 2, 3, 4].map((i) => [`f${i}.txt`, text]));
+    const reads = [1, 2, 3, 4].map((i) => ({
+      id: `r${i}`,
+      type: 'tool',
+      name: 'read',
+      args: { filePath: `f${i}.txt` },
+      result: 'full',
+    }));
+    h = await harness(
+      { steps: [act(reads), answer('ok')] },
+      { files, limits: { observationTokens: 5_000, graphObservationTokens: 800 } },
+    );
+    const { sessionId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'read four files' });
+    await h.runtime.settled(sessionId);
+    const results = ofType(await allEvents(h, sessionId), 'tool.result').map(
+      (e) => payload(e).observation as { content: string; truncated?: boolean },
+    );
+    expect(results).toHaveLength(4);
+    for (const observation of results) {
+      expect(observation.truncated).toBe(true);
+      // 800 / 4 = 200 tokens each (~800 characters), far below the 5,000 a single action would get.
+      expect(observation.content.length).toBeLessThan(1_200);
+    }
+  });
+});

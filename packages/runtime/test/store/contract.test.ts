@@ -447,7 +447,7 @@ describeStores('store contract', (factory) => {
       const sha256 = createHash('sha256').update(bytes).digest('hex');
       expect(stored).toMatchObject({ mime: 'application/octet-stream', size: bytes.byteLength, sha256, name: 'b.bin' });
       expect(stored.uri).toBe(`artifact://${stored.artifactId}`);
-      const loaded = await getArtifact(db.store.db, stored.artifactId);
+      const loaded = await getArtifact(db.store.db, sessionId, stored.artifactId);
       expect(loaded).toBeDefined();
       expect(loaded?.sessionId).toBe(sessionId);
       expect(loaded?.size).toBe(bytes.byteLength);
@@ -463,7 +463,7 @@ describeStores('store contract', (factory) => {
       // A view into a larger buffer stores only the view's bytes.
       const backing = new Uint8Array([9, 9, 1, 2, 3, 9]);
       const view = await putArtifact(db.store.db, sessionId, { bytes: backing.subarray(2, 5), mime: 'x/y' });
-      expect([...((await getArtifact(db.store.db, view.artifactId))?.bytes ?? [])]).toEqual([1, 2, 3]);
+      expect([...((await getArtifact(db.store.db, sessionId, view.artifactId))?.bytes ?? [])]).toEqual([1, 2, 3]);
 
       const text = `héllo ✓ ${'x'.repeat(500)}`;
       const textArtifact = await putArtifact(db.store.db, sessionId, { text });
@@ -471,8 +471,11 @@ describeStores('store contract', (factory) => {
       expect(textArtifact.size).toBe(Buffer.byteLength(text));
       expect(textArtifact.preview.startsWith('héllo ✓')).toBe(true);
       expect(textArtifact.preview.length).toBeLessThan(text.length);
-      expect(await getArtifactText(db.store.db, textArtifact.artifactId)).toBe(text);
-      expect(await getArtifact(db.store.db, 'art_missing')).toBeUndefined();
+      expect(await getArtifactText(db.store.db, sessionId, textArtifact.artifactId)).toBe(text);
+      expect(await getArtifact(db.store.db, sessionId, 'art_missing')).toBeUndefined();
+      // Artifacts never cross sessions: another session's id resolves to nothing.
+      const other = await newSession();
+      expect(await getArtifact(db.store.db, other.sessionId, stored.artifactId)).toBeUndefined();
     });
 
     it('rejects an artifact over the size limit with artifact_too_large and stores nothing', async () => {

@@ -57,6 +57,7 @@ export const globTool = defineTool<GlobInput>({
       policy: walkPolicyFor(input.pattern),
       signal: context.signal,
       stats,
+      mayAccess: context.mayAccess,
     })) {
       if (!isMatch(file.fromBase)) continue;
       if (files.length === GLOB_MAX_RESULTS) {
@@ -82,6 +83,7 @@ export const globTool = defineTool<GlobInput>({
         truncated,
         files,
         skippedSymlinks: stats.skippedSymlinks,
+        withheld: stats.withheld,
       },
     };
   },

@@ -66,6 +66,7 @@ export const grepTool = defineTool<GrepInput>({
       policy: walkPolicyFor(input.glob),
       signal: context.signal,
       stats: walkStats,
+      mayAccess: context.mayAccess,
     });
 
     const lines: string[] = [];

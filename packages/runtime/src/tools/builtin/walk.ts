@@ -47,6 +47,8 @@ export interface WalkStats {
   directories: number;
   /** Symlinks skipped because their real path leaves the workspace (or does not exist). */
   skippedSymlinks: number;
+  /** Files left out because a permission rule denies (or would ask about) their path. */
+  withheld: number;
 }
 
 export interface WalkOptions {
@@ -58,10 +60,12 @@ export interface WalkOptions {
   signal: AbortSignal;
   /** Filled in while walking, so callers that stop early still see the counts. */
   stats: WalkStats;
+  /** The permission policy's path check (see ToolContext.mayAccess): files it refuses are never listed or read. */
+  mayAccess?: ((relative: string) => boolean) | undefined;
 }
 
 export function newWalkStats(): WalkStats {
-  return { directories: 0, skippedSymlinks: 0 };
+  return { directories: 0, skippedSymlinks: 0, withheld: 0 };
 }
 
 /** Yield every regular file under `base` (see the rules above). Checks the abort signal before each directory. */
@@ -88,11 +92,17 @@ async function* walkDirectory(
       if (isDefaultSkipped(entry.name) && !options.policy.enter.has(entry.name)) continue;
       yield* walkDirectory(options, childAbsolute, childRelative, childFromBase);
     } else if (entry.isFile()) {
+      if (withheld(options, childRelative)) continue;
       yield { absolute: childAbsolute, relative: childRelative, fromBase: childFromBase };
     } else if (entry.isSymbolicLink()) {
       const target = await symlinkedFile(options.root, childAbsolute);
       if (target === undefined) options.stats.skippedSymlinks += 1;
-      else if (target !== 'directory') yield { absolute: target, relative: childRelative, fromBase: childFromBase };
+      else if (target !== 'directory') {
+        // Checked under both names: a link must not be a way around a rule on the file it points to.
+        const real = path.relative(options.root, target).split(path.sep).join('/');
+        if (withheld(options, childRelative) || withheld(options, real)) continue;
+        yield { absolute: target, relative: childRelative, fromBase: childFromBase };
+      }
     }
   }
 }
@@ -121,6 +131,12 @@ async function symlinkedFile(root: string, link: string): Promise<string | 'dire
     // A dangling or looping link has nothing to list.
     return undefined;
   }
+}
+
+function withheld(options: WalkOptions, relative: string): boolean {
+  if (!options.mayAccess || options.mayAccess(relative)) return false;
+  options.stats.withheld += 1;
+  return true;
 }
 
 function isDefaultSkipped(name: string): boolean {
