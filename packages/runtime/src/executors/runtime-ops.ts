@@ -2,6 +2,7 @@ import { oarError } from '@oar/protocol';
 import { artifactIdFromRef, getArtifactText } from '../artifacts.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+import { compileLinePattern, type LinePattern, literalLinePattern } from '../tools/pattern.js';
 import { gate } from './tool.js';
 
 /** The most lines one expand_ref returns; the model can ask for further ranges. */
@@ -20,11 +21,12 @@ export function selectRange(text: string, range: Range): { text: string; from: n
   const lines = text.split('\n');
   const total = lines.length;
   if (range.pattern) {
-    let regex: RegExp;
+    let regex: LinePattern;
     try {
-      regex = new RegExp(range.pattern);
+      regex = compileLinePattern(range.pattern);
     } catch {
-      regex = new RegExp(range.pattern.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+      // Not a valid pattern: the model most likely meant the text itself.
+      regex = literalLinePattern(range.pattern);
     }
     const context = range.context_lines ?? 3;
     const keep = new Set<number>();

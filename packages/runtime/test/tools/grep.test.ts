@@ -104,3 +104,20 @@ describe('grep', () => {
     expect(grepTool.paths?.({ pattern: 'x', caseInsensitive: false, maxMatches: 1 })).toEqual(['.']);
   });
 });
+
+describe('grep patterns run in linear time (RE2)', () => {
+  it('a catastrophic-backtracking pattern completes instead of freezing the runtime', async () => {
+    const { root } = await sandbox();
+    await files(root, { 'big.txt': `${'a'.repeat(20_000)}!\n` });
+    // With a backtracking engine this line would take longer than the age of the universe.
+    const out = await run(grepTool, { pattern: '(a+)+$' }, toolContext(root));
+    expect(out.structured).toMatchObject({ matchCount: 0 });
+  });
+
+  it('lookaround is not RE2 syntax: invalid_pattern says so', async () => {
+    const { root } = await sandbox();
+    await files(root, { 'a.txt': 'ab\n' });
+    const error = await toolError(run(grepTool, { pattern: '(?<=a)b' }, toolContext(root)), 'invalid_pattern');
+    expect(error.message).toContain('RE2');
+  });
+});

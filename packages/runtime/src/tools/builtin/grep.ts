@@ -2,7 +2,8 @@ import { readFile, stat } from 'node:fs/promises';
 import picomatch from 'picomatch';
 import { z } from 'zod';
 import { fsToolError, isMissing, throwIfAborted } from '../errors.js';
-import { defineTool, ToolError } from '../tool.js';
+import { compileLinePattern } from '../pattern.js';
+import { defineTool } from '../tool.js';
 import { realWorkspaceRoot } from '../workspace.js';
 import { looksBinary } from './files.js';
 import { clip, plural } from './format.js';
@@ -56,7 +57,7 @@ export const grepTool = defineTool<GrepInput>({
   paths: () => ['.'],
   async execute(input, context) {
     throwIfAborted(context.signal);
-    const regex = compile(input.pattern, input.caseInsensitive);
+    const regex = compileLinePattern(input.pattern, { caseInsensitive: input.caseInsensitive });
     const root = await realWorkspaceRoot(context.workspaceRoot);
     const inGlob = input.glob === undefined ? () => true : globFilter(input.glob);
     const walkStats = newWalkStats();
@@ -120,17 +121,6 @@ export const grepTool = defineTool<GrepInput>({
  */
 function globFilter(glob: string): (relative: string) => boolean {
   return picomatch(glob, { dot: false, basename: !glob.includes('/') });
-}
-
-function compile(pattern: string, caseInsensitive: boolean): RegExp {
-  try {
-    // No `g` flag: a global regex keeps `lastIndex` between `test` calls and would skip matches.
-    return new RegExp(pattern, caseInsensitive ? 'i' : '');
-  } catch (error) {
-    throw new ToolError('invalid_pattern', `Invalid regular expression: ${(error as Error).message}`, {
-      details: { pattern },
-    });
-  }
 }
 
 /** The file's text, or undefined (and counted) when it is too large or binary. */
