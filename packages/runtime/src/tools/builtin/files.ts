@@ -91,3 +91,23 @@ export function binaryFileError(relative: string): ToolError {
     details: { path: relative },
   });
 }
+
+/**
+ * The flags the three read-only file tools share (read, glob, grep): stated once so they cannot drift apart, and
+ * spread explicitly into each definition so every tool still shows its flags where it is defined.
+ */
+export const READ_ONLY_FILE_TOOL = {
+  isReadOnly: true,
+  isConcurrencySafe: true,
+  isDestructive: false,
+  isIdempotent: true,
+  interruptBehavior: 'cancel',
+  capabilities: ['filesystem', 'read'],
+} as const satisfies {
+  isReadOnly: boolean;
+  isConcurrencySafe: boolean;
+  isDestructive: boolean;
+  isIdempotent: boolean;
+  interruptBehavior: 'cancel' | 'block';
+  capabilities: readonly string[];
+};

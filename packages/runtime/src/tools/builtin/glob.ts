@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
 import { defineTool, ToolError } from '../tool.js';
 import { realWorkspaceRoot, requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
+import { READ_ONLY_FILE_TOOL } from './files.js';
 import { plural } from './format.js';
 import { newWalkStats, walkFiles, walkPolicyFor } from './walk.js';
 
@@ -32,12 +33,8 @@ export const globTool = defineTool<GlobInput>({
     'Find files in the workspace by glob pattern. Returns matching file paths (relative to the workspace root), ' +
     `one per line, sorted; at most ${GLOB_MAX_RESULTS}. Use grep to search file contents.`,
   input: GlobInputSchema,
-  isReadOnly: true,
-  isConcurrencySafe: true,
-  isDestructive: false,
-  isIdempotent: true,
-  interruptBehavior: 'cancel',
-  capabilities: ['filesystem', 'read'],
+  ...READ_ONLY_FILE_TOOL,
+  capabilities: [...READ_ONLY_FILE_TOOL.capabilities],
   paths: (input, workspaceRoot) => [requestedWorkspacePath(input.path ?? '.', workspaceRoot)],
   async execute(input, context) {
     throwIfAborted(context.signal);

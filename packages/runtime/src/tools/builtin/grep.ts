@@ -5,7 +5,7 @@ import { fsToolError, isMissing, throwIfAborted } from '../errors.js';
 import { compileLinePattern } from '../pattern.js';
 import { defineTool } from '../tool.js';
 import { realWorkspaceRoot } from '../workspace.js';
-import { looksBinary } from './files.js';
+import { looksBinary, READ_ONLY_FILE_TOOL } from './files.js';
 import { clip, plural } from './format.js';
 import { newWalkStats, type WalkedFile, walkFiles, walkPolicyFor } from './walk.js';
 
@@ -47,12 +47,8 @@ export const grepTool = defineTool<GrepInput>({
     '`path:line: text` line per matching line. Binary files and files over 1 MiB are skipped; dot files, .git and ' +
     'node_modules are searched only when the glob names them.',
   input: GrepInputSchema,
-  isReadOnly: true,
-  isConcurrencySafe: true,
-  isDestructive: false,
-  isIdempotent: true,
-  interruptBehavior: 'cancel',
-  capabilities: ['filesystem', 'read'],
+  ...READ_ONLY_FILE_TOOL,
+  capabilities: [...READ_ONLY_FILE_TOOL.capabilities],
   // Without a directory input the whole workspace is read; a path rule for "." decides.
   paths: () => ['.'],
   async execute(input, context) {

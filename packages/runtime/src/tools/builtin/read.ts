@@ -8,6 +8,7 @@ import {
   type ExistingFile,
   filePathInput,
   filePathOf,
+  READ_ONLY_FILE_TOOL,
   resolveExistingFile,
   sniffBinary,
 } from './files.js';
@@ -40,12 +41,8 @@ export const readTool = defineTool<ReadInput>({
     `At most ${READ_DEFAULT_LIMIT} lines and ${READ_MAX_BYTES / 1024} KiB per call; when the result is truncated, ` +
     'call again with offset set to the reported nextOffset. Binary files and directories are refused.',
   input: ReadInputSchema,
-  isReadOnly: true,
-  isConcurrencySafe: true,
-  isDestructive: false,
-  isIdempotent: true,
-  interruptBehavior: 'cancel',
-  capabilities: ['filesystem', 'read'],
+  ...READ_ONLY_FILE_TOOL,
+  capabilities: [...READ_ONLY_FILE_TOOL.capabilities],
   paths: filePathOf,
   async execute(input, context) {
     throwIfAborted(context.signal);
