@@ -72,7 +72,17 @@ async function demo(options: { store?: string; json?: boolean }): Promise<number
       if (result.answer) process.stdout.write(`\n${result.answer}\n`);
       if (result.error) process.stdout.write(`\nerror: ${result.error.code}: ${result.error.message}\n`);
       process.stdout.write(
-        `\nThe full record is the event log of session ${sessionId} in ${store.location}:\n  npx oar events ${sessionId}\n  npx oar inspect ${sessionId}\n  npx oar replay ${sessionId}\n  npx oar export ${sessionId} --evidence\n`,
+        `\nThe full record is the event log of session ${sessionId} in ${store.location}:\n${[
+          'events',
+          'inspect',
+          'replay',
+          'export',
+        ]
+          .map(
+            (command) =>
+              `  npx oar ${command} ${sessionId}${command === 'export' ? ' --evidence' : ''}${storeFlag(options.store, store.location)}`,
+          )
+          .join('\n')}\n`,
       );
     }
     return result.status === 'completed' ? 0 : 1;
@@ -80,6 +90,11 @@ async function demo(options: { store?: string; json?: boolean }): Promise<number
     await runtime.close();
     await store.close();
   }
+}
+
+/** The `--store` flag a follow-up command needs: none for the default store, the (password-free) location otherwise. */
+export function storeFlag(requested: string | undefined, location: string): string {
+  return requested ? ` --store '${location}'` : '';
 }
 
 export function registerDemoCommand(program: Command, setExit: (code: number) => void): void {

@@ -2,6 +2,7 @@ import { writeFile } from 'node:fs/promises';
 import { oarError } from '@oar/protocol';
 import { buildRuntime, loadConfig, type Runtime, type Store } from '@oar/runtime';
 import type { Command } from 'commander';
+import { storeFlag } from './demo.js';
 import { printJson, UsageError } from './io.js';
 import { renderEvent } from './render.js';
 import { type ApprovalMode, attachPrinter, driveSession } from './session-driver.js';
@@ -122,7 +123,7 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
 function report(
   result: Awaited<ReturnType<typeof driveSession>>,
   sessionId: string,
-  options: { json?: boolean },
+  options: { json?: boolean; store?: string },
   location: string,
   interrupted = false,
 ): number {
@@ -140,7 +141,9 @@ function report(
         process.stdout.write(`  ${p.prompt}\n  → oar respond ${sessionId} ${p.actionId} approve|deny\n`);
       }
     }
-    process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId})\n`);
+    process.stdout.write(
+      `\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${storeFlag(options.store, location)})\n`,
+    );
   }
   if (interrupted) return 130;
   return result.status === 'completed' ? 0 : result.status === 'waiting' ? 3 : 1;

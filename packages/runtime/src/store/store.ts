@@ -56,7 +56,8 @@ export class Store {
         ...(schema ? { options: `-c search_path=${schema}` } : {}),
       });
       const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-      const store = new Store(db, 'postgres', redact(url));
+      // The location names the schema too (it is part of where the data is); the password never appears.
+      const store = new Store(db, 'postgres', redact(input ?? url));
       store.pgSchema = schema;
       return store;
     }
