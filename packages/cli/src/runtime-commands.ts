@@ -1,6 +1,6 @@
 import { writeFile } from 'node:fs/promises';
 import { oarError } from '@oar/protocol';
-import { buildRuntime, loadConfig, type Runtime, type Store } from '@oar/runtime';
+import { buildRuntime, loadConfig, Runtime, Store } from '@oar/runtime';
 import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
 import { printJson, UsageError } from './io.js';
@@ -35,7 +35,6 @@ export async function openRuntime(
 async function openForReading(options: GlobalOptions): Promise<{ runtime: Runtime; store: Store }> {
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
-  const { Store, Runtime } = await import('@oar/runtime');
   const store = await Store.open(options.store ?? process.env.OAR_STORE ?? config.store, { cwd });
   const runtime = await Runtime.create({
     store,

@@ -74,7 +74,7 @@ export async function exportEvidence(runtime: Runtime, sessionId: string) {
       const p = e.payload as Record<string, unknown>;
       return { artifactId: e.artifactId, uri: p.uri, mime: p.mime, size: p.size, hash: p.hash, name: p.name };
     });
-  const evidenceId = newId('art').replace('art_', 'ev_');
+  const evidenceId = newId('ev');
   const pack = {
     format: 'oar.evidence.v1',
     evidenceId,

@@ -135,5 +135,5 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
       : {},
     telemetrySummary: { joinStatus: 'unavailable', usage: { ...session.usage } },
     evidenceRefs: [],
-  } as SessionSnapshot;
+  };
 }
