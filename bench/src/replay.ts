@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { RuntimeEvent } from '@oar/protocol';
-import { EventLog, replay, type Store } from '@oar/runtime';
+import { EventLog, eventRow, replay, type Store } from '@oar/runtime';
 import { type BenchOutput, log, median, type ReplayResult, timed } from './common.js';
 import { type OpenedStore, openPostgres, openSqlite, readLoopScript, runTurn, scriptedRuntime } from './oar.js';
 
@@ -76,18 +76,7 @@ async function insert(store: Store, events: RuntimeEvent[]): Promise<string> {
     for (let i = 0; i < events.length; i += 500) {
       await tx
         .insertInto('oar_events')
-        .values(
-          events.slice(i, i + 500).map((event) => ({
-            session_id: sessionId,
-            sequence: event.sequence,
-            event_id: event.eventId,
-            type: event.type,
-            thread_id: event.threadId ?? null,
-            turn_id: event.turnId ?? null,
-            timestamp: event.timestamp,
-            body: JSON.stringify(event),
-          })),
-        )
+        .values(events.slice(i, i + 500).map((event) => eventRow(sessionId, event)))
         .execute();
     }
   });

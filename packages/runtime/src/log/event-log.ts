@@ -101,18 +101,7 @@ export class EventLog {
       ) as RuntimeEvent[];
       await tx
         .insertInto('oar_events')
-        .values(
-          built.map((event) => ({
-            session_id: sessionId,
-            sequence: event.sequence,
-            event_id: event.eventId,
-            type: event.type,
-            thread_id: event.threadId ?? null,
-            turn_id: event.turnId ?? null,
-            timestamp: event.timestamp,
-            body: JSON.stringify(event),
-          })),
-        )
+        .values(built.map((event) => eventRow(sessionId, event)))
         .execute();
       const models = await this.project(tx, sessionId, built, timestamp);
       return { built, models, first };
@@ -306,6 +295,20 @@ function decodeReadModels(rows: { kind: string; key: string; body: string }[]): 
     else if (row.kind === 'tool_inventory') models.toolInventory.set(row.key, body);
   }
   return models;
+}
+
+/** The `oar_events` row of an event: the columns queried directly, and the whole event as JSON. */
+export function eventRow(sessionId: string, event: RuntimeEvent) {
+  return {
+    session_id: sessionId,
+    sequence: event.sequence,
+    event_id: event.eventId,
+    type: event.type,
+    thread_id: event.threadId ?? null,
+    turn_id: event.turnId ?? null,
+    timestamp: event.timestamp,
+    body: JSON.stringify(event),
+  };
 }
 
 type ModelKey = { kind: ReadModelKind; key: string };
