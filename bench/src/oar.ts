@@ -1,13 +1,7 @@
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  type AgentConfig,
-  createScriptedModel,
-  type ModelHandle,
-  type ModelScript,
-  Runtime,
-  Store,
-} from '@oar/runtime';
+import { type AgentConfig, type ModelHandle, Runtime, Store } from '@oar/runtime';
+import { createScriptedModel, type ModelScript } from '@oar/runtime/testing';
 import { makeWorkspace, POSTGRES_URL, type StepClock, stepPath, tempDir } from './common.js';
 
 type LanguageModel = ModelHandle['model'];

@@ -45,6 +45,9 @@ async function demo(options: { store?: string; json?: boolean }): Promise<number
     cwd,
     env: process.env,
     workspace,
+    // This process drives the demo session only: other sessions in the store are not its business.
+    worker: { sessions: [] },
+    resumeOnStart: false,
     ...(options.store ? { store: options.store } : {}),
   });
   const json = options.json === true;
@@ -56,14 +59,16 @@ async function demo(options: { store?: string; json?: boolean }): Promise<number
       );
     }
     const { sessionId } = await runtime.createSession({ title: 'OAR demo' });
-    const detach = attachPrinter(runtime, sessionId, json);
+    runtime.worker?.adopt(sessionId);
+    const printer = attachPrinter(runtime, sessionId, json);
     const { turnId } = await runtime.submitTurn({ sessionId, input: DEMO_PROMPT });
     const result = await driveSession(runtime, sessionId, turnId, {
       json,
       approvals: interactive ? 'ask' : 'approve',
       autoNote: 'auto-approved: no terminal to ask in (run `oar demo` in a terminal to decide yourself)',
+      printer,
     });
-    detach();
+    await printer.stop();
     if (json) {
       process.stdout.write(
         `${JSON.stringify({ result: { sessionId, status: result.status, answer: result.answer, error: result.error } })}\n`,

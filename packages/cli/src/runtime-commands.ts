@@ -1,11 +1,23 @@
+import { realpathSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
 import { oarError } from '@oar/protocol';
-import { buildRuntime, loadConfig, Runtime, Store } from '@oar/runtime';
+import {
+  absoluteModelSpec,
+  type BindingUpdate,
+  buildRuntime,
+  loadConfig,
+  PERMISSION_MODES,
+  type PermissionMode,
+  Runtime,
+  Store,
+  type WorkerOptions,
+} from '@oar/runtime';
 import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
 import { printJson, UsageError } from './io.js';
 import { renderEvent } from './render.js';
-import { type ApprovalMode, attachPrinter, driveSession } from './session-driver.js';
+import { type ApprovalMode, attachPrinter, type DriveResult, driveSession } from './session-driver.js';
 
 export interface GlobalOptions {
   config?: string;
@@ -14,24 +26,27 @@ export interface GlobalOptions {
   workspace?: string;
 }
 
-/** Open the configured runtime for work: models resolved, tools loaded, unfinished work resumed when `resume`. */
+/**
+ * Open the configured runtime for work. `sessions`: the sessions this process's worker drives — the CLI never
+ * touches other sessions' threads (no recovery of work it was not asked about); 'all' only for `resume --all`.
+ */
 export async function openRuntime(
   options: GlobalOptions,
-  resume: boolean,
+  sessions: WorkerOptions['sessions'],
 ): Promise<{ runtime: Runtime; store: Store }> {
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
   return buildRuntime(config, baseDir, {
     cwd,
     env: process.env,
-    resumeOnStart: resume,
+    worker: { sessions: sessions ?? [] },
     ...(options.store ? { store: options.store } : {}),
     ...(options.model ? { model: options.model } : {}),
     ...(options.workspace ? { workspace: options.workspace } : {}),
   });
 }
 
-/** Reading commands open only the store: no models, no tools, no recovery. */
+/** Reading commands open only the store: a control plane with no worker, no tools loaded, no model. */
 async function openForReading(options: GlobalOptions): Promise<{ runtime: Runtime; store: Store }> {
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
@@ -39,10 +54,14 @@ async function openForReading(options: GlobalOptions): Promise<{ runtime: Runtim
   const runtime = await Runtime.create({
     store,
     workspaceRoot: baseDir,
+    worker: false,
     resumeOnStart: false,
     model: () => {
       throw new UsageError(oarError('model_required', 'this command does not call a model'));
     },
+  }).catch(async (error: unknown) => {
+    await store.close();
+    throw error;
   });
   return { runtime, store };
 }
@@ -77,18 +96,74 @@ interface RunOptions extends GlobalOptions {
   title?: string;
 }
 
+/**
+ * `run --session S` continues S with S's own binding: a flag that says otherwise is a mistake to point out, not
+ * a silent switch (changing a binding is `oar session update`).
+ */
+async function checkBindingFlags(runtime: Runtime, sessionId: string, options: RunOptions): Promise<void> {
+  const bound = await runtime.getBinding(sessionId);
+  if (!bound) return;
+  const conflicts: { flag: string; bound: string; given: string }[] = [];
+  if (options.model) {
+    const given = absoluteModelSpec(options.model, process.cwd());
+    const current = bound.binding.mainAgent.model ?? bound.binding.model ?? '';
+    if (given !== current) conflicts.push({ flag: '--model', bound: current, given });
+  }
+  if (options.workspace) {
+    let given = resolve(options.workspace);
+    try {
+      given = realpathSync(given);
+    } catch {
+      // a workspace that does not exist certainly differs
+    }
+    if (given !== bound.binding.workspaceRoot) {
+      conflicts.push({ flag: '--workspace', bound: bound.binding.workspaceRoot, given });
+    }
+  }
+  if (options.agent && options.agent !== bound.binding.mainAgent.name) {
+    conflicts.push({ flag: '--agent', bound: bound.binding.mainAgent.name, given: options.agent });
+  }
+  if (conflicts.length === 0) return;
+  const fix = conflicts.map((c) => `${c.flag} ${c.flag === '--agent' ? c.given : `'${c.given}'`}`).join(' ');
+  throw new UsageError(
+    oarError(
+      'binding_conflict',
+      `session ${sessionId} is bound to ${conflicts.map((c) => `${c.flag.slice(2)} ${c.bound}`).join(', ')}; to change it: oar session update ${sessionId} ${fix}`,
+      { details: { sessionId, conflicts } },
+    ),
+  );
+}
+
+/** Say so when another process holds a thread this one wanted to drive: its events are followed instead. */
+function noteHolder(runtime: Runtime, threadId: string, json: boolean): void {
+  const holder = runtime.worker?.holderOf(threadId);
+  if (!holder || json) return;
+  process.stderr.write(
+    `thread ${threadId} is being driven by ${holder.owner} (lease until ${holder.expiresAt}); following its events\n`,
+  );
+}
+
 /** Exit codes of run/resume: 0 answered, 1 failed, 3 waiting for a decision, 130 interrupted. */
 async function run(prompt: string, options: RunOptions): Promise<number> {
   const approvals = approvalMode(options);
-  const opened = await openRuntime(options, true);
+  const opened = await openRuntime(options, options.session ? [options.session] : []);
   return withRuntime(opened, async (runtime) => {
+    let after = 0;
+    if (options.session) {
+      await checkBindingFlags(runtime, options.session, options);
+      after = await runtime.queries.lastSequence(options.session);
+    } else {
+      // Every model of the binding must be reachable before the session exists (a missing key fails here).
+      await runtime.checkBinding();
+    }
     const session = options.session
       ? { sessionId: options.session }
       : await runtime.createSession({
           title: options.title ?? prompt.slice(0, 80),
           ...(options.agent ? { agent: options.agent } : {}),
         });
-    const detach = attachPrinter(runtime, session.sessionId, options.json === true);
+    runtime.worker?.adopt(session.sessionId);
+    const printer = attachPrinter(runtime, session.sessionId, options.json === true, after);
     // The handler is installed before the turn starts: a Ctrl-C at any moment interrupts, never kills.
     let interrupting: Promise<unknown> | undefined;
     let threadId: string | undefined;
@@ -104,14 +179,20 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
       const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt });
       threadId = submitted.threadId;
       const drive = () =>
-        driveSession(runtime, session.sessionId, submitted.turnId, { json: options.json === true, approvals });
+        driveSession(runtime, session.sessionId, submitted.turnId, {
+          json: options.json === true,
+          approvals,
+          printer,
+        });
+      await runtime.worker?.look(session.sessionId);
+      noteHolder(runtime, submitted.threadId, options.json === true);
       let result = await drive();
       if (interrupting) {
         // The interrupt records the cancellation after the running work stops; report the recorded outcome.
         await interrupting;
         result = await drive();
       }
-      detach();
+      await printer.stop();
       return report(result, session.sessionId, options, opened.store.location, interrupting !== undefined);
     } finally {
       process.off('SIGINT', onSigint);
@@ -120,7 +201,7 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
 }
 
 function report(
-  result: Awaited<ReturnType<typeof driveSession>>,
+  result: DriveResult,
   sessionId: string,
   options: { json?: boolean; store?: string },
   location: string,
@@ -133,39 +214,109 @@ function report(
   } else {
     if (result.answer !== undefined) process.stdout.write(`\n${result.answer}\n`);
     if (result.error) process.stdout.write(`\nerror: ${result.error.code}: ${result.error.message}\n`);
+    const store = storeFlag(options.store, location);
     if (result.status === 'waiting') {
-      const pending = result.threads.flatMap((t) => t.pendingRequests);
       process.stdout.write('\nWaiting for a decision:\n');
-      for (const p of pending) {
-        process.stdout.write(`  ${p.prompt}\n  → oar respond ${sessionId} ${p.actionId} approve|deny\n`);
+      for (const p of result.threads.flatMap((t) => t.pendingRequests)) {
+        // The session carries its own binding: the follow-up needs no --model, --workspace or config.
+        const answer = p.actionType === 'user_input' ? `approve --text '<your answer>'` : 'approve|deny';
+        process.stdout.write(`  ${p.prompt}\n  → oar respond ${sessionId} ${p.actionId} ${answer}${store}\n`);
       }
     }
-    process.stdout.write(
-      `\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${storeFlag(options.store, location)})\n`,
-    );
+    process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
   }
   if (interrupted) return 130;
   return result.status === 'completed' ? 0 : result.status === 'waiting' ? 3 : 1;
 }
 
-async function resume(options: RunOptions): Promise<number> {
+interface ResumeOptions extends RunOptions {
+  all?: boolean;
+}
+
+/**
+ * `oar resume`: with no session, list what is resumable and resume nothing; with sessions (or --all), drive
+ * exactly those. Decision flags apply to the named sessions only.
+ */
+async function resume(sessionIds: string[], options: ResumeOptions): Promise<number> {
   const approvals = approvalMode(options);
-  const opened = await openRuntime(options, true);
+  if (sessionIds.length === 0 && !options.all) {
+    const opened = await openForReading(options);
+    return withRuntime(opened, async (runtime) => {
+      const resumable = await runtime.resumableSessions();
+      if (options.json) printJson(resumable);
+      else if (resumable.length === 0) process.stdout.write('nothing to resume\n');
+      else {
+        process.stdout.write('resumable sessions (resume one with `oar resume SESSION`, or all with --all):\n');
+        for (const r of resumable) process.stdout.write(`  ${r.sessionId}  ${r.reason}\n`);
+      }
+      return 0;
+    });
+  }
+  const opened = await openRuntime(options, options.all ? 'all' : sessionIds);
   return withRuntime(opened, async (runtime) => {
-    await runtime.settled();
-    const sessions = await runtime.listSessions();
+    const targets = options.all ? (await runtime.resumableSessions()).map((r) => r.sessionId) : sessionIds;
     let waiting = 0;
-    for (const s of sessions) {
-      const { snapshot } = await runtime.getSession({ sessionId: s.sessionId, limit: 0 });
-      const active = snapshot.threads.some((t) => t.pendingRequests.length > 0);
-      if (!active) continue;
+    for (const sessionId of targets) {
+      const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
+      await runtime.worker?.look(sessionId);
+      for (const thread of snapshot.threads) noteHolder(runtime, thread.threadId, options.json === true);
       const main = snapshot.threads[0];
       const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
-      const result = await driveSession(runtime, s.sessionId, turnId, { json: options.json === true, approvals });
+      const result = await driveSession(runtime, sessionId, turnId, { json: options.json === true, approvals });
       if (result.status === 'waiting') waiting++;
     }
     if (!options.json) process.stdout.write(`resumed; ${waiting} session(s) still waiting for a decision\n`);
     return waiting > 0 ? 3 : 0;
+  });
+}
+
+interface SessionUpdateOptions extends GlobalOptions {
+  permissionMode?: string;
+  fromConfig?: boolean;
+  json?: boolean;
+}
+
+/** `oar session update`: change a session's binding, recorded as a fact; effective from its next turn. */
+async function updateSession(sessionId: string, options: SessionUpdateOptions): Promise<number> {
+  const opened = await openRuntime(options, []);
+  return withRuntime(opened, async (runtime) => {
+    const template = runtime.defaultBinding;
+    const update: BindingUpdate = {};
+    if (options.fromConfig) {
+      const { workspaceRoot: _workspace, ...fromConfig } = template;
+      Object.assign(update, fromConfig);
+    }
+    if (options.model) update.model = template.model;
+    if (options.workspace) update.workspaceRoot = template.workspaceRoot;
+    if (options.permissionMode) {
+      if (!PERMISSION_MODES.includes(options.permissionMode as PermissionMode)) {
+        throw new UsageError(
+          oarError('invalid_option', `--permission-mode must be one of ${PERMISSION_MODES.join(', ')}`),
+        );
+      }
+      const current = (await runtime.getBinding(sessionId))?.binding.permissions ?? template.permissions;
+      update.permissions = { ...current, mode: options.permissionMode as PermissionMode };
+    }
+    if (Object.keys(update).length === 0) {
+      throw new UsageError(
+        oarError('invalid_option', 'nothing to update: give --model, --workspace, --permission-mode or --from-config'),
+      );
+    }
+    if (options.model) {
+      // The main agent's own model would shadow the new default: the flag means "this session's model".
+      const bound = (await runtime.getBinding(sessionId))?.binding ?? template;
+      const { model: _own, ...mainAgent } = update.mainAgent ?? bound.mainAgent;
+      update.mainAgent = mainAgent;
+    }
+    const result = await runtime.updateBinding({ sessionId, update });
+    await runtime.checkBinding(sessionId);
+    if (options.json) printJson(result);
+    else if (result.changed.length === 0) process.stdout.write(`session ${sessionId}: binding unchanged\n`);
+    else
+      process.stdout.write(
+        `session ${sessionId}: binding ${result.bindingHash.slice(0, 19)}… (${result.changed.join(', ')} changed; from the next turn)\n`,
+      );
+    return 0;
   });
 }
 
@@ -184,29 +335,32 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     )
     .option('--agent <name>', 'the agent that runs the session (default: the main agent)')
     .option('--workspace <dir>', 'workspace root for the file tools (default: the working directory)')
-    .option('--session <id>', 'continue an existing session instead of creating one')
+    .option('--session <id>', 'continue an existing session (with its own binding) instead of creating one')
     .option('--json', 'print every event as NDJSON, then a result line')
     .option('--approve-all', 'approve every pending decision (without a TTY)')
     .option('--deny-all', 'deny every pending decision (without a TTY)')
     .action(async (prompt: string, options: RunOptions) => setExit(await run(prompt, options)));
 
   globals(program.command('resume'))
-    .description('resume unfinished work after a crash or restart (completed actions never re-run)')
-    .option('--model <spec>', 'model spec (as for run)')
-    .option('--workspace <dir>', 'workspace root')
+    .description(
+      'resume unfinished work after a crash or restart (completed actions never re-run); no session: list what is resumable',
+    )
+    .argument('[sessions...]', 'the sessions to resume')
+    .option('--all', 'resume every resumable session')
     .option('--json', 'print events as NDJSON')
-    .option('--approve-all', 'approve pending decisions')
-    .option('--deny-all', 'deny pending decisions')
-    .action(async (options: RunOptions) => setExit(await resume(options)));
+    .option('--approve-all', 'approve pending decisions of the named sessions')
+    .option('--deny-all', 'deny pending decisions of the named sessions')
+    .action(async (sessions: string[], options: ResumeOptions) => setExit(await resume(sessions, options)));
 
   globals(program.command('respond'))
-    .description('answer a pending decision: approve, deny or approve_for_session')
+    .description(
+      'answer a pending decision: approve, deny or approve_for_session (the session runs on with its binding)',
+    )
     .argument('<session>', 'session id')
     .argument('<action>', 'the decision id (actionId of action.required)')
     .argument('<decision>', 'approve | deny | approve_for_session')
     .option('--reason <text>', 'why')
     .option('--text <text>', 'the answer to an ask_user question')
-    .option('--model <spec>', 'model spec used to continue the turn')
     .option('--json', 'print events as NDJSON')
     .action(
       async (
@@ -215,10 +369,11 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         decision: string,
         options: RunOptions & { reason?: string; text?: string },
       ) => {
-        const opened = await openRuntime(options, false);
+        const opened = await openRuntime(options, [sessionId]);
         setExit(
           await withRuntime(opened, async (runtime) => {
-            const detach = attachPrinter(runtime, sessionId, options.json === true);
+            const after = await runtime.queries.lastSequence(sessionId);
+            const printer = attachPrinter(runtime, sessionId, options.json === true, after);
             const resolved = await runtime.respondAction({
               sessionId,
               actionId,
@@ -231,16 +386,58 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
               runtime,
               sessionId,
               thread.activeTurnId ?? thread.turns.at(-1)?.turnId ?? '',
-              {
-                json: options.json === true,
-                approvals: 'leave',
-              },
+              { json: options.json === true, approvals: 'leave', printer },
             );
-            detach();
+            await printer.stop();
             return report(result, sessionId, options, opened.store.location);
           }),
         );
       },
+    );
+
+  globals(program.command('interrupt'))
+    .description('interrupt the running turn of a session (whichever process drives it stops within one step)')
+    .argument('<session>', 'session id')
+    .option('--thread <id>', 'the thread (default: the main thread)')
+    .option('--reason <text>', 'why')
+    .option('--json', 'print the result as JSON')
+    .action(
+      async (sessionId: string, options: GlobalOptions & { thread?: string; reason?: string; json?: boolean }) => {
+        const opened = await openForReading(options);
+        await withRuntime(opened, async (runtime) => {
+          const result = await runtime.interruptTurn({
+            sessionId,
+            ...(options.thread ? { threadId: options.thread } : {}),
+            ...(options.reason ? { reason: options.reason } : {}),
+          });
+          if (options.json) printJson(result);
+          else if (!result.interrupted) process.stdout.write('no turn is running\n');
+          else process.stdout.write(`turn ${result.turnId}: ${result.status}\n`);
+        });
+      },
+    );
+
+  const session = program.command('session').description("show or change a session's binding");
+  globals(session.command('show'))
+    .description('print the binding a session runs with (agents, models, workspace, tools, permissions, limits)')
+    .argument('<session>', 'session id')
+    .action(async (sessionId: string, options: GlobalOptions) => {
+      const opened = await openForReading(options);
+      await withRuntime(opened, async (runtime) => {
+        const bound = await runtime.getBinding(sessionId);
+        printJson(bound ?? { binding: null, note: 'created before bindings: runs with the configuration at hand' });
+      });
+    });
+  globals(session.command('update'))
+    .description("change a session's binding (recorded; effective from its next turn)")
+    .argument('<session>', 'session id')
+    .option('--model <spec>', 'the model of the main agent and of agents without their own')
+    .option('--workspace <dir>', 'the workspace root')
+    .option('--permission-mode <mode>', PERMISSION_MODES.join(' | '))
+    .option('--from-config', 'take agents, models, tools, permissions and limits from the config file')
+    .option('--json', 'print the result as JSON')
+    .action(async (sessionId: string, options: SessionUpdateOptions) =>
+      setExit(await updateSession(sessionId, options)),
     );
 
   globals(program.command('sessions'))

@@ -10,6 +10,7 @@ export interface DriveOptions {
   approvals: ApprovalMode;
   /** Printed next to every automatic decision so nobody mistakes it for a human's. */
   autoNote?: string;
+  printer?: Printer;
 }
 
 export interface DriveResult {
@@ -19,19 +20,44 @@ export interface DriveResult {
   threads: ThreadReadModel[];
 }
 
-/** Print events as they become durable: NDJSON with --json, otherwise one readable line per interesting event. */
-export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean): () => void {
+/**
+ * Print a session's events after `after` as they become durable — written by this process or any other driving
+ * the session: NDJSON with --json, otherwise one readable line per interesting event. `stop` prints whatever is
+ * left up to the end of the log, then stops.
+ */
+export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean, after = 0): Printer {
   const agents = new Map<string, string>();
-  return runtime.log.subscribe((events: RuntimeEvent[]) => {
-    for (const event of events) {
-      if (event.sessionId !== sessionId) continue;
-      if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
-      else {
-        const line = renderEvent(event, agents);
-        if (line) process.stdout.write(`${line}\n`);
-      }
+  let cursor = after;
+  const print = (event: RuntimeEvent) => {
+    if (event.sequence <= cursor) return;
+    cursor = event.sequence;
+    if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
+    else {
+      const line = renderEvent(event, agents);
+      if (line) process.stdout.write(`${line}\n`);
     }
-  });
+  };
+  const controller = new AbortController();
+  const following = (async () => {
+    for await (const event of runtime.subscribe(sessionId, { after, signal: controller.signal })) print(event);
+  })().catch(() => undefined);
+  const flush = async () => {
+    for (const event of await runtime.log.read(sessionId, { after: cursor })) print(event);
+  };
+  return {
+    flush,
+    async stop() {
+      controller.abort();
+      await following;
+      await flush();
+    },
+  };
+}
+
+export interface Printer {
+  /** Print everything durable so far (before a line of our own, so the output keeps the log's order). */
+  flush(): Promise<void>;
+  stop(): Promise<void>;
 }
 
 async function ask(question: string, choices: ActionDecision[]): Promise<{ decision: ActionDecision; text?: string }> {
@@ -84,6 +110,7 @@ export async function driveSession(
         threads: snapshot.threads,
       };
     }
+    await options.printer?.flush();
     for (const request of pending) {
       const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
       const required = events.find((e) => e.type === 'action.required' && e.actionId === request.actionId);

@@ -72,7 +72,7 @@ function scenario(storeFor: () => Promise<string | undefined>) {
     const cwd = project('count', store, 30_000);
     const sessionId = await crashDuringB(cwd);
     expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
-    const resume = oarIn(cwd, ['resume']);
+    const resume = oarIn(cwd, ['resume', sessionId]);
     expect(resume.code, resume.stdout + resume.stderr).toBe(0);
     expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
     const log = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout) as unknown as RuntimeEvent[];
@@ -93,7 +93,7 @@ function scenario(storeFor: () => Promise<string | undefined>) {
     // b takes 2 s, long enough to be killed mid-run, short enough for the re-run to finish within the test.
     const cwd = project('count_idempotent', store, 2_000);
     const sessionId = await crashDuringB(cwd);
-    const resume = oarIn(cwd, ['resume']);
+    const resume = oarIn(cwd, ['resume', sessionId]);
     expect(resume.code, resume.stdout + resume.stderr).toBe(0);
     expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\nb\n');
     const log = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout) as unknown as RuntimeEvent[];

@@ -2,7 +2,7 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.
 import addFormatsModule from 'ajv-formats';
 import { z } from 'zod';
 import type { Catalog, CatalogAgent, CatalogTool } from './catalog.js';
-import { type Action, type Declaration, EXECUTOR_TYPES, type Intent } from './declaration.js';
+import { type Action, type Declaration, EXECUTOR_TYPES, type ExecutorType, type Intent } from './declaration.js';
 import { ProtocolIssueSchema, pointer } from './errors.js';
 
 /**
@@ -130,23 +130,96 @@ const INTENTS_NEEDING_ACTIONS: ReadonlySet<Intent> = new Set(['execute', 'plan',
 const INTENTS_WITHOUT_ACTIONS: ReadonlySet<Intent> = new Set(['respond', 'stop']);
 
 export function validateDeclaration(declaration: Declaration, options: ValidateDeclarationOptions): ValidationResult {
-  const limits: ValidationLimits = { ...DEFAULT_VALIDATION_LIMITS, ...definedOnly(options.limits) };
-  const issues: ValidationIssue[] = [];
-  const resolutions: TargetResolution[] = [];
-  const resolvedTargets = new Map<number, string>();
-  const add: AddIssue = (code, path, message, hint, details) => {
-    const at = typeof path === 'string' ? path : pointer(path);
-    issues.push({ code, path: at, message, hint, ...(details ? { details } : {}) });
+  const ctx = createContext(declaration, options);
+  checkDeclarationRules(ctx, declaration?.intent);
+  const graph = checkActions(ctx, indexActionIds(ctx.actions, ctx.history.used));
+  checkGraph(ctx, graph);
+  return {
+    ok: ctx.issues.length === 0,
+    issues: ctx.issues,
+    declaration: applyResolvedTargets(declaration, ctx.resolvedTargets),
+    resolutions: ctx.resolutions,
   };
+}
 
-  const actions: unknown[] = Array.isArray(declaration?.actions) ? declaration.actions : [];
-  const catalog = normalizeCatalog(options.catalog);
+type AddIssue = (
+  code: ValidationCode,
+  /** Segments, or a ready JSON pointer (Ajv's instancePath is already escaped). */
+  path: ReadonlyArray<string | number> | string,
+  message: string,
+  hint: string,
+  details?: Record<string, unknown>,
+) => void;
+
+/**
+ * What every phase reads, and the one sink they all report to. Built once so that every phase sees the same
+ * tolerant reading of unchecked options, and so issues keep the order in which the phases find them.
+ */
+type ValidationContext = {
+  readonly limits: ValidationLimits;
+  readonly catalog: NormalizedCatalog;
+  readonly executors: ExecutorRegistry;
+  readonly history: { readonly completed: ReadonlySet<string>; readonly used: ReadonlySet<string> };
+  /** Empty when the declaration has no actions array (unchecked input). */
+  readonly actions: readonly unknown[];
+  readonly issues: ValidationIssue[];
+  readonly add: AddIssue;
+  readonly resolutions: TargetResolution[];
+  /** Action index → the target that replaces its `auto`; applied to a copy only after every phase has run. */
+  readonly resolvedTargets: Map<number, string>;
+};
+
+/** The first occurrence owns an id, so later duplicates and dependencies resolve to it. */
+type ActionIds = {
+  /** Per action, its id, or '' when it has no string id. */
+  readonly ids: readonly string[];
+  readonly firstIndexOf: ReadonlyMap<string, number>;
+  /** Ids a suggested replacement must avoid: this declaration's and the thread's. */
+  readonly taken: ReadonlySet<string>;
+};
+
+/** One action as the per-action checks see it; tolerant of a non-object action and of a missing id. */
+type ActionScope = {
+  readonly index: number;
+  readonly id: string;
+  /** How messages name the action: by id, or by position when it has none. */
+  readonly label: string;
+  readonly action: Record<string, unknown>;
+  readonly at: (...rest: Array<string | number>) => Array<string | number>;
+};
+
+type ExecutorRequest = { readonly type: ExecutorType; readonly target: string; readonly capabilities: string[] };
+
+type DependencyGraph = {
+  readonly ids: readonly string[];
+  /** Per action, the indices of the actions of this declaration it waits on; history adds no edges. */
+  readonly edges: number[][];
+};
+
+function createContext(declaration: Declaration, options: ValidateDeclarationOptions): ValidationContext {
+  const issues: ValidationIssue[] = [];
   const completed = new Set(stringsOf(options.history?.completedActionIds));
-  // A completed action was necessarily used; union them so callers may pass only one list.
-  const used = new Set([...stringsOf(options.history?.usedActionIds), ...completed]);
+  return {
+    limits: { ...DEFAULT_VALIDATION_LIMITS, ...definedOnly(options.limits) },
+    catalog: normalizeCatalog(options.catalog),
+    executors: options.executors ?? {},
+    // A completed action was necessarily used; union them so callers may pass only one list.
+    history: { completed, used: new Set([...stringsOf(options.history?.usedActionIds), ...completed]) },
+    actions: Array.isArray(declaration?.actions) ? declaration.actions : [],
+    issues,
+    add: (code, path, message, hint, details) => {
+      const at = typeof path === 'string' ? path : pointer(path);
+      issues.push({ code, path: at, message, hint, ...(details ? { details } : {}) });
+    },
+    resolutions: [],
+    resolvedTargets: new Map(),
+  };
+}
 
-  // ---- declaration-level rules
-  const intent = declaration?.intent;
+// ---- phase 1: the declaration as a whole
+
+function checkDeclarationRules(ctx: ValidationContext, intent: Intent): void {
+  const { actions, limits, add } = ctx;
   if (INTENTS_NEEDING_ACTIONS.has(intent) && actions.length === 0) {
     add(
       'empty_action_graph',
@@ -172,327 +245,284 @@ export function validateDeclaration(declaration: Declaration, options: ValidateD
       { count: actions.length, max: limits.maxActions },
     );
   }
+}
 
-  // ---- ids: the first occurrence owns an id, so later duplicates and dependencies resolve to it
-  const ids: string[] = actions.map((a) => (isRecord(a) && typeof a.id === 'string' ? a.id : ''));
+// ---- phase 2: who owns which id (reports nothing: the per-action phase reports against it)
+
+function indexActionIds(actions: readonly unknown[], used: ReadonlySet<string>): ActionIds {
+  const ids = actions.map((a) => (isRecord(a) && typeof a.id === 'string' ? a.id : ''));
   const firstIndexOf = new Map<string, number>();
   ids.forEach((id, index) => {
     if (id !== '' && !firstIndexOf.has(id)) firstIndexOf.set(id, index);
   });
-  const taken = new Set([...ids, ...used]);
-
-  // ---- per-action rules
-  const edges: number[][] = actions.map(() => []);
-  const toolNames = catalog.tools.map((t) => t.name);
-  const agentNames = catalog.agents.map((a) => a.name);
-
-  actions.forEach((raw, index) => {
-    const action: Record<string, unknown> = isRecord(raw) ? raw : {};
-    const id = ids[index] ?? '';
-    const label = id === '' ? `#${index}` : `'${id}'`;
-    const at = (...rest: Array<string | number>) => ['actions', index, ...rest];
-
-    // id format
-    if (id === '' || id.length > limits.maxIdLength || !ID_PATTERN.test(id)) {
-      const why =
-        id === ''
-          ? 'is missing or empty'
-          : id.length > limits.maxIdLength
-            ? `is ${id.length} characters long (max ${limits.maxIdLength})`
-            : /^[A-Za-z0-9_.:-]*$/.test(id)
-              ? `starts with '${id[0]}' (must start with a letter, digit or _)`
-              : 'contains characters other than letters, digits, _ . : -';
-      const suggestion = freshId(sanitizeId(id, index, limits.maxIdLength), taken, limits.maxIdLength);
-      add(
-        'invalid_action_id',
-        at('id'),
-        `Action ${index} id ${JSON.stringify(id)} ${why}.`,
-        `Use an id of letters, digits, '_', '.', ':' or '-' that starts with a letter, digit or '_' and has at most ${limits.maxIdLength} characters, e.g. '${suggestion}'.`,
-      );
-    } else {
-      const first = firstIndexOf.get(id);
-      if (first !== undefined && first !== index) {
-        add(
-          'duplicate_action_id',
-          at('id'),
-          `Action id '${id}' is already used by action ${first} of this declaration.`,
-          `Every action needs its own id. Rename this one, e.g. to '${freshId(id, taken, limits.maxIdLength)}' (ids in this declaration: ${listNames(uniq(ids.filter(Boolean)))}).`,
-          { id, firstIndex: first },
-        );
-      }
-      if (used.has(id)) {
-        add(
-          'action_id_reused',
-          at('id'),
-          `Action id '${id}' was already used earlier in this thread.`,
-          `Ids are never reused within a thread. Pick a new id, e.g. '${freshId(id, taken, limits.maxIdLength)}' (already used: ${listNames([...used])}).`,
-          { id },
-        );
-      }
-    }
-
-    // executor
-    const executor = isRecord(action.executor) ? action.executor : undefined;
-    if (!executor) {
-      add(
-        'unknown_executor',
-        at('executor'),
-        `Action ${label} has no executor.`,
-        `Give the action an executor type (${EXECUTOR_TYPES.join(', ')}) and a target.`,
-      );
-    } else {
-      const type: unknown = executor.type;
-      const target = typeof executor.target === 'string' ? executor.target : '';
-      const capabilities = stringsOf(executor.capabilities);
-      if (type === 'auto') {
-        add(
-          'executor_type_auto',
-          at('executor', 'type'),
-          `Action ${label} has executor type 'auto'; the type must name an executor class.`,
-          `Set the type to one of ${EXECUTOR_TYPES.join(', ')}; put 'auto' in the target instead to let the runtime pick the concrete executor of that type.`,
-        );
-      } else if (typeof type !== 'string' || !(EXECUTOR_TYPES as readonly string[]).includes(type)) {
-        add(
-          'unknown_executor',
-          at('executor', 'type'),
-          `Action ${label} has unknown executor type ${JSON.stringify(type)}.`,
-          `Set the executor type to one of ${EXECUTOR_TYPES.join(', ')}.`,
-        );
-      } else if (type === 'tool') {
-        let tool: CatalogTool | undefined;
-        if (target === 'auto') {
-          const candidates = catalog.tools.filter((t) => capabilities.every((c) => t.capabilities.includes(c)));
-          if (candidates.length === 1 && candidates[0]) {
-            tool = candidates[0];
-            resolvedTargets.set(index, tool.name);
-            resolutions.push({
-              actionId: id,
-              path: pointer(at('executor', 'target')),
-              target: tool.name,
-              reason: `only tool with capabilities [${capabilities.join(', ')}]`,
-            });
-          } else {
-            const wanted = capabilities.length > 0 ? `capabilities [${capabilities.join(', ')}]` : 'no capabilities';
-            add(
-              'tool_target_unresolved',
-              at('executor', 'target'),
-              candidates.length === 0
-                ? `No tool has all of ${wanted} requested by action ${label}.`
-                : `${candidates.length} tools match ${wanted} requested by action ${label}, so 'auto' is ambiguous.`,
-              candidates.length === 0
-                ? catalog.tools.length === 0
-                  ? 'No tools are available in this turn; do this work another way or answer without tools.'
-                  : `Name a tool instead of 'auto'. Available tools and their capabilities: ${listTools(catalog.tools)}.`
-                : `Name one of the matching tools instead of 'auto': ${listNames(candidates.map((t) => t.name))}.`,
-              { capabilities, candidates: candidates.map((t) => t.name) },
-            );
-          }
-        } else {
-          tool = catalog.toolByName.get(target);
-          if (!tool) {
-            add(
-              'unknown_tool',
-              at('executor', 'target'),
-              `Action ${label} calls tool '${target}', which is not available in this turn.`,
-              toolNames.length === 0
-                ? 'No tools are available in this turn; do this work another way or answer without tools.'
-                : `${didYouMean(target, toolNames)}Use one of the available tools: ${listNames(toolNames)}.`,
-              { target },
-            );
-          }
-        }
-        if (tool) checkToolInput(tool, action.input, index, label, limits, add);
-      } else if (type === 'agent') {
-        if (target === 'auto') {
-          if (catalog.agents.length === 0) {
-            add(
-              'no_agents_available',
-              at('executor', 'target'),
-              `Action ${label} asks for an agent, but no agents are available in this turn.`,
-              'Do this work with tools or yourself instead of delegating it to an agent.',
-            );
-          } else if (!catalog.agents.some((a) => capabilities.every((c) => a.capabilities.includes(c)))) {
-            add(
-              'no_agent_for_capabilities',
-              at('executor', 'capabilities'),
-              `No agent has all of the capabilities [${capabilities.join(', ')}] requested by action ${label}.`,
-              `Request fewer capabilities or name an agent. Available agents and their capabilities: ${listAgents(catalog.agents)}.`,
-              { capabilities },
-            );
-          }
-        } else if (!catalog.agentByName.has(target)) {
-          add(
-            'unknown_agent',
-            at('executor', 'target'),
-            `Action ${label} delegates to agent '${target}', which is not available in this turn.`,
-            agentNames.length === 0
-              ? 'No agents are available in this turn; do this work with tools or yourself.'
-              : `${didYouMean(target, agentNames)}Name one of the available agents (${listNames(agentNames)}) or use 'auto' with the capabilities you need.`,
-            { target },
-          );
-        }
-      } else if (type === 'runtime') {
-        const offered: readonly string[] = options.executors?.runtime ?? RUNTIME_OPERATIONS;
-        const operation = typeof action.operation === 'string' ? action.operation : '';
-        if (target === 'auto' && offered.includes(operation)) {
-          // The operation field already names what the runtime should do; no need to bounce the declaration.
-          resolvedTargets.set(index, operation);
-          resolutions.push({
-            actionId: id,
-            path: pointer(at('executor', 'target')),
-            target: operation,
-            reason: `runtime operation named by the action's operation field`,
-          });
-        } else if (!offered.includes(target)) {
-          add(
-            'unknown_executor',
-            at('executor', 'target'),
-            target === 'auto'
-              ? `Action ${label} asks for runtime operation 'auto' without naming the operation.`
-              : `Action ${label} asks for runtime operation '${target}', which the runtime does not offer.`,
-            `Name the runtime operation in the target: ${listNames([...offered])}.`,
-            { type, target },
-          );
-        }
-      } else if (type === 'human') {
-        const offered: readonly string[] = options.executors?.human ?? HUMAN_OPERATIONS;
-        if (target !== 'auto' && !offered.includes(target)) {
-          add(
-            'unknown_executor',
-            at('executor', 'target'),
-            `Action ${label} asks for human operation '${target}', which is not available.`,
-            `Name one of the human operations (${listNames([...offered])}) or use 'auto'.`,
-            { type, target },
-          );
-        }
-      } else {
-        // pipeline / service: the registry carries names only, so 'auto' has nothing to select by.
-        const offered = (type === 'pipeline' ? options.executors?.pipeline : options.executors?.service) ?? [];
-        if (!offered.includes(target)) {
-          add(
-            'unknown_executor',
-            at('executor', 'target'),
-            `Action ${label} asks for ${type} '${target}', which is not available in this turn.`,
-            offered.length === 0
-              ? `No ${type} executors are available in this turn; use a tool or agent instead.`
-              : `${didYouMean(target, offered)}Name one of the available ${type} executors: ${listNames(offered)}.`,
-            { type, target },
-          );
-        }
-      }
-    }
-
-    // input shape and size apply to every executor type (tools also get schema validation above)
-    checkInputEnvelope(action.input, index, label, limits, add);
-
-    // dependencies
-    const dependsOn: unknown[] = Array.isArray(action.dependsOn) ? action.dependsOn : [];
-    if (dependsOn.length > limits.maxDependsPerAction) {
-      add(
-        'too_many_dependencies',
-        at('dependsOn'),
-        `Action ${label} depends on ${dependsOn.length} actions; at most ${limits.maxDependsPerAction} are allowed.`,
-        `Keep at most ${limits.maxDependsPerAction} dependencies per action, e.g. by merging intermediate results first and depending on that merge.`,
-        { count: dependsOn.length, max: limits.maxDependsPerAction },
-      );
-    }
-    const edgeSet = new Set<number>();
-    dependsOn.forEach((dep, k) => {
-      const depPath = at('dependsOn', k);
-      if (typeof dep === 'string' && dep === id && id !== '') {
-        add(
-          'self_dependency',
-          depPath,
-          `Action ${label} depends on itself.`,
-          `Remove '${id}' from its own dependencies.`,
-        );
-        return;
-      }
-      const target = typeof dep === 'string' ? firstIndexOf.get(dep) : undefined;
-      if (target !== undefined) {
-        edgeSet.add(target);
-      } else if (typeof dep === 'string' && completed.has(dep)) {
-        // Satisfied by history: no edge, the result already exists.
-      } else if (typeof dep === 'string' && used.has(dep)) {
-        add(
-          'dependency_not_completed',
-          depPath,
-          `Action ${label} depends on '${dep}', an earlier action in this thread that did not complete.`,
-          `'${dep}' failed, was canceled or has not finished, so nothing can wait on it. Remove the dependency, or add a new action with a new id that redoes that work and depend on it.`,
-          { dependency: dep },
-        );
-      } else {
-        const known = uniq(ids.filter((x) => x !== '' && x !== id));
-        const name = typeof dep === 'string' ? dep : JSON.stringify(dep);
-        add(
-          'unknown_dependency',
-          depPath,
-          `Action ${label} depends on '${name}', which is neither an action of this declaration nor a completed action of this thread.`,
-          `${typeof dep === 'string' ? didYouMean(dep, [...known, ...completed]) : ''}Depend only on ids of this declaration (${listNames(known)}) or of completed earlier actions (${listNames([...completed])}); otherwise remove '${name}'.`,
-          { dependency: dep },
-        );
-      }
-    });
-    edges[index] = [...edgeSet];
-  });
-
-  // ---- graph rules
-  const cycles = findCycles(edges);
-  for (const { cycle, truncated } of cycles) {
-    const names = [...cycle, cycle[0] ?? 0].map((i) => ids[i] || `#${i}`);
-    const first = cycle[0] ?? 0;
-    const next = cycle[1 % cycle.length] ?? first;
-    const firstAction = actions[first];
-    const firstDeps = isRecord(firstAction) && Array.isArray(firstAction.dependsOn) ? firstAction.dependsOn : [];
-    const depIndex = firstDeps.indexOf(ids[next]);
-    const chain = names.join(' → ');
-    add(
-      'dependency_cycle',
-      ['actions', first, 'dependsOn', ...(depIndex >= 0 ? [depIndex] : [])],
-      `Actions form a dependency cycle: ${chain} (each depends on the next), so none of them can start.${truncated ? ' More cycles exist than are reported.' : ''}`,
-      `Break the cycle ${chain} by removing one of these dependencies; an action may only depend on actions that can finish before it starts.`,
-      { cycle: names },
-    );
-  }
-  if (cycles.length === 0 && actions.length > 0) {
-    const chain = longestChain(edges);
-    if (chain.length > limits.maxDepth) {
-      const names = chain.map((i) => ids[i] || `#${i}`);
-      add(
-        'dependency_chain_too_long',
-        ['actions', chain[chain.length - 1] ?? 0, 'dependsOn'],
-        `The longest dependency chain has ${chain.length} actions (${names.join(' → ')}); at most ${limits.maxDepth} are allowed.`,
-        `Shorten the chain to at most ${limits.maxDepth} actions: let independent steps run in parallel, or declare the later steps in a later turn.`,
-        { chain: names, max: limits.maxDepth },
-      );
-    }
-  }
-
-  let result: Declaration = declaration;
-  if (resolvedTargets.size > 0) {
-    // Copy, never mutate: the caller keeps the model's original declaration for the record.
-    result = {
-      ...declaration,
-      actions: declaration.actions.map((a, i): Action => {
-        const target = resolvedTargets.get(i);
-        return target === undefined ? a : { ...a, executor: { ...a.executor, target } };
-      }),
-    };
-  }
-  return { ok: issues.length === 0, issues, declaration: result, resolutions };
+  return { ids, firstIndexOf, taken: new Set([...ids, ...used]) };
 }
 
-type AddIssue = (
-  code: ValidationCode,
-  /** Segments, or a ready JSON pointer (Ajv's instancePath is already escaped). */
-  path: ReadonlyArray<string | number> | string,
-  message: string,
-  hint: string,
-  details?: Record<string, unknown>,
-) => void;
+// ---- phase 3: each action on its own
 
-function checkInputEnvelope(input: unknown, index: number, label: string, limits: ValidationLimits, add: AddIssue) {
-  const path = ['actions', index, 'input'];
+/**
+ * Action by action rather than check by check: issues come out in declaration order with each action's faults
+ * together, which is the order callers and the corrective prompt rely on.
+ */
+function checkActions(ctx: ValidationContext, ids: ActionIds): DependencyGraph {
+  const edges = ctx.actions.map((raw, index) => {
+    const id = ids.ids[index] ?? '';
+    const scope: ActionScope = {
+      index,
+      id,
+      label: id === '' ? `#${index}` : `'${id}'`,
+      action: isRecord(raw) ? raw : {},
+      at: (...rest) => ['actions', index, ...rest],
+    };
+    checkActionId(ctx, scope, ids);
+    checkExecutor(ctx, scope);
+    // Shape and size apply to every executor type; tools also got schema validation in checkExecutor.
+    checkInputEnvelope(ctx, scope);
+    return resolveDependencies(ctx, scope, ids);
+  });
+  return { ids: ids.ids, edges };
+}
+
+function checkActionId(ctx: ValidationContext, scope: ActionScope, ids: ActionIds): void {
+  const { limits, history, add } = ctx;
+  const { index, id, at } = scope;
+  const fault = idFault(id, limits.maxIdLength);
+  if (fault !== undefined) {
+    const suggestion = freshId(sanitizeId(id, index, limits.maxIdLength), ids.taken, limits.maxIdLength);
+    add(
+      'invalid_action_id',
+      at('id'),
+      `Action ${index} id ${JSON.stringify(id)} ${fault}.`,
+      `Use an id of letters, digits, '_', '.', ':' or '-' that starts with a letter, digit or '_' and has at most ${limits.maxIdLength} characters, e.g. '${suggestion}'.`,
+    );
+    return;
+  }
+  const first = ids.firstIndexOf.get(id);
+  if (first !== undefined && first !== index) {
+    add(
+      'duplicate_action_id',
+      at('id'),
+      `Action id '${id}' is already used by action ${first} of this declaration.`,
+      `Every action needs its own id. Rename this one, e.g. to '${freshId(id, ids.taken, limits.maxIdLength)}' (ids in this declaration: ${listNames(uniq(ids.ids.filter(Boolean)))}).`,
+      { id, firstIndex: first },
+    );
+  }
+  if (history.used.has(id)) {
+    add(
+      'action_id_reused',
+      at('id'),
+      `Action id '${id}' was already used earlier in this thread.`,
+      `Ids are never reused within a thread. Pick a new id, e.g. '${freshId(id, ids.taken, limits.maxIdLength)}' (already used: ${listNames([...history.used])}).`,
+      { id },
+    );
+  }
+}
+
+/** Why an id is unusable, as the end of a sentence about it, or undefined when it is fine. */
+function idFault(id: string, maxLength: number): string | undefined {
+  if (id === '') return 'is missing or empty';
+  if (id.length > maxLength) return `is ${id.length} characters long (max ${maxLength})`;
+  if (ID_PATTERN.test(id)) return undefined;
+  return /^[A-Za-z0-9_.:-]*$/.test(id)
+    ? `starts with '${id[0]}' (must start with a letter, digit or _)`
+    : 'contains characters other than letters, digits, _ . : -';
+}
+
+function checkExecutor(ctx: ValidationContext, scope: ActionScope): void {
+  const { add } = ctx;
+  const { action, label, at } = scope;
+  const executor = isRecord(action.executor) ? action.executor : undefined;
+  if (!executor) {
+    add(
+      'unknown_executor',
+      at('executor'),
+      `Action ${label} has no executor.`,
+      `Give the action an executor type (${EXECUTOR_TYPES.join(', ')}) and a target.`,
+    );
+    return;
+  }
+  const type: unknown = executor.type;
+  if (type === 'auto') {
+    add(
+      'executor_type_auto',
+      at('executor', 'type'),
+      `Action ${label} has executor type 'auto'; the type must name an executor class.`,
+      `Set the type to one of ${EXECUTOR_TYPES.join(', ')}; put 'auto' in the target instead to let the runtime pick the concrete executor of that type.`,
+    );
+    return;
+  }
+  if (!isExecutorType(type)) {
+    add(
+      'unknown_executor',
+      at('executor', 'type'),
+      `Action ${label} has unknown executor type ${JSON.stringify(type)}.`,
+      `Set the executor type to one of ${EXECUTOR_TYPES.join(', ')}.`,
+    );
+    return;
+  }
+  const target = typeof executor.target === 'string' ? executor.target : '';
+  TARGET_CHECKS[type](ctx, scope, { type, target, capabilities: stringsOf(executor.capabilities) });
+}
+
+function isExecutorType(value: unknown): value is ExecutorType {
+  return typeof value === 'string' && (EXECUTOR_TYPES as readonly string[]).includes(value);
+}
+
+/** Each executor type resolves and checks its target against a different source: catalog, registry or defaults. */
+const TARGET_CHECKS: Record<
+  ExecutorType,
+  (ctx: ValidationContext, scope: ActionScope, request: ExecutorRequest) => void
+> = {
+  tool: checkToolTarget,
+  agent: checkAgentTarget,
+  runtime: checkRuntimeTarget,
+  human: checkHumanTarget,
+  pipeline: checkRegisteredTarget,
+  service: checkRegisteredTarget,
+};
+
+const NO_TOOLS_HINT = 'No tools are available in this turn; do this work another way or answer without tools.';
+
+function checkToolTarget(ctx: ValidationContext, scope: ActionScope, request: ExecutorRequest): void {
+  const tool =
+    request.target === 'auto'
+      ? resolveAutoTool(ctx, scope, request.capabilities)
+      : findNamedTool(ctx, scope, request.target);
+  if (tool) checkToolInput(ctx, scope, tool);
+}
+
+function resolveAutoTool(ctx: ValidationContext, scope: ActionScope, capabilities: string[]): CatalogTool | undefined {
+  const { catalog, add } = ctx;
+  const candidates = catalog.tools.filter((t) => capabilities.every((c) => t.capabilities.includes(c)));
+  if (candidates.length === 1 && candidates[0]) {
+    const tool = candidates[0];
+    resolveTarget(ctx, scope, tool.name, `only tool with capabilities [${capabilities.join(', ')}]`);
+    return tool;
+  }
+  const wanted = capabilities.length > 0 ? `capabilities [${capabilities.join(', ')}]` : 'no capabilities';
+  add(
+    'tool_target_unresolved',
+    scope.at('executor', 'target'),
+    candidates.length === 0
+      ? `No tool has all of ${wanted} requested by action ${scope.label}.`
+      : `${candidates.length} tools match ${wanted} requested by action ${scope.label}, so 'auto' is ambiguous.`,
+    candidates.length === 0
+      ? catalog.tools.length === 0
+        ? NO_TOOLS_HINT
+        : `Name a tool instead of 'auto'. Available tools and their capabilities: ${listTools(catalog.tools)}.`
+      : `Name one of the matching tools instead of 'auto': ${listNames(candidates.map((t) => t.name))}.`,
+    { capabilities, candidates: candidates.map((t) => t.name) },
+  );
+  return undefined;
+}
+
+function findNamedTool(ctx: ValidationContext, scope: ActionScope, target: string): CatalogTool | undefined {
+  const tool = ctx.catalog.toolByName.get(target);
+  if (!tool) {
+    const toolNames = ctx.catalog.tools.map((t) => t.name);
+    ctx.add(
+      'unknown_tool',
+      scope.at('executor', 'target'),
+      `Action ${scope.label} calls tool '${target}', which is not available in this turn.`,
+      toolNames.length === 0
+        ? NO_TOOLS_HINT
+        : `${didYouMean(target, toolNames)}Use one of the available tools: ${listNames(toolNames)}.`,
+      { target },
+    );
+  }
+  return tool;
+}
+
+function checkAgentTarget(ctx: ValidationContext, scope: ActionScope, { target, capabilities }: ExecutorRequest) {
+  const { catalog, add } = ctx;
+  const { label, at } = scope;
+  if (target !== 'auto') {
+    if (catalog.agentByName.has(target)) return;
+    const agentNames = catalog.agents.map((a) => a.name);
+    add(
+      'unknown_agent',
+      at('executor', 'target'),
+      `Action ${label} delegates to agent '${target}', which is not available in this turn.`,
+      agentNames.length === 0
+        ? 'No agents are available in this turn; do this work with tools or yourself.'
+        : `${didYouMean(target, agentNames)}Name one of the available agents (${listNames(agentNames)}) or use 'auto' with the capabilities you need.`,
+      { target },
+    );
+  } else if (catalog.agents.length === 0) {
+    add(
+      'no_agents_available',
+      at('executor', 'target'),
+      `Action ${label} asks for an agent, but no agents are available in this turn.`,
+      'Do this work with tools or yourself instead of delegating it to an agent.',
+    );
+  } else if (!catalog.agents.some((a) => capabilities.every((c) => a.capabilities.includes(c)))) {
+    add(
+      'no_agent_for_capabilities',
+      at('executor', 'capabilities'),
+      `No agent has all of the capabilities [${capabilities.join(', ')}] requested by action ${label}.`,
+      `Request fewer capabilities or name an agent. Available agents and their capabilities: ${listAgents(catalog.agents)}.`,
+      { capabilities },
+    );
+  }
+}
+
+function checkRuntimeTarget(ctx: ValidationContext, scope: ActionScope, { type, target }: ExecutorRequest) {
+  const offered: readonly string[] = ctx.executors.runtime ?? RUNTIME_OPERATIONS;
+  const { action, label, at } = scope;
+  const operation = typeof action.operation === 'string' ? action.operation : '';
+  if (target === 'auto' && offered.includes(operation)) {
+    // The operation field already names what the runtime should do; no need to bounce the declaration.
+    resolveTarget(ctx, scope, operation, `runtime operation named by the action's operation field`);
+  } else if (!offered.includes(target)) {
+    ctx.add(
+      'unknown_executor',
+      at('executor', 'target'),
+      target === 'auto'
+        ? `Action ${label} asks for runtime operation 'auto' without naming the operation.`
+        : `Action ${label} asks for runtime operation '${target}', which the runtime does not offer.`,
+      `Name the runtime operation in the target: ${listNames([...offered])}.`,
+      { type, target },
+    );
+  }
+}
+
+function checkHumanTarget(ctx: ValidationContext, scope: ActionScope, { type, target }: ExecutorRequest) {
+  const offered: readonly string[] = ctx.executors.human ?? HUMAN_OPERATIONS;
+  if (target === 'auto' || offered.includes(target)) return;
+  ctx.add(
+    'unknown_executor',
+    scope.at('executor', 'target'),
+    `Action ${scope.label} asks for human operation '${target}', which is not available.`,
+    `Name one of the human operations (${listNames([...offered])}) or use 'auto'.`,
+    { type, target },
+  );
+}
+
+/** Pipeline and service: the registry carries names only, so 'auto' has nothing to select by. */
+function checkRegisteredTarget(ctx: ValidationContext, scope: ActionScope, { type, target }: ExecutorRequest) {
+  const offered = (type === 'pipeline' ? ctx.executors.pipeline : ctx.executors.service) ?? [];
+  if (offered.includes(target)) return;
+  ctx.add(
+    'unknown_executor',
+    scope.at('executor', 'target'),
+    `Action ${scope.label} asks for ${type} '${target}', which is not available in this turn.`,
+    offered.length === 0
+      ? `No ${type} executors are available in this turn; use a tool or agent instead.`
+      : `${didYouMean(target, offered)}Name one of the available ${type} executors: ${listNames(offered)}.`,
+    { type, target },
+  );
+}
+
+function resolveTarget(ctx: ValidationContext, scope: ActionScope, target: string, reason: string): void {
+  ctx.resolvedTargets.set(scope.index, target);
+  ctx.resolutions.push({ actionId: scope.id, path: pointer(scope.at('executor', 'target')), target, reason });
+}
+
+function checkInputEnvelope(ctx: ValidationContext, scope: ActionScope): void {
+  const { limits, add } = ctx;
+  const { label } = scope;
+  const input = scope.action.input;
+  const path = scope.at('input');
   if (!isRecord(input)) {
     add(
       'invalid_input',
@@ -521,19 +551,15 @@ function checkInputEnvelope(input: unknown, index: number, label: string, limits
   }
 }
 
-function checkToolInput(
-  tool: CatalogTool,
-  input: unknown,
-  index: number,
-  label: string,
-  limits: ValidationLimits,
-  add: AddIssue,
-) {
+function checkToolInput(ctx: ValidationContext, scope: ActionScope, tool: CatalogTool): void {
+  const { limits, add } = ctx;
+  const { label, at } = scope;
+  const input = scope.action.input;
   const compiled = compileToolSchema(tool.inputSchema);
   if (!compiled.ok) {
     add(
       'invalid_tool_schema',
-      ['actions', index, 'executor', 'target'],
+      at('executor', 'target'),
       `Tool '${tool.name}' has an input schema that does not compile (${compiled.error}). This is a fault in the tool catalog, not in your declaration.`,
       `Tool '${tool.name}' cannot be called in this turn because its definition is broken; use another tool or do this work another way.`,
       { tool: tool.name, error: compiled.error },
@@ -569,12 +595,139 @@ function checkToolInput(
     const where = e.instancePath === '' ? 'input' : `input${e.instancePath}`;
     add(
       'invalid_tool_args',
-      `${pointer(['actions', index, 'input'])}${e.instancePath}`,
+      `${pointer(at('input'))}${e.instancePath}`,
       `Action ${label}: ${where} ${e.message ?? 'is invalid'}${ajvDetail(e)} (tool '${tool.name}').${more}`,
       `${ajvFix(e)}Expected input for tool '${tool.name}': ${expected}`,
       { tool: tool.name, keyword: e.keyword, params: e.params },
     );
   });
+}
+
+/** This action's edges to other actions of the declaration, each once; faulty dependencies are reported instead. */
+function resolveDependencies(ctx: ValidationContext, scope: ActionScope, ids: ActionIds): number[] {
+  const { limits, add } = ctx;
+  const dependsOn: unknown[] = Array.isArray(scope.action.dependsOn) ? scope.action.dependsOn : [];
+  if (dependsOn.length > limits.maxDependsPerAction) {
+    add(
+      'too_many_dependencies',
+      scope.at('dependsOn'),
+      `Action ${scope.label} depends on ${dependsOn.length} actions; at most ${limits.maxDependsPerAction} are allowed.`,
+      `Keep at most ${limits.maxDependsPerAction} dependencies per action, e.g. by merging intermediate results first and depending on that merge.`,
+      { count: dependsOn.length, max: limits.maxDependsPerAction },
+    );
+  }
+  const edges = new Set<number>();
+  dependsOn.forEach((dep, k) => {
+    const to = resolveDependency(ctx, scope, ids, dep, scope.at('dependsOn', k));
+    if (to !== undefined) edges.add(to);
+  });
+  return [...edges];
+}
+
+/** The index `dep` names in this declaration, or undefined when history satisfies it or it was reported. */
+function resolveDependency(
+  ctx: ValidationContext,
+  scope: ActionScope,
+  ids: ActionIds,
+  dep: unknown,
+  path: Array<string | number>,
+): number | undefined {
+  const { history, add } = ctx;
+  const { id, label } = scope;
+  if (typeof dep === 'string') {
+    if (dep === id && id !== '') {
+      add('self_dependency', path, `Action ${label} depends on itself.`, `Remove '${id}' from its own dependencies.`);
+      return undefined;
+    }
+    // This declaration's action wins over history: a reused id is reported once, at the id, not at every dependent.
+    const target = ids.firstIndexOf.get(dep);
+    if (target !== undefined) return target;
+    // Its result already exists, so there is nothing to wait for.
+    if (history.completed.has(dep)) return undefined;
+    if (history.used.has(dep)) {
+      add(
+        'dependency_not_completed',
+        path,
+        `Action ${label} depends on '${dep}', an earlier action in this thread that did not complete.`,
+        `'${dep}' failed, was canceled or has not finished, so nothing can wait on it. Remove the dependency, or add a new action with a new id that redoes that work and depend on it.`,
+        { dependency: dep },
+      );
+      return undefined;
+    }
+  }
+  const known = uniq(ids.ids.filter((x) => x !== '' && x !== id));
+  const name = typeof dep === 'string' ? dep : JSON.stringify(dep);
+  add(
+    'unknown_dependency',
+    path,
+    `Action ${label} depends on '${name}', which is neither an action of this declaration nor a completed action of this thread.`,
+    `${typeof dep === 'string' ? didYouMean(dep, [...known, ...history.completed]) : ''}Depend only on ids of this declaration (${listNames(known)}) or of completed earlier actions (${listNames([...history.completed])}); otherwise remove '${name}'.`,
+    { dependency: dep },
+  );
+  return undefined;
+}
+
+// ---- phase 4: the dependency graph as a whole
+
+function checkGraph(ctx: ValidationContext, graph: DependencyGraph): void {
+  const cycles = findCycles(graph.edges);
+  for (const found of cycles) reportCycle(ctx, graph, found);
+  // A longest chain is only defined for an acyclic graph.
+  if (cycles.length === 0 && ctx.actions.length > 0) checkChainDepth(ctx, graph);
+}
+
+function reportCycle(
+  ctx: ValidationContext,
+  graph: DependencyGraph,
+  { cycle, truncated }: { cycle: number[]; truncated: boolean },
+): void {
+  const names = [...cycle, cycle[0] ?? 0].map((i) => nodeName(graph, i));
+  const first = cycle[0] ?? 0;
+  const next = cycle[1 % cycle.length] ?? first;
+  // Point at the very dependency that closes the cycle, so the fix is one deletion at that path.
+  const firstAction = ctx.actions[first];
+  const firstDeps = isRecord(firstAction) && Array.isArray(firstAction.dependsOn) ? firstAction.dependsOn : [];
+  const depIndex = firstDeps.indexOf(graph.ids[next]);
+  const chain = names.join(' → ');
+  ctx.add(
+    'dependency_cycle',
+    ['actions', first, 'dependsOn', ...(depIndex >= 0 ? [depIndex] : [])],
+    `Actions form a dependency cycle: ${chain} (each depends on the next), so none of them can start.${truncated ? ' More cycles exist than are reported.' : ''}`,
+    `Break the cycle ${chain} by removing one of these dependencies; an action may only depend on actions that can finish before it starts.`,
+    { cycle: names },
+  );
+}
+
+function checkChainDepth(ctx: ValidationContext, graph: DependencyGraph): void {
+  const { maxDepth } = ctx.limits;
+  const chain = longestChain(graph.edges);
+  if (chain.length <= maxDepth) return;
+  const names = chain.map((i) => nodeName(graph, i));
+  ctx.add(
+    'dependency_chain_too_long',
+    ['actions', chain[chain.length - 1] ?? 0, 'dependsOn'],
+    `The longest dependency chain has ${chain.length} actions (${names.join(' → ')}); at most ${maxDepth} are allowed.`,
+    `Shorten the chain to at most ${maxDepth} actions: let independent steps run in parallel, or declare the later steps in a later turn.`,
+    { chain: names, max: maxDepth },
+  );
+}
+
+function nodeName(graph: DependencyGraph, index: number): string {
+  return graph.ids[index] || `#${index}`;
+}
+
+// ---- phase 5: the result
+
+function applyResolvedTargets(declaration: Declaration, resolvedTargets: ReadonlyMap<number, string>): Declaration {
+  if (resolvedTargets.size === 0) return declaration;
+  // Copy, never mutate: the caller keeps the model's original declaration for the record.
+  return {
+    ...declaration,
+    actions: declaration.actions.map((a, i): Action => {
+      const target = resolvedTargets.get(i);
+      return target === undefined ? a : { ...a, executor: { ...a.executor, target } };
+    }),
+  };
 }
 
 // ---- JSON Schema compilation

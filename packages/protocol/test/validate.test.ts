@@ -602,6 +602,32 @@ describe('all violations at once', () => {
     expect(issues).toHaveLength(20);
     expect(issues[19]?.message).toContain('+10 more errors');
   });
+
+  it('orders issues declaration first, then action by action, then the graph', () => {
+    const result = run(
+      decl(
+        [
+          act('x y', { ...tool('nope', {}), dependsOn: ['ghost'] }),
+          act('a', { ...tool('read_file', { path: 7 }), dependsOn: ['b'] }),
+          act('b', { ...tool('broken', { path: 'x'.repeat(60) }), dependsOn: ['a'] }),
+          act('old', tool('read_file', { path: 'x' })),
+        ],
+        { intent: 'respond' },
+      ),
+      { history: { usedActionIds: ['old'] }, limits: { maxArgsBytes: 50 } },
+    );
+    expect(result.issues.map((i) => [i.code, i.path])).toEqual([
+      ['unexpected_actions', '/actions'],
+      ['invalid_action_id', '/actions/0/id'],
+      ['unknown_tool', '/actions/0/executor/target'],
+      ['unknown_dependency', '/actions/0/dependsOn/0'],
+      ['invalid_tool_args', '/actions/1/input/path'],
+      ['invalid_tool_schema', '/actions/2/executor/target'],
+      ['args_too_large', '/actions/2/input'],
+      ['action_id_reused', '/actions/3/id'],
+      ['dependency_cycle', '/actions/1/dependsOn/0'],
+    ]);
+  });
 });
 
 describe('auto tool resolution', () => {

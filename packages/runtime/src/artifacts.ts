@@ -17,6 +17,14 @@ export interface StoredArtifact {
   preview: string;
 }
 
+/** What an executor hands over to be stored: text or bytes, with an optional mime type and name. */
+export interface ArtifactContent {
+  text?: string;
+  bytes?: Uint8Array;
+  mime?: string;
+  name?: string;
+}
+
 export function artifactUri(artifactId: string): string {
   return `artifact://${artifactId}`;
 }
@@ -34,7 +42,7 @@ export function artifactIdFromRef(ref: string): string | undefined {
 export async function putArtifact(
   db: Db,
   sessionId: string,
-  content: { text?: string; bytes?: Uint8Array; mime?: string; name?: string },
+  content: ArtifactContent,
   maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
 ): Promise<StoredArtifact> {
   const bytes = content.bytes ?? new TextEncoder().encode(content.text ?? '');

@@ -1,41 +1,19 @@
 import { readFile } from 'node:fs/promises';
-import { dirname, isAbsolute, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import { type AgentConfig, DEFAULT_LIMITS } from './engine.js';
+import { type AgentConfig, AgentSchema, RuntimeLimitsSchema } from './binding.js';
 import { OarRuntimeError } from './errors.js';
-import { ModelsConfigSchema, resolveModel } from './models/resolve.js';
+import { absoluteModelSpec, absoluteModels, bindingModel, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
-import type { ModelHandle } from './runner/model-call.js';
 import { Runtime } from './runtime.js';
 import { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
+import { absoluteModuleSpec, loadToolModule } from './tools/modules.js';
 import { ToolRegistry } from './tools/registry.js';
-import type { AnyTool } from './tools/tool.js';
+import type { WorkerOptions } from './worker/worker.js';
 
 /** The default config file name, looked up in the working directory. */
 export const CONFIG_FILE = 'oar.config.json';
-
-const AgentEntrySchema = z.strictObject({
-  name: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'agent names use letters, digits, "_", "." and "-"'),
-  description: z.string().default(''),
-  capabilities: z.array(z.string()).default([]),
-  systemPrompt: z.string().optional(),
-  model: z.string().optional(),
-  carrier: z.enum(['tool', 'text']).default('tool'),
-  tools: z.array(z.string()).optional(),
-});
-
-const LimitsSchema = z.strictObject({
-  maxSteps: z.number().int().min(1).max(10_000).optional(),
-  maxParallel: z.number().int().min(1).max(64).optional(),
-  maxSubagentDepth: z.number().int().min(0).max(8).optional(),
-  toolTimeoutMs: z.number().int().min(1).optional(),
-  contextBudgetTokens: z.number().int().min(512).optional(),
-  observationTokens: z.number().int().min(16).optional(),
-  graphObservationTokens: z.number().int().min(16).optional(),
-  maxArtifactBytes: z.number().int().min(1).optional(),
-});
 
 /** `oar.config.json`: everything a runtime needs, none of it secret (API keys are named by env var only). */
 export const OarConfigSchema = z.strictObject({
@@ -48,9 +26,9 @@ export const OarConfigSchema = z.strictObject({
   model: z.string().optional(),
   models: ModelsConfigSchema.default({}),
   /** The main agent. */
-  agent: AgentEntrySchema.partial({ name: true }).default({ description: '', capabilities: [], carrier: 'tool' }),
+  agent: AgentSchema.partial({ name: true }).default({ description: '', capabilities: [], carrier: 'tool' }),
   /** Sub-agents the main agent may delegate to. */
-  agents: z.array(AgentEntrySchema).default([]),
+  agents: z.array(AgentSchema).default([]),
   tools: z
     .strictObject({
       /** Built-in workspace tools to offer (default: all of read, glob, grep, write, edit). */
@@ -60,8 +38,10 @@ export const OarConfigSchema = z.strictObject({
     })
     .default({ modules: [] }),
   permissions: PermissionsConfigSchema.default({ mode: 'default', rules: [] }),
-  limits: LimitsSchema.default({}),
+  limits: RuntimeLimitsSchema.partial().default({}),
   queuePolicy: z.enum(['queue', 'reject']).default('queue'),
+  /** The worker of a process using this config: how long a thread lease lasts without renewal. */
+  worker: z.strictObject({ leaseTtlMs: z.number().int().min(100).max(3_600_000).optional() }).default({}),
   onProtocolFailure: z.enum(['fail', 'plain_text']).default('fail'),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
@@ -96,25 +76,6 @@ export async function loadConfig(
   return { config: parsed.data, baseDir: dirname(file) };
 }
 
-async function loadToolModule(spec: string, baseDir: string): Promise<AnyTool[]> {
-  const url = spec.startsWith('.') || isAbsolute(spec) ? pathToFileURL(resolve(baseDir, spec)).href : spec;
-  let mod: Record<string, unknown>;
-  try {
-    mod = (await import(url)) as Record<string, unknown>;
-  } catch (error) {
-    throw new OarRuntimeError('tool_module_unloadable', `cannot load tool module ${spec}: ${(error as Error).message}`);
-  }
-  const exported = mod.tools ?? mod.default;
-  const list = Array.isArray(exported) ? exported : exported ? [exported] : [];
-  if (list.length === 0 || !list.every((t) => t && typeof t === 'object' && 'name' in t && 'execute' in t)) {
-    throw new OarRuntimeError(
-      'invalid_tool_module',
-      `${spec} must export tools (default or "tools"): ToolDefinition objects`,
-    );
-  }
-  return list as AnyTool[];
-}
-
 export interface BuildOptions {
   cwd: string;
   env: Record<string, string | undefined>;
@@ -123,62 +84,46 @@ export interface BuildOptions {
   model?: string;
   workspace?: string;
   agent?: string;
+  /** The worker of this process: every session (default), only some, or none (`false`). */
+  worker?: boolean | WorkerOptions;
   resumeOnStart?: boolean;
 }
 
 /**
- * Build a runtime from a config: open the store, load the tools, resolve every agent's model up front (so a
- * missing API key fails at start, not in the middle of a turn).
+ * Build a runtime from a config: open the store, load the tool modules, and take the configuration new sessions
+ * are bound to (agents, models, workspace, tools, permissions, limits). Sessions that already exist keep their own
+ * binding: their models are resolved from it, whatever this config or these flags say.
  */
 export async function buildRuntime(
   config: OarConfig,
   baseDir: string,
   options: BuildOptions,
 ): Promise<{ runtime: Runtime; store: Store }> {
-  const modelSpec = options.model ?? config.model;
-  if (!modelSpec) {
-    throw new OarRuntimeError(
-      'model_required',
-      'no model configured: pass --model SPEC or set "model" in oar.config.json',
-      {
-        details: { examples: ['openai:gpt-4.1', 'anthropic:claude-sonnet-4-5', 'script:./script.json'] },
-      },
-    );
-  }
-  const tools = new ToolRegistry();
   const builtin = config.tools.builtin;
-  for (const tool of workspaceTools()) if (!builtin || builtin.includes(tool.name as never)) tools.register(tool);
-  for (const spec of config.tools.modules) for (const tool of await loadToolModule(spec, baseDir)) tools.register(tool);
-
-  const mainAgent: AgentConfig = {
+  const toolModules = config.tools.modules.map((spec) => absoluteModuleSpec(spec, baseDir));
+  const moduleTools: string[] = [];
+  for (const spec of toolModules) for (const tool of await loadToolModule(spec)) moduleTools.push(tool.name);
+  const bindTools = [
+    ...workspaceTools()
+      .map((tool) => tool.name)
+      .filter((name) => !builtin || builtin.includes(name as never)),
+    ...moduleTools,
+  ];
+  // A spec given on the command line is relative to the working directory; one from the file, to the file.
+  const modelSpec = options.model
+    ? absoluteModelSpec(options.model, options.cwd)
+    : config.model
+      ? absoluteModelSpec(config.model, baseDir)
+      : undefined;
+  const mainAgent: Partial<AgentConfig> = {
+    ...config.agent,
     name: config.agent.name ?? options.agent ?? 'main',
-    description: config.agent.description,
-    capabilities: config.agent.capabilities,
-    carrier: config.agent.carrier,
-    ...(config.agent.systemPrompt ? { systemPrompt: config.agent.systemPrompt } : {}),
-    ...(config.agent.tools ? { tools: config.agent.tools } : {}),
+    ...(config.agent.model ? { model: absoluteModelSpec(config.agent.model, baseDir) } : {}),
   };
-  const agents: AgentConfig[] = config.agents.map((a) => ({
+  const agents = config.agents.map((a) => ({
     ...a,
-    ...(a.systemPrompt ? { systemPrompt: a.systemPrompt } : {}),
+    ...(a.model ? { model: absoluteModelSpec(a.model, baseDir) } : {}),
   }));
-  const handles = new Map<string, ModelHandle>();
-  for (const agent of [mainAgent, ...agents]) {
-    // A spec given on the command line is relative to the working directory; one from the file, to the file.
-    const spec = agent.model ?? modelSpec;
-    const resolved = await resolveModel(spec, {
-      models: config.models,
-      cwd: options.model !== undefined && spec === options.model ? options.cwd : baseDir,
-      env: options.env,
-      ...(agent.name !== mainAgent.name ? { agent: agent.name } : {}),
-    });
-    handles.set(agent.name, {
-      model: resolved.model,
-      provider: resolved.info.provider,
-      modelId: resolved.info.modelId,
-      supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,
-    });
-  }
   const storeUrl = options.store ?? options.env.OAR_STORE ?? config.store;
   const store = await Store.open(storeUrl, { cwd: options.cwd });
   // A runtime that cannot start (missing workspace, …) must not leave its store open.
@@ -189,18 +134,22 @@ export async function buildRuntime(
       : config.workspace
         ? resolve(baseDir, config.workspace)
         : options.cwd,
-    tools,
+    tools: new ToolRegistry(workspaceTools()),
+    bindTools,
+    toolModules,
     mainAgent,
     agents,
-    model: (agent) => {
-      const handle = handles.get(agent.name);
-      if (!handle) throw new OarRuntimeError('unknown_agent', `agent "${agent.name}" has no model`);
-      return handle;
-    },
+    ...(modelSpec ? { defaultModel: modelSpec } : {}),
+    models: absoluteModels(config.models, baseDir),
+    model: (agent, binding) => bindingModel(agent, binding, options.env),
     permissions: config.permissions,
-    limits: { ...DEFAULT_LIMITS, ...config.limits },
+    limits: config.limits,
     queuePolicy: config.queuePolicy,
     onProtocolFailure: config.onProtocolFailure,
+    worker:
+      options.worker === false
+        ? false
+        : { ...config.worker, ...(typeof options.worker === 'object' ? options.worker : {}) },
     ...(options.resumeOnStart === false ? { resumeOnStart: false } : {}),
   }).catch(async (error: unknown) => {
     await store.close();

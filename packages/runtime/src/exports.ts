@@ -1,21 +1,21 @@
 import type { OarError, RuntimeEvent } from '@oar/protocol';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
+import type { EventLog } from './log/event-log.js';
 import { loadAllReadModels } from './log/event-log.js';
 import { threadViews } from './read-models/project.js';
 import { toSessionSnapshot } from './read-models/snapshots.js';
-import type { Runtime } from './runtime.js';
 
 /** Everything needed to replay a session elsewhere: the ordered event log and the snapshot it produces. */
-export async function exportReplay(runtime: Runtime, sessionId: string) {
-  const events = await runtime.log.read(sessionId);
+export async function exportReplay(log: EventLog, sessionId: string) {
+  const events = await log.read(sessionId);
   if (events.length === 0) throw notFound('session', sessionId);
-  const models = await loadAllReadModels(runtime.store.db, sessionId);
+  const models = await loadAllReadModels(log.store.db, sessionId);
   if (!models.session) throw notFound('session', sessionId);
   return {
     format: 'oar.replay.v1',
     sessionId,
-    runtimeId: runtime.runtimeId,
+    runtimeId: log.runtimeId,
     exportedAt: new Date().toISOString(),
     events,
     snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
@@ -37,8 +37,8 @@ function summarize(event: RuntimeEvent): string {
  * the correlation ids that join them — derived from the same events as the UI and the read models. Exporting is
  * itself recorded as `evidence.changed`.
  */
-export async function exportEvidence(runtime: Runtime, sessionId: string) {
-  const events = await runtime.log.read(sessionId);
+export async function exportEvidence(log: EventLog, sessionId: string) {
+  const events = await log.read(sessionId);
   if (events.length === 0) throw notFound('session', sessionId);
   const ids = (
     key: 'threadId' | 'turnId' | 'taskId' | 'runId' | 'toolCallId' | 'actionId' | 'subagentId' | 'artifactId',
@@ -79,7 +79,7 @@ export async function exportEvidence(runtime: Runtime, sessionId: string) {
     format: 'oar.evidence.v1',
     evidenceId,
     sessionId,
-    runtimeId: runtime.runtimeId,
+    runtimeId: log.runtimeId,
     exportedAt: new Date().toISOString(),
     timeline: events.map((e) => ({
       sequence: e.sequence,
@@ -105,7 +105,7 @@ export async function exportEvidence(runtime: Runtime, sessionId: string) {
     },
   };
   const threadId = ids('threadId')[0];
-  await runtime.append(sessionId, [
+  await log.append(sessionId, [
     {
       type: 'evidence.changed',
       evidenceId,

@@ -1,27 +1,85 @@
 /**
- * @oar/runtime — the OAR engine: a durable event log with projections on SQLite or PostgreSQL, the control plane,
- * the protocol runner loop, executors (tool, agent, human, runtime), permissions, models and artifacts.
+ * @oar/runtime — the OAR engine. The public surface, chosen on purpose:
+ * - `Runtime` (control plane + worker over one store) and `buildRuntime`/`loadConfig` for `oar.config.json`;
+ * - the session binding, the store, the event log and its notifier, leases;
+ * - tools (`defineTool`, the registry, the built-in workspace tools) and model resolution;
+ * - read models and snapshots, structured errors.
+ * The scripted model and other test helpers live under `@oar/runtime/testing`.
  */
-export * from './artifacts.js';
-export * from './config.js';
-export * from './engine.js';
-export * from './errors.js';
-export * from './ids.js';
-export * from './log/event-log.js';
-export * from './models/resolve.js';
-export * from './models/script.js';
-export * from './policy/permissions.js';
-export * from './read-models/project.js';
-export * from './read-models/session.js';
-export * from './read-models/snapshots.js';
-export * from './read-models/thread.js';
-export * from './read-models/thread-state.js';
-export * from './runner/context.js';
-export * from './runner/model-call.js';
-export * from './runtime.js';
-export * from './store/schema.js';
-export * from './store/store.js';
-export * from './tools/builtin/index.js';
-export * from './tools/registry.js';
-export * from './tools/tool.js';
-export * from './tools/workspace.js';
+export {
+  type ArtifactContent,
+  artifactIdFromRef,
+  artifactUri,
+  getArtifact,
+  putArtifact,
+  type StoredArtifact,
+} from './artifacts.js';
+export {
+  type AgentConfig,
+  AgentSchema,
+  type BindingUpdate,
+  BindingUpdateSchema,
+  bindingHash,
+  DEFAULT_LIMITS,
+  type RuntimeLimits,
+  RuntimeLimitsSchema,
+  type SessionBinding,
+  SessionBindingSchema,
+} from './binding.js';
+export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
+export type {
+  InterruptResult,
+  RespondActionInput,
+  SubmitTurnInput,
+  SubmitTurnResult,
+} from './control-plane/commands.js';
+export type { BoundConfig, Engine } from './engine.js';
+export { notFound, OarRuntimeError, toOarError } from './errors.js';
+export { newId } from './ids.js';
+export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
+export { type ChangeListener, Notifier, type SessionChange } from './log/notifier.js';
+export {
+  absoluteModelSpec,
+  bindingModel,
+  DEFAULT_API_KEY_ENV,
+  MODEL_PROVIDERS,
+  type ModelConfig,
+  ModelConfigSchema,
+  type ModelsConfig,
+  ModelsConfigSchema,
+  parseModelSpec,
+  resolveModel,
+} from './models/resolve.js';
+export { loadModelScript, type ModelScript, ModelScriptSchema, parseModelScript } from './models/script-schema.js';
+export {
+  evaluatePermission,
+  grantFor,
+  PERMISSION_MODES,
+  type PermissionMode,
+  type PermissionRequest,
+  type PermissionRule,
+  type PermissionsConfig,
+  PermissionsConfigSchema,
+  type SessionGrant,
+} from './policy/permissions.js';
+export { findContradictions } from './read-models/contradictions.js';
+export { type ReadModels, replay } from './read-models/project.js';
+export type { SessionState } from './read-models/session.js';
+export { toSessionSnapshot, toThreadReadModel } from './read-models/snapshots.js';
+export type { RunState, ThreadState, ThreadView, TurnState } from './read-models/thread-state.js';
+export type { ModelHandle } from './runner/model-call.js';
+export { Runtime, type RuntimeOptions } from './runtime.js';
+export { type Fence, type LeaseHolder, LeaseLostError } from './store/leases.js';
+export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';
+export { editTool, globTool, grepTool, readTool, workspaceTools, writeTool } from './tools/builtin/index.js';
+export { loadToolModule } from './tools/modules.js';
+export { type ToolInventoryEntry, ToolRegistry } from './tools/registry.js';
+export {
+  type AnyTool,
+  defineTool,
+  type ToolContext,
+  type ToolDefinition,
+  ToolError,
+  type ToolOutput,
+} from './tools/tool.js';
+export { DEFAULT_LEASE_TTL_MS, Worker, type WorkerOptions } from './worker/worker.js';

@@ -113,6 +113,6 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
       payload: { status: 'accepted', input: prompt, source: 'delegation' },
     },
   ]);
-  engine.kick(sessionId, childThreadId);
+  engine.wake(sessionId, childThreadId);
   return 'running';
 }

@@ -1,5 +1,5 @@
 import { oarError } from '@oar/protocol';
-import { artifactIdFromRef, getArtifactText } from '../artifacts.js';
+import { artifactIdFromRef } from '../artifacts.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
 import { compileLinePattern, type LinePattern, literalLinePattern } from '../tools/pattern.js';
@@ -59,7 +59,7 @@ async function actionRef(ctx: ActionContext, ref: string): Promise<string | unde
     if (!result) continue;
     if (match[2] === 'summary') return result.summary ?? result.content ?? '';
     const artifactId = result.artifacts[0] ? artifactIdFromRef(result.artifacts[0]) : undefined;
-    const full = artifactId ? await getArtifactText(ctx.engine.store.db, ctx.thread.sessionId, artifactId) : undefined;
+    const full = artifactId ? await ctx.engine.artifacts.text(ctx.thread.sessionId, artifactId) : undefined;
     return full ?? result.content ?? result.summary ?? '';
   }
   return undefined;
@@ -67,13 +67,13 @@ async function actionRef(ctx: ActionContext, ref: string): Promise<string | unde
 
 async function refText(ctx: ActionContext, ref: string): Promise<string | undefined> {
   const artifactId = artifactIdFromRef(ref);
-  if (artifactId) return getArtifactText(ctx.engine.store.db, ctx.thread.sessionId, artifactId);
+  if (artifactId) return ctx.engine.artifacts.text(ctx.thread.sessionId, artifactId);
   const runtime = /^runtime:\/\/runs\/([^/]+)\/actions\/([^/]+)\/output$/.exec(ref);
   if (runtime) {
     const result = ctx.thread.runs[runtime[1] ?? '']?.actions[runtime[2] ?? '']?.result;
     const artifact = result?.artifacts[0];
     const id = artifact ? artifactIdFromRef(artifact) : undefined;
-    return id ? getArtifactText(ctx.engine.store.db, ctx.thread.sessionId, id) : (result?.content ?? undefined);
+    return id ? ctx.engine.artifacts.text(ctx.thread.sessionId, id) : (result?.content ?? undefined);
   }
   return await actionRef(ctx, ref);
 }

@@ -1,5 +1,5 @@
 import { estimateTokens, MECHANICAL_SUMMARY_TOKENS, mechanicalSummary, oarError } from '@oar/protocol';
-import { artifactUri, putArtifact } from '../artifacts.js';
+import { artifactUri } from '../artifacts.js';
 import { toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -92,7 +92,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
       ],
     };
   }
-  const grants = (await engine.log.readModels(ctx.thread.sessionId, [])).session?.grants ?? [];
+  const grants = await engine.grants(ctx.thread.sessionId);
   const evaluation = evaluatePermission(request, { ...engine.permissions, grants });
   const evaluated: EventDraft = {
     type: 'permission.evaluated',
@@ -276,12 +276,13 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   timer.clear();
   const durationMs = Date.now() - started;
   const fullText = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
-  const artifact = await putArtifact(
-    engine.store.db,
-    sessionId,
-    { text: fullText, mime: output.mime ?? 'text/plain', name: `${ctx.run.runId}/${action.id}` },
-    engine.limits.maxArtifactBytes,
-  ).catch((error: unknown) => toOarError(error));
+  const artifact = await engine.artifacts
+    .put(
+      sessionId,
+      { text: fullText, mime: output.mime ?? 'text/plain', name: `${ctx.run.runId}/${action.id}` },
+      engine.limits.maxArtifactBytes,
+    )
+    .catch((error: unknown) => toOarError(error));
   if ('code' in artifact) {
     await engine.append(sessionId, [
       {

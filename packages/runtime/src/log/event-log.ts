@@ -1,16 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import { createEvent, type EventFields, type EventType, type RuntimeEvent, type Task } from '@oar/protocol';
 import { sql } from 'kysely';
-import { OarRuntimeError } from '../errors.js';
+import { notFound, OarRuntimeError } from '../errors.js';
+import { contradiction } from '../read-models/contradictions.js';
 import {
   applyEvent,
   emptyReadModels,
   type ReadModelKind,
   type ReadModels,
+  threadRuns,
   touchedKeys,
 } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
-import type { RunState, ThreadState } from '../read-models/thread-state.js';
+import type { RunState, ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { checkFence, type Fence } from '../store/leases.js';
 import type { Db, Store } from '../store/store.js';
 
 /** What the engine writes: an event without the fields the log assigns (ids, sequence, time, profile fields). */
@@ -21,10 +24,20 @@ export type EventDraft = {
   >;
 }[EventType];
 
-export type EventListener = (events: RuntimeEvent[]) => void;
+/** `fenced`: written by a worker driving a thread (so it needs no worker's attention); else by a command. */
+export type EventListener = (events: RuntimeEvent[], origin: { fenced: boolean }) => void;
 
 /** A precondition re-checked under the session row lock, inside the append's transaction (see `EventLog.append`). */
 export type AppendGuard = (tx: Db) => Promise<void>;
+
+export interface AppendOptions {
+  guard?: AppendGuard;
+  /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
+  fence?: Fence;
+}
+
+/** The PostgreSQL channel every append notifies (payload `writerId:lastSequence:sessionId`), delivered on commit. */
+export const NOTIFY_CHANNEL = 'oar_events';
 
 /**
  * The append-only event log and its projections. `append` assigns gap-free per-session sequences under the
@@ -35,6 +48,9 @@ export class EventLog {
   private readonly listeners = new Set<EventListener>();
   /** Per session: read models as of `sequence` (see `cached`). Only models in `loaded` are known. */
   private readonly cache = new Map<string, { sequence: number; models: ReadModels; loaded: Set<string> }>();
+
+  /** Names this writer in PostgreSQL notifications, so a process can skip the echo of its own appends. */
+  readonly writerId = randomUUID();
 
   constructor(
     readonly store: Store,
@@ -51,14 +67,14 @@ export class EventLog {
    * precondition against committed state (throw to abort and write nothing), so two concurrent commands that both
    * read the same state before writing cannot both act on it (e.g. one decision resolved twice).
    */
-  append(sessionId: string, drafts: EventDraft[], options: { guard?: AppendGuard } = {}): Promise<RuntimeEvent[]> {
+  append(sessionId: string, drafts: EventDraft[], options: AppendOptions = {}): Promise<RuntimeEvent[]> {
     return this.write(sessionId, drafts, options);
   }
 
   private async write(
     sessionId: string,
     drafts: EventDraft[],
-    options: { create?: { title: string | undefined }; guard?: AppendGuard },
+    options: AppendOptions & { create?: { title: string | undefined } },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
     const written = await this.store.transaction(async (tx) => {
@@ -84,6 +100,7 @@ export class EventLog {
         .returning('last_sequence')
         .executeTakeFirst();
       if (!row) throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
+      if (options.fence) await checkFence(tx, this.store.dialect, options.fence);
       if (options.guard) await options.guard(tx);
       const first = Number(row.last_sequence) - drafts.length + 1;
       const built = drafts.map((draft, index) =>
@@ -104,15 +121,20 @@ export class EventLog {
         .values(built.map((event) => eventRow(sessionId, event)))
         .execute();
       const models = await this.project(tx, sessionId, built, timestamp);
+      if (this.store.dialect === 'postgres') {
+        const note = `${this.writerId}:${first + built.length - 1}:${sessionId}`;
+        await sql`select pg_notify(${NOTIFY_CHANNEL}, ${note})`.execute(tx);
+      }
       return { built, models, first };
     });
     const { built: events, models, first } = written;
     const keys = new Map<string, ModelKey>();
     for (const event of events) for (const k of touchedKeys(event)) keys.set(keyOf(k), k);
     this.remember(sessionId, first - 1, first + events.length - 1, models, [...keys.values()]);
+    const origin = { fenced: options.fence !== undefined };
     for (const listener of this.listeners) {
       try {
-        listener(events);
+        listener(events, origin);
       } catch {
         // A failing subscriber must not affect the writer; the events are already durable.
       }
@@ -130,7 +152,12 @@ export class EventLog {
     const first = events[0]?.sequence ?? 1;
     const last = events.at(-1)?.sequence ?? first;
     const models = await this.cached(tx, sessionId, first - 1, [...wanted.values()]);
-    for (const event of events) applyEvent(models, event);
+    for (const event of events) {
+      // The log never holds two endings of one turn, task or tool call: the second writer is refused, whole.
+      const conflict = contradiction(models, event);
+      if (conflict) throw new OarRuntimeError('contradictory_fact', conflict, { details: { type: event.type } });
+      applyEvent(models, event);
+    }
     for (const k of wanted.values()) {
       const body = modelOf(models, k);
       if (body === undefined) continue;
@@ -227,6 +254,16 @@ export class EventLog {
       }
     }
     return models;
+  }
+
+  /** One thread joined with its runs (the runner's and the commands' view of it). */
+  async thread(sessionId: string, threadId: string): Promise<ThreadView> {
+    const models = await this.readModels(sessionId, [{ kind: 'thread', key: threadId }]);
+    const thread = models.threads.get(threadId);
+    if (!thread) throw notFound('thread', threadId);
+    const runKeys = thread.turns.flatMap((turn) => turn.runIds.map((key) => ({ kind: 'run' as const, key })));
+    const runs = runKeys.length > 0 ? (await this.readModels(sessionId, runKeys)).runs : new Map();
+    return { ...thread, runs: threadRuns(thread, runs) };
   }
 
   /** Events of a session in sequence order, optionally after a cursor. */

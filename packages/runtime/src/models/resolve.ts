@@ -6,6 +6,7 @@ import type { LanguageModelV3 } from '@ai-sdk/provider';
 import { pointer } from '@oar/protocol';
 import { z } from 'zod';
 import { OarRuntimeError } from '../errors.js';
+import type { ModelHandle } from '../runner/model-call.js';
 import { createScriptedModel } from './script.js';
 import { loadModelScript } from './script-schema.js';
 
@@ -238,4 +239,59 @@ function secretHeaders(
 
 function unknownModel(spec: string, message: string): OarRuntimeError {
   return new OarRuntimeError('unknown_model', message, { details: { spec } });
+}
+
+/**
+ * A spec as it is recorded in a session binding: a script file becomes an absolute path (so the session finds it
+ * from any working directory); every other spec stays as written.
+ */
+export function absoluteModelSpec(spec: string, cwd: string): string {
+  const parsed = parseModelSpec(spec);
+  return parsed.kind === 'script' ? `script:${resolvePath(cwd, parsed.file)}` : spec;
+}
+
+/** Configured models as recorded in a binding: script files as absolute paths. */
+export function absoluteModels(models: ModelsConfig, baseDir: string): ModelsConfig {
+  return Object.fromEntries(
+    Object.entries(models).map(([name, entry]) => [
+      name,
+      entry.file === undefined ? entry : { ...entry, file: resolvePath(baseDir, entry.file) },
+    ]),
+  );
+}
+
+/**
+ * The model of an agent under a session binding: the agent's own spec, else the binding's default, resolved with
+ * the binding's configured models and the keys of `env`. A sub-agent's script model replays its own steps.
+ */
+export async function bindingModel(
+  agent: { name: string; model?: string },
+  binding: { model?: string; models: ModelsConfig; mainAgent: { name: string } },
+  env: Record<string, string | undefined>,
+): Promise<ModelHandle> {
+  const spec = agent.model ?? binding.model;
+  if (!spec) {
+    throw new OarRuntimeError(
+      'model_required',
+      'no model configured: pass --model SPEC or set "model" in oar.config.json',
+      {
+        details: {
+          agent: agent.name,
+          examples: ['openai:gpt-4.1', 'anthropic:claude-sonnet-4-5', 'script:./script.json'],
+        },
+      },
+    );
+  }
+  const resolved = await resolveModel(spec, {
+    models: binding.models,
+    cwd: '/',
+    env,
+    ...(agent.name !== binding.mainAgent.name ? { agent: agent.name } : {}),
+  });
+  return {
+    model: resolved.model,
+    provider: resolved.info.provider,
+    modelId: resolved.info.modelId,
+    supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,
+  };
 }

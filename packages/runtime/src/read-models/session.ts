@@ -1,5 +1,6 @@
 import type { RuntimeEvent, Task, TaskAttempt } from '@oar/protocol';
 import { z } from 'zod';
+import { type SessionBinding, SessionBindingSchema } from '../binding.js';
 import { SessionGrantSchema } from '../policy/permission-schema.js';
 
 /** The session projection: metadata, its threads, usage totals, routing facts and session-wide grants. */
@@ -18,6 +19,10 @@ export const SessionStateSchema = z.object({
   grants: z.array(SessionGrantSchema),
   /** Session-scoped state set through the control plane (`setState`), key → JSON value. */
   state: z.record(z.string(), z.unknown()),
+  /** The content hash of the current binding (sessions created before bindings have none). */
+  bindingHash: z.string().optional(),
+  /** Every binding the session has had, by hash: a running turn keeps the one it started with. */
+  bindings: z.record(z.string(), SessionBindingSchema).optional(),
   lastSequence: z.number().int(),
 });
 export type SessionState = z.infer<typeof SessionStateSchema>;
@@ -37,6 +42,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
       usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
       grants: [],
       state: {},
+      ...withBinding({}, payload),
       lastSequence: event.sequence,
     };
   }
@@ -44,7 +50,14 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
   const next = { ...state, updatedAt: event.timestamp, lastSequence: event.sequence };
   switch (event.type) {
     case 'session.updated':
-      return withState({ ...next, ...(typeof payload.title === 'string' ? { title: payload.title } : {}) }, payload);
+      return withState(
+        {
+          ...next,
+          ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
+          ...withBinding(next, payload),
+        },
+        payload,
+      );
     case 'thread.started':
       return next.threadIds.includes(event.threadId)
         ? next
@@ -80,6 +93,24 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
     default:
       return next;
   }
+}
+
+/** A binding carried by session.created / session.updated (`binding` + `bindingHash`) becomes the current one. */
+function withBinding(
+  state: Pick<SessionState, 'bindings'>,
+  payload: Payload,
+): Pick<SessionState, 'bindingHash' | 'bindings'> {
+  if (typeof payload.bindingHash !== 'string' || !payload.binding) return {};
+  return {
+    bindingHash: payload.bindingHash,
+    bindings: { ...(state.bindings ?? {}), [payload.bindingHash]: payload.binding as SessionBinding },
+  };
+}
+
+/** The binding a turn runs with: the one current when it started, else the session's current one. */
+export function bindingOf(session: SessionState, hash?: string): SessionBinding | undefined {
+  const key = hash ?? session.bindingHash;
+  return key ? session.bindings?.[key] : undefined;
 }
 
 /** The task projection: the public task read model (objective, status, attempts, relationships). */

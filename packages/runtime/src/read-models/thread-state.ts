@@ -83,6 +83,8 @@ export const TurnStateSchema = z.object({
   /** The fault the next model call must name (set by a protocol violation, cleared by the next model call). */
   pendingCorrection: z.string().optional(),
   runIds: z.array(z.string()),
+  /** The session binding the turn runs with (fixed when it starts: a binding update applies to later turns). */
+  bindingHash: z.string().optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
 
@@ -134,6 +136,11 @@ export const ThreadStateSchema = z.object({
   createdAt: z.string(),
   updatedAt: z.string(),
   activeTurnId: z.string().optional(),
+  /**
+   * A durable interrupt request for the active turn: whichever worker holds the thread's lease stops the turn's
+   * work and records the cancellation (cleared when the turn ends).
+   */
+  interrupt: z.object({ turnId: z.string(), reason: z.string(), requestedAt: z.string() }).optional(),
   turns: z.array(TurnStateSchema),
   queue: z.array(z.object({ turnId: z.string(), input: z.string(), enqueuedAt: z.string(), source: z.string() })),
   pending: z.array(PendingDecisionSchema),

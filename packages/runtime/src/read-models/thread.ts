@@ -39,9 +39,11 @@ function waitingStatus(pending: PendingDecision[], turnId: string | undefined): 
 
 function endTurn(state: ThreadState, event: RuntimeEvent, change: Partial<TurnState>): ThreadState {
   const turnId = event.turnId;
-  const next = updateTurn(state, turnId, (turn) => ({ ...turn, ...change, completedAt: event.timestamp }));
+  const ended = updateTurn(state, turnId, (turn) => ({ ...turn, ...change, completedAt: event.timestamp }));
+  const { interrupt, ...next } = ended;
   return {
     ...next,
+    ...(interrupt && interrupt.turnId !== turnId ? { interrupt } : {}),
     pending: next.pending.filter((p) => p.turnId !== turnId),
     activeTurnId: next.activeTurnId === turnId ? undefined : next.activeTurnId,
     status: next.status === 'closed' ? 'closed' : 'idle',
@@ -88,15 +90,26 @@ function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payl
 
 function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
   switch (event.type) {
-    case 'thread.updated':
+    case 'thread.updated': {
+      const interrupt = payload.interrupt as { turnId?: unknown; reason?: unknown } | undefined;
       return withState(
         {
           ...state,
           ...(str(payload.title) ? { title: str(payload.title) } : {}),
           ...(payload.closed === true ? { status: 'closed' as const } : {}),
+          ...(interrupt && typeof interrupt.turnId === 'string' && interrupt.turnId === state.activeTurnId
+            ? {
+                interrupt: {
+                  turnId: interrupt.turnId,
+                  reason: str(interrupt.reason) ?? 'interrupted',
+                  requestedAt: event.timestamp,
+                },
+              }
+            : {}),
         },
         payload,
       );
+    }
     case 'turn.submitted': {
       const turn: TurnState = {
         turnId: event.turnId,
@@ -136,7 +149,12 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     }
     case 'turn.started':
       return {
-        ...updateTurn(state, event.turnId, (turn) => ({ ...turn, status: 'running', startedAt: event.timestamp })),
+        ...updateTurn(state, event.turnId, (turn) => ({
+          ...turn,
+          status: 'running',
+          startedAt: event.timestamp,
+          ...(str(payload.bindingHash) ? { bindingHash: str(payload.bindingHash) } : {}),
+        })),
         queue: state.queue.filter((q) => q.turnId !== event.turnId),
         activeTurnId: event.turnId,
         status: 'running',

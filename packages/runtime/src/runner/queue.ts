@@ -2,7 +2,14 @@ import { OarRuntimeError } from '../errors.js';
 import { type AppendGuard, type EventDraft, loadReadModels } from '../log/event-log.js';
 import type { ThreadState } from '../read-models/thread-state.js';
 
-export type QueueChange = 'enqueued' | 'removed' | 'promoted' | 'dequeued' | 'reordered';
+export type QueueChange = 'enqueued' | 'removed' | 'promoted' | 'dequeued';
+
+/** A thread is busy while a turn runs, waits in its queue, or was accepted and is about to start. */
+export function threadBusy(thread: ThreadState): boolean {
+  return (
+    thread.activeTurnId !== undefined || thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted')
+  );
+}
 
 /** `queue.changed` carrying the whole new order, so the projection never has to infer it. */
 export function queueChanged(

@@ -34,7 +34,14 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
     const next = thread.turns.find((t) => t.status === 'accepted') ?? thread.queue[0];
     if (!next) return false;
     const drafts: EventDraft[] = [
-      { type: 'turn.started', threadId, turnId: next.turnId, status: 'running', payload: {} },
+      // The turn runs with the binding current now: a later binding update applies to later turns only.
+      {
+        type: 'turn.started',
+        threadId,
+        turnId: next.turnId,
+        status: 'running',
+        payload: { bindingHash: engine.bindingHash },
+      },
       ...subagentStatus(thread, next.turnId, 'running', 'the sub-agent started its turn'),
       {
         type: 'thread.updated',
@@ -55,7 +62,7 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
     ];
     try {
       // The dequeue writes a queue computed from this read: a concurrent submit/remove/promote must not be lost.
-      await engine.log.append(sessionId, drafts, { guard: threadUnchanged(thread) });
+      await engine.append(sessionId, drafts, { guard: threadUnchanged(thread) });
     } catch (error) {
       if (error instanceof ThreadChangedError) return true; // re-read and decide again
       throw error;
@@ -153,11 +160,11 @@ export async function completeTurn(
   const ended = delegationEnd(thread, turn, { answer: payload.answer ?? '' });
   drafts.push(...ended);
   await engine.append(thread.sessionId, drafts);
-  if (thread.parent && ended.length > 0) engine.kick(thread.sessionId, thread.parent.threadId);
+  if (thread.parent && ended.length > 0) engine.wake(thread.sessionId, thread.parent.threadId);
 }
 
 export async function failTurn(
-  engine: Engine,
+  engine: Pick<Engine, 'append' | 'wake'>,
   thread: ThreadView,
   turn: TurnState,
   error: OarError,
@@ -194,7 +201,7 @@ export async function failTurn(
     if (error instanceof ThreadChangedError) return;
     throw error;
   }
-  if (thread.parent && ended.length > 0) engine.kick(thread.sessionId, thread.parent.threadId);
+  if (thread.parent && ended.length > 0) engine.wake(thread.sessionId, thread.parent.threadId);
 }
 
 /**
@@ -258,9 +265,9 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
     return;
   }
   const agent = agentOf(engine, thread);
-  let model: ReturnType<Engine['model']>;
+  let model: Awaited<ReturnType<Engine['model']>>;
   try {
-    model = engine.model(agent);
+    model = await engine.model(agent);
   } catch (error) {
     // No model can serve this agent: an honest routing fact, and a turn that fails with the cause.
     const cause = error instanceof Error ? error.message : String(error);

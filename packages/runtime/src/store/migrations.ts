@@ -71,6 +71,28 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0002_thread_leases': {
+      async up(db: Kysely<unknown>) {
+        // One row per thread ever driven. The token only grows: a released or expired lease keeps its row, and the
+        // next claim increments it, so a token names one tenure forever (fencing compares tokens, not times).
+        await db.schema
+          .createTable('oar_thread_leases')
+          .addColumn('session_id', 'text', (c) => c.notNull())
+          .addColumn('thread_id', 'text', (c) => c.notNull())
+          .addColumn('owner', 'text')
+          .addColumn('token', 'integer', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .addColumn('idle_sequence', 'bigint', (c) => c.notNull().defaultTo(0))
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('oar_thread_leases_pk', ['session_id', 'thread_id'])
+          .execute();
+        await db.schema
+          .createIndex('oar_thread_leases_expiry')
+          .on('oar_thread_leases')
+          .columns(['owner', 'expires_at'])
+          .execute();
+      },
+    },
   };
 }
 

@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 /**
  * The tables. The event log is the source of truth; read models are projections of it kept in the same
  * transaction; artifacts hold full outputs. JSON documents are stored as text on both dialects so one code path
@@ -9,6 +11,7 @@ export interface Database {
   oar_read_models: ReadModelsTable;
   oar_artifacts: ArtifactsTable;
   oar_state: StateTable;
+  oar_thread_leases: ThreadLeasesTable;
 }
 
 export interface SessionsTable {
@@ -63,5 +66,22 @@ export interface StateTable {
   scope: string;
   key: string;
   value: string;
+  updated_at: string;
+}
+
+export interface ThreadLeasesTable {
+  session_id: string;
+  thread_id: string;
+  /** The worker holding the lease; null once released. */
+  owner: string | null;
+  /** Fencing token: incremented by every claim that starts a new tenure; appends carry it and stale ones fail. */
+  token: number;
+  /** Epoch milliseconds; past it, any worker may take the lease over. */
+  expires_at: number;
+  /**
+   * The thread's last sequence when its last driver released the lease finding nothing to do: while the thread's
+   * last sequence is still this, no worker needs to look at it (a decision, a child's result, a submit moves it).
+   */
+  idle_sequence: Generated<number>;
   updated_at: string;
 }

@@ -50,15 +50,15 @@ export class Store {
       if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) {
         throw new OarRuntimeError('invalid_store', `invalid PostgreSQL schema name "${schema}"`);
       }
-      const pool = new pg.Pool({
-        connectionString: url,
-        max: options.poolSize ?? 10,
-        ...(schema ? { options: `-c search_path=${schema}` } : {}),
-      });
+      const connection = { connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
+      const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
+      // An idle client the server dropped must not crash the process; the next query gets a fresh connection.
+      pool.on('error', () => undefined);
       const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
       // The location names the schema too (it is part of where the data is); the password never appears.
       const store = new Store(db, 'postgres', redact(input ?? url));
       store.pgSchema = schema;
+      store.pgConnection = connection;
       return store;
     }
     const path = sqlitePath(url, options.cwd ?? process.cwd());
@@ -79,6 +79,25 @@ export class Store {
   }
 
   private pgSchema: string | undefined;
+  private pgConnection: pg.ClientConfig | undefined;
+
+  /**
+   * PostgreSQL only: LISTEN on `channel` over a dedicated connection; `onMessage` gets each payload. Resolves to
+   * a function that stops listening. On SQLite there is nothing to listen to (undefined): callers poll.
+   */
+  async listen(channel: string, onMessage: (payload: string) => void): Promise<(() => Promise<void>) | undefined> {
+    if (!this.pgConnection) return undefined;
+    const client = new pg.Client(this.pgConnection);
+    client.on('error', () => undefined);
+    client.on('notification', (message) => {
+      if (message.channel === channel && message.payload !== undefined) onMessage(message.payload);
+    });
+    await client.connect();
+    await client.query(`listen ${channel}`);
+    return async () => {
+      await client.end().catch(() => undefined);
+    };
+  }
 
   async migrate(): Promise<void> {
     if (this.pgSchema) await sql`create schema if not exists ${sql.id(this.pgSchema)}`.execute(this.db);

@@ -1,14 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  type AgentConfig,
-  createScriptedModel,
-  type ModelScript,
-  Runtime,
-  type RuntimeOptions,
-  Store,
-} from '../../src/index.js';
+import { type AgentConfig, type ModelScript, Runtime, type RuntimeOptions, Store } from '../../src/index.js';
+import { createScriptedModel } from '../../src/testing.js';
 
 export interface Harness {
   runtime: Runtime;

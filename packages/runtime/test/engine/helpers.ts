@@ -5,7 +5,6 @@ import { z } from 'zod';
 import {
   type AgentConfig,
   type AnyTool,
-  createScriptedModel,
   defineTool,
   type ModelHandle,
   type ModelScript,
@@ -14,6 +13,7 @@ import {
   ToolRegistry,
   workspaceTools,
 } from '../../src/index.js';
+import { createScriptedModel } from '../../src/testing.js';
 import { abortedError } from '../../src/tools/errors.js';
 import type { Harness } from './harness.js';
 

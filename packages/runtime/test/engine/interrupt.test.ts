@@ -43,7 +43,7 @@ describe('interrupt', () => {
     const started = Date.now();
     const result = await h.runtime.interruptTurn({ sessionId, reason: 'user pressed stop' });
     expect(Date.now() - started).toBeLessThan(5000);
-    expect(result).toEqual({ interrupted: true, turnId: first.turnId });
+    expect(result).toEqual({ interrupted: true, turnId: first.turnId, status: 'cancelled' });
     expect(timeline).toEqual(['start:s']);
 
     const events = await allEvents(h, sessionId);

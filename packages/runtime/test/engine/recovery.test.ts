@@ -41,12 +41,18 @@ async function crashAndRestart(idempotent: boolean) {
   const script = {
     steps: [act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' } }]), answer('after restart')],
   };
-  const options = { tools: registryWith(hangingTool(idempotent, calls)), permissions: { mode: 'bypass' as const } };
+  // Short leases: the second runtime takes the thread over once the crashed one's lease runs out.
+  const options = {
+    tools: registryWith(hangingTool(idempotent, calls)),
+    permissions: { mode: 'bypass' as const },
+    worker: { leaseTtlMs: 300, pollMs: 50 },
+  };
   const crashed = await harness(script, options);
   const { sessionId, threadId } = await crashed.runtime.createSession();
   await crashed.runtime.submitTurn({ sessionId, input: 'go' });
   crashedStores.push(crashed.store);
   await waitForEvent(crashed, sessionId, 'tool.started');
+  crashed.runtime.worker?.abandon();
   // The first runtime is abandoned mid-call (never closed: its driver is stuck, as in a crash).
   const store = await Store.open(join(crashed.dir, 'oar.db'));
   const second = await harness(script, { ...options, store, workspaceRoot: crashed.workspace });

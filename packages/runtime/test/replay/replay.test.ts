@@ -285,7 +285,7 @@ function at<T>(items: readonly T[], index: number): T | undefined {
 
 async function threadsOf(runtime: Runtime, sessionId: string): Promise<ThreadState[]> {
   const snapshot = await runtime.getSession({ sessionId, limit: 1 });
-  return Promise.all(snapshot.snapshot.threads.map((t) => runtime.loadThread(sessionId, t.threadId)));
+  return Promise.all(snapshot.snapshot.threads.map((t) => runtime.log.thread(sessionId, t.threadId)));
 }
 
 async function eventCount(runtime: Runtime, sessionId: string): Promise<number> {
@@ -614,7 +614,7 @@ describe('delegation', () => {
       const { sessionId, threadId } = await runtime.createSession();
       await runtime.submitTurn({ sessionId, input: 'Delegate, then answer.' });
       await runtime.settled();
-      const parent = await runtime.loadThread(sessionId, threadId);
+      const parent = await runtime.log.thread(sessionId, threadId);
       expect(parent.turns.map((t) => t.status)).toEqual(['completed']);
       const [sub] = parent.subagents;
       if (!sub) throw new Error('no sub-agent');
@@ -628,9 +628,9 @@ describe('delegation', () => {
       expect(later.map((e) => e.type)).toContain('turn.failed');
       expect(later.filter((e) => e.threadId === threadId)).toEqual([]);
       expect(later.filter((e) => SUBAGENT_END.has(e.type))).toEqual([]);
-      const delegationTask = (await runtime.loadThread(sessionId, sub.childThreadId)).parent?.delegationTaskId;
+      const delegationTask = (await runtime.log.thread(sessionId, sub.childThreadId)).parent?.delegationTaskId;
       expect(later.filter((e) => e.taskId === delegationTask)).toEqual([]);
-      const after = await runtime.loadThread(sessionId, threadId);
+      const after = await runtime.log.thread(sessionId, threadId);
       expect(after).toEqual(parent);
       await checkSession(runtime, sessionId);
     } finally {
@@ -651,7 +651,7 @@ describe('concurrent commands', () => {
     const { sessionId, threadId } = await world.runtime.createSession();
     await world.runtime.submitTurn({ sessionId, input: 'Write a file.' });
     await world.runtime.settled();
-    const [pending] = (await world.runtime.loadThread(sessionId, threadId)).pending;
+    const [pending] = (await world.runtime.log.thread(sessionId, threadId)).pending;
     if (!pending) throw new Error('expected a pending approval');
     return { world, sessionId, threadId, actionId: pending.actionId };
   }
@@ -687,14 +687,14 @@ describe('concurrent commands', () => {
       ]);
       expect(results.map((r) => r.status)).toEqual(['queued', 'queued', 'queued', 'queued']);
       expect(results.filter((r) => r.duplicate)).toHaveLength(1);
-      const thread = await world.runtime.loadThread(sessionId, threadId);
+      const thread = await world.runtime.log.thread(sessionId, threadId);
       const queued = thread.queue.map((q) => q.turnId);
       expect(queued.sort()).toEqual([...new Set(results.map((r) => r.turnId))].sort());
       expect(thread.turns.filter((t) => t.turnId === 'turn_retried')).toHaveLength(1);
       // Everything queued runs once the decision is made.
       await world.runtime.respondAction({ sessionId, actionId, decision: 'approve' });
       await world.runtime.settled();
-      const after = await world.runtime.loadThread(sessionId, threadId);
+      const after = await world.runtime.log.thread(sessionId, threadId);
       expect(after.queue).toEqual([]);
       expect(after.turns.map((t) => t.status)).toEqual(['completed', 'completed', 'completed', 'completed']);
       await checkSession(world.runtime, sessionId);

@@ -108,7 +108,7 @@ describeStores('store contract', (factory) => {
         .selectFrom('oar_migrations' as never)
         .select(sql<string>`name`.as('name'))
         .execute();
-      expect(migrationsBefore.map((m) => m.name)).toEqual(['0001_event_log']);
+      expect(migrationsBefore.map((m) => m.name)).toEqual(['0001_event_log', '0002_thread_leases']);
 
       const again = await db.open();
       const third = await db.open();
@@ -396,7 +396,7 @@ describeStores('store contract', (factory) => {
       const { sessionId, threadId } = await h.runtime.createSession({ title: 'projection' });
       await h.runtime.submitTurn({ sessionId, input: 'Read the README, then write notes.' });
       await h.runtime.settled(sessionId);
-      const waiting = await h.runtime.loadThread(sessionId, threadId);
+      const waiting = await h.runtime.log.thread(sessionId, threadId);
       expect(waiting.status).toBe('waiting_permission');
       const pending = waiting.pending[0];
       if (!pending) throw new Error('no pending decision');
@@ -417,7 +417,12 @@ describeStores('store contract', (factory) => {
         status: 'completed',
         answer: 'Read and wrote.',
       });
-      expect(await h.runtime.replaySession(sessionId)).toEqual({ equal: true, differences: [], events: events.length });
+      expect(await h.runtime.replaySession(sessionId)).toEqual({
+        equal: true,
+        differences: [],
+        contradictions: [],
+        events: events.length,
+      });
       assertEventsConform(events);
       assertSnapshotConforms((await h.runtime.getSession({ sessionId })).snapshot);
       // The stored sequence of each read model row is the last event that touched it.

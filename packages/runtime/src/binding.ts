@@ -1,0 +1,110 @@
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { ModelsConfigSchema } from './models/resolve.js';
+import { PermissionsConfigSchema } from './policy/permission-schema.js';
+
+/**
+ * A session's binding: the configuration it runs with, recorded as a durable fact when the session is created
+ * (`session.created` payload) and changed only by an explicit, recorded command (`session.updated`). Every later
+ * step — a respond, a resume, a child agent, a retry, another worker on another machine — runs with the bound
+ * configuration, from any directory and with no flags. Secrets are never part of it: models name the environment
+ * variables that hold keys, never the keys.
+ */
+
+/** Limits a runtime enforces; every one has a documented default (docs/engine.md). */
+export const RuntimeLimitsSchema = z.strictObject({
+  /** Model calls per turn; exceeding it fails the turn with `step_budget_exceeded`. */
+  maxSteps: z.number().int().min(1).max(10_000),
+  /** Concurrency-safe read-only actions running at once. */
+  maxParallel: z.number().int().min(1).max(64),
+  /** Nesting depth of sub-agent delegation (1 = the main agent may delegate, its children may not). */
+  maxSubagentDepth: z.number().int().min(0).max(8),
+  /** Per-tool timeout when the tool declares none. */
+  toolTimeoutMs: z.number().int().min(1),
+  /** Token budget of the context (system prompt + transcript). */
+  contextBudgetTokens: z.number().int().min(512),
+  /** Token budget of one action's observation; larger outputs become a preview + ref. */
+  observationTokens: z.number().int().min(16),
+  /** Token budget of all observations of one action graph, shared equally by its actions (each also capped above). */
+  graphObservationTokens: z.number().int().min(16),
+  maxArtifactBytes: z.number().int().min(1),
+});
+export type RuntimeLimits = z.infer<typeof RuntimeLimitsSchema>;
+
+export const DEFAULT_LIMITS: RuntimeLimits = {
+  maxSteps: 24,
+  maxParallel: 4,
+  maxSubagentDepth: 2,
+  toolTimeoutMs: 120_000,
+  contextBudgetTokens: 32_000,
+  observationTokens: 2_000,
+  graphObservationTokens: 16_000,
+  maxArtifactBytes: 16 * 1024 * 1024,
+};
+
+/** An agent: the main agent of a session or a sub-agent it may delegate to. */
+export const AgentSchema = z.strictObject({
+  name: z.string().regex(/^[A-Za-z0-9_.-]+$/, 'agent names use letters, digits, "_", "." and "-"'),
+  description: z.string().default(''),
+  capabilities: z.array(z.string()).default([]),
+  systemPrompt: z.string().optional(),
+  /** Model spec for this agent; the binding's default model when omitted. */
+  model: z.string().optional(),
+  carrier: z.enum(['tool', 'text']).default('tool'),
+  /** Tool names this agent may use (all bound tools when omitted). */
+  tools: z.array(z.string()).optional(),
+});
+export type AgentConfig = z.infer<typeof AgentSchema>;
+
+export const SessionBindingSchema = z.strictObject({
+  mainAgent: AgentSchema,
+  agents: z.array(AgentSchema),
+  /** The default model spec (agents without their own). Script files are absolute paths. */
+  model: z.string().optional(),
+  /** Configured models the specs may name (environment variable NAMES for keys, never values). */
+  models: ModelsConfigSchema,
+  /** Absolute real path every workspace tool is confined to. */
+  workspaceRoot: z.string().min(1),
+  /** Names of the tools the session's agents are offered. */
+  tools: z.array(z.string()),
+  /** Tool modules to load (absolute paths or package names) for tools that are not built in. */
+  toolModules: z.array(z.string()),
+  permissions: PermissionsConfigSchema,
+  limits: RuntimeLimitsSchema,
+  /** A turn submitted while the thread is busy waits in the queue or is rejected. */
+  queuePolicy: z.enum(['queue', 'reject']),
+  /** After a failed corrective retry: fail the turn or show the model's text as the answer. */
+  onProtocolFailure: z.enum(['fail', 'plain_text']),
+});
+export type SessionBinding = z.infer<typeof SessionBindingSchema>;
+
+/** What `updateBinding` may change; agents are replaced whole, limits merged. */
+export const BindingUpdateSchema = SessionBindingSchema.partial().extend({
+  limits: RuntimeLimitsSchema.partial().optional(),
+});
+export type BindingUpdate = z.infer<typeof BindingUpdateSchema>;
+
+/** The content hash of a binding: stable across key order, so equal configurations have equal hashes. */
+export function bindingHash(binding: SessionBinding): string {
+  return `sha256:${createHash('sha256').update(canonicalJson(binding)).digest('hex')}`;
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The binding after an update: validated whole, so an update can never leave a session unrunnable by shape. */
+export function applyBindingUpdate(binding: SessionBinding, update: BindingUpdate): SessionBinding {
+  return SessionBindingSchema.parse({
+    ...binding,
+    ...update,
+    limits: { ...binding.limits, ...(update.limits ?? {}) },
+  });
+}

@@ -1,0 +1,571 @@
+import { realpathSync } from 'node:fs';
+import { ACTION_DECISIONS, type ActionDecision, oarError } from '@oar/protocol';
+import {
+  applyBindingUpdate,
+  type BindingUpdate,
+  BindingUpdateSchema,
+  bindingHash,
+  type SessionBinding,
+} from '../binding.js';
+import { agentByName, type BoundConfig, type Engine } from '../engine.js';
+import { notFound, OarRuntimeError } from '../errors.js';
+import { toolPermissionRequest } from '../executors/tool.js';
+import { newId } from '../ids.js';
+import {
+  type AppendGuard,
+  type EventDraft,
+  type EventLog,
+  loadAllReadModels,
+  loadReadModels,
+} from '../log/event-log.js';
+import type { Notifier } from '../log/notifier.js';
+import { grantFor } from '../policy/permissions.js';
+import { threadView, threadViews } from '../read-models/project.js';
+import { bindingOf, type SessionState } from '../read-models/session.js';
+import type { ThreadView } from '../read-models/thread-state.js';
+import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
+import { failTurn } from '../runner/thread-runner.js';
+import { checkUnheld } from '../store/leases.js';
+
+export interface SubmitTurnInput {
+  sessionId: string;
+  /** Defaults to the session's main thread. */
+  threadId?: string;
+  /** Give one to make submission idempotent: a repeated id returns the first result. */
+  turnId?: string;
+  input: string;
+  source?: string;
+}
+
+export interface SubmitTurnResult {
+  sessionId: string;
+  threadId: string;
+  turnId: string;
+  status: 'accepted' | 'queued';
+  duplicate: boolean;
+}
+
+export interface RespondActionInput {
+  sessionId: string;
+  /** The decision's id: the `actionId` of its `action.required` event. */
+  actionId: string;
+  decision: ActionDecision;
+  reason?: string;
+  payload?: Record<string, unknown>;
+  resolvedBy?: string;
+}
+
+export interface InterruptResult {
+  interrupted: boolean;
+  turnId?: string;
+  /** `cancelled`: the cancellation is recorded; `requested`: the lease holder has not acted on it yet. */
+  status?: 'cancelled' | 'requested';
+}
+
+export interface CommandDeps {
+  log: EventLog;
+  notifier: Notifier;
+  /** The binding a new session gets (the runtime's configuration). */
+  template(): SessionBinding;
+  /** The runnable configuration of a session's binding (tools only; no model is called). */
+  configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig>;
+}
+
+const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/**
+ * The control plane's commands (the spec's names): each reads, validates, and appends its facts in one
+ * transaction under a guard. None runs a model or a tool or touches a worker: whichever worker holds a thread's
+ * lease hears of the change (the notifier) and acts on it.
+ */
+export class Commands {
+  constructor(private readonly deps: CommandDeps) {}
+
+  private get log(): EventLog {
+    return this.deps.log;
+  }
+
+  async createSession(
+    input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate } = {},
+  ): Promise<{ sessionId: string; threadId: string; bindingHash: string }> {
+    const sessionId = input.sessionId ?? newId('ses');
+    if (!SESSION_ID.test(sessionId)) {
+      throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
+    }
+    const binding = bindingWith(this.deps.template(), input.binding);
+    const existing = await this.log.store.db
+      .selectFrom('oar_sessions')
+      .select('id')
+      .where('id', '=', sessionId)
+      .executeTakeFirst();
+    if (existing) throw new OarRuntimeError('session_exists', `session "${sessionId}" already exists`);
+    const threadId = newId('thr');
+    const agent = input.agent ?? binding.mainAgent.name;
+    if (!agentByName(binding, agent)) {
+      throw new OarRuntimeError('unknown_agent', `agent "${agent}" is not configured`, { details: { agent } });
+    }
+    const hash = bindingHash(binding);
+    await this.log.createSession(sessionId, input.title, [
+      {
+        type: 'session.created',
+        payload: { ...(input.title ? { title: input.title } : {}), binding, bindingHash: hash },
+      },
+      {
+        type: 'thread.started',
+        threadId,
+        payload: { agent, depth: 0, ...(input.title ? { title: input.title } : {}) },
+      },
+    ]);
+    return { sessionId, threadId, bindingHash: hash };
+  }
+
+  /** Change a session's binding: recorded, and effective from the next turn (a running turn keeps its own). */
+  async updateBinding(input: {
+    sessionId: string;
+    update: BindingUpdate;
+  }): Promise<{ bindingHash: string; changed: string[] }> {
+    const parsed = BindingUpdateSchema.safeParse(input.update);
+    if (!parsed.success) {
+      throw new OarRuntimeError('invalid_binding', 'the binding update is invalid', {
+        details: { issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
+      });
+    }
+    const session = await this.session(input.sessionId);
+    const current = bindingOf(session) ?? this.deps.template();
+    const next = bindingWith(current, parsed.data);
+    const hash = bindingHash(next);
+    const changed = Object.keys(next).filter(
+      (key) =>
+        JSON.stringify(next[key as keyof SessionBinding]) !== JSON.stringify(current[key as keyof SessionBinding]),
+    );
+    if (hash === session.bindingHash) return { bindingHash: hash, changed: [] };
+    await this.log.append(input.sessionId, [
+      {
+        type: 'session.updated',
+        payload: { changed: changed.map((key) => `binding.${key}`), binding: next, bindingHash: hash },
+      },
+    ]);
+    return { bindingHash: hash, changed };
+  }
+
+  private async session(sessionId: string): Promise<SessionState> {
+    const session = (await loadReadModels(this.log.store.db, sessionId, [])).session;
+    if (!session) throw notFound('session', sessionId);
+    return session;
+  }
+
+  async mainThreadId(sessionId: string): Promise<string> {
+    const threadId = (await this.session(sessionId)).threadIds[0];
+    if (!threadId) throw notFound('session', sessionId);
+    return threadId;
+  }
+
+  async submitTurn(input: SubmitTurnInput): Promise<SubmitTurnResult> {
+    if (typeof input.input !== 'string' || input.input.trim() === '') {
+      throw new OarRuntimeError('invalid_input', 'a turn needs non-empty input text');
+    }
+    const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
+    const session = await this.session(input.sessionId);
+    const queuePolicy = (bindingOf(session) ?? this.deps.template()).queuePolicy;
+    return retryOnThreadChange<SubmitTurnResult>(async () => {
+      const thread = await this.log.thread(input.sessionId, threadId);
+      if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
+      if (input.turnId) {
+        const existing = thread.turns.find((t) => t.turnId === input.turnId);
+        if (existing) {
+          return {
+            sessionId: input.sessionId,
+            threadId,
+            turnId: existing.turnId,
+            status: existing.status === 'queued' ? 'queued' : 'accepted',
+            duplicate: true,
+          };
+        }
+      }
+      const turnId = input.turnId ?? newId('turn');
+      const busy = threadBusy(thread);
+      if (busy && queuePolicy === 'reject') {
+        throw new OarRuntimeError('thread_busy', `thread "${threadId}" is running turn ${thread.activeTurnId}`, {
+          retryable: true,
+          details: { activeTurnId: thread.activeTurnId },
+        });
+      }
+      const status = busy ? 'queued' : 'accepted';
+      const source = input.source ?? 'user';
+      const drafts: EventDraft[] = [
+        { type: 'turn.submitted', threadId, turnId, status, payload: { status, input: input.input, source } },
+      ];
+      if (busy) {
+        const queue = [...thread.queue, { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source }];
+        drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
+      }
+      // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
+      await this.log.append(input.sessionId, drafts, { guard: threadUnchanged(thread) });
+      return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
+    });
+  }
+
+  async removeQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }): Promise<void> {
+    await this.reorderQueue(input, 'removed', (queue, entry) => queue.filter((q) => q !== entry));
+  }
+
+  async promoteQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }): Promise<void> {
+    await this.reorderQueue(input, 'promoted', (queue, entry) => [entry, ...queue.filter((q) => q !== entry)]);
+  }
+
+  private async reorderQueue(
+    input: { sessionId: string; threadId: string; turnId: string },
+    change: 'removed' | 'promoted',
+    reorder: (queue: ThreadView['queue'], entry: ThreadView['queue'][number]) => ThreadView['queue'],
+  ): Promise<void> {
+    await retryOnThreadChange(async () => {
+      const thread = await this.log.thread(input.sessionId, input.threadId);
+      const entry = thread.queue.find((q) => q.turnId === input.turnId);
+      if (!entry) throw notFound('queued_turn', input.turnId);
+      await this.log.append(
+        input.sessionId,
+        [queueChanged(thread, reorder(thread.queue, entry), change, input.turnId)],
+        {
+          guard: threadUnchanged(thread),
+        },
+      );
+    });
+  }
+
+  /**
+   * Interrupt the running turn: a durable request on the thread and on every running descendant, which the lease
+   * holder acts on within one step (`cancel` tools stop through their signal, `block` tools finish first) and then
+   * records the cancellation. A thread nobody is driving (waiting for a decision, or its worker gone) is cancelled
+   * here and now. Waits up to `waitMs` (default 10 s) for the cancellation to be recorded.
+   */
+  async interruptTurn(input: {
+    sessionId: string;
+    threadId?: string;
+    reason?: string;
+    waitMs?: number;
+  }): Promise<InterruptResult> {
+    const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const root = threadView(models, threadId);
+    if (!root) throw notFound('thread', threadId);
+    const turnId = root.activeTurnId;
+    if (!turnId) return { interrupted: false };
+    const reason = input.reason ?? 'the turn was interrupted';
+    // The thread and its running descendants, deepest last (children are cancelled first below).
+    const targets: ThreadView[] = [];
+    const visit = (thread: ThreadView) => {
+      if (!thread.activeTurnId) return;
+      targets.push(thread);
+      for (const sub of thread.subagents) {
+        const child = sub.status === 'running' ? threadView(models, sub.childThreadId) : undefined;
+        if (child) visit(child);
+      }
+    };
+    visit(root);
+    await this.log.append(
+      input.sessionId,
+      targets.map((thread) => ({
+        type: 'thread.updated' as const,
+        threadId: thread.threadId,
+        payload: {
+          changed: ['interrupt'],
+          interrupt: { turnId: thread.activeTurnId, reason: thread === root ? reason : 'parent interrupted' },
+        },
+      })),
+    );
+    for (const thread of targets.reverse()) await this.cancelUnheld(input.sessionId, thread.threadId);
+    const ended = await this.deps.notifier.waitFor(
+      input.sessionId,
+      async () => {
+        const thread = await this.log.thread(input.sessionId, threadId);
+        return thread.activeTurnId !== turnId;
+      },
+      input.waitMs ?? 10_000,
+    );
+    return { interrupted: true, turnId, status: ended ? 'cancelled' : 'requested' };
+  }
+
+  /** Record the cancellation of a thread's interrupted turn when no worker holds the thread. */
+  private async cancelUnheld(sessionId: string, threadId: string): Promise<void> {
+    const thread = await this.log.thread(sessionId, threadId);
+    const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+    if (!turn || thread.interrupt?.turnId !== turn.turnId) return;
+    const dialect = this.log.store.dialect;
+    const unheld: AppendGuard = async (tx) => {
+      if (await checkUnheld(tx, dialect, sessionId, threadId)) throw new ThreadChangedError(threadId);
+    };
+    await failTurn(this.writer(unheld), thread, turn, oarError('interrupted', thread.interrupt.reason), 'cancelled');
+  }
+
+  /** The runner's turn-ending code, writing as a command: each append also re-checks `guard`. */
+  private writer(guard: AppendGuard): Pick<Engine, 'append' | 'wake'> {
+    return {
+      append: (sessionId, drafts, options = {}) =>
+        this.log
+          .append(sessionId, drafts, {
+            guard: async (tx) => {
+              await guard(tx);
+              await options.guard?.(tx);
+            },
+          })
+          .then(() => undefined),
+      // The notifier tells the workers; a command never drives anything itself.
+      wake: () => undefined,
+    };
+  }
+
+  /** Resolve a pending human or policy decision: the only way a paused action continues. */
+  async respondAction(input: RespondActionInput): Promise<{ threadId: string; decision: ActionDecision }> {
+    if (!ACTION_DECISIONS.includes(input.decision)) {
+      throw new OarRuntimeError('invalid_decision', `decision must be one of ${ACTION_DECISIONS.join(', ')}`, {
+        details: { decision: input.decision },
+      });
+    }
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const thread = threadViews(models).find((t) => t.pending.some((p) => p.actionId === input.actionId));
+    const pending = thread?.pending.find((p) => p.actionId === input.actionId);
+    if (!thread || !pending) throw notFound('action', input.actionId);
+    const run = thread.runs[pending.runId];
+    const action = run?.declaration.actions.find((a) => a.id === pending.graphActionId);
+    if (!run || !action) throw notFound('action', input.actionId);
+    if (pending.actionType === 'user_input' && input.decision === 'approve_for_session') {
+      throw new OarRuntimeError('invalid_decision', 'approve_for_session applies to tool approvals, not to questions');
+    }
+    if (pending.actionType === 'tool_approval' && pending.decisions && !pending.decisions.includes(input.decision)) {
+      // An ask rule asks every time: it offers approve|deny, and a session grant would never be consulted.
+      throw new OarRuntimeError(
+        'invalid_decision',
+        `this request offers ${pending.decisions.join(', ')}; "${input.decision}" is not one of them`,
+        { details: { decision: input.decision, offered: pending.decisions } },
+      );
+    }
+    const ids = { threadId: thread.threadId, turnId: pending.turnId, taskId: run.taskId, runId: run.runId };
+    const drafts: EventDraft[] = [
+      {
+        type: 'action.resolved',
+        ...ids,
+        actionId: input.actionId,
+        payload: {
+          decision: input.decision,
+          ...(input.reason ? { reason: input.reason } : {}),
+          ...(input.payload ? { payload: input.payload } : {}),
+          resolvedBy: input.resolvedBy ?? 'user',
+          graphActionId: pending.graphActionId,
+        },
+      },
+    ];
+    if (pending.actionType === 'tool_approval') {
+      const turn = thread.turns.find((t) => t.turnId === pending.turnId);
+      const config = await this.deps.configFor(models.session, turn?.bindingHash);
+      const tool = config.tools.get(action.executor.target);
+      const parsed = tool ? config.tools.parseInput(tool.name, action.input) : undefined;
+      const request =
+        tool && parsed?.ok
+          ? await toolPermissionRequest(tool, parsed.input, config.workspaceRoot)
+          : { executor: action.executor, paths: [] };
+      drafts.push({
+        type: 'permission.resolved',
+        ...ids,
+        stepId: pending.toolCallId ?? `${run.runId}.${action.id}`,
+        toolCallId: pending.toolCallId ?? `${run.runId}.${action.id}`,
+        actionId: input.actionId,
+        payload: {
+          decision: input.decision === 'deny' ? 'deny' : 'allow',
+          toolName: pending.toolName,
+          source: 'human',
+          grantScope: input.decision === 'approve_for_session' ? 'session' : 'once',
+          ...(input.decision === 'approve_for_session' ? { grant: grantFor(request) } : {}),
+          ...(input.reason ? { reason: input.reason } : {}),
+        },
+      });
+    }
+    if (input.decision === 'deny') {
+      const what = pending.actionType === 'user_input' ? 'the user declined' : 'permission denied by the user';
+      const error = oarError(
+        pending.actionType === 'user_input' ? 'declined' : 'permission_denied',
+        `${what}${input.reason ? `: ${input.reason}` : ''}`,
+      );
+      drafts.push({
+        type: 'run.status',
+        ...ids,
+        status: 'failed',
+        payload: {
+          phase: 'action',
+          title: action.title ?? action.id,
+          graphActionId: action.id,
+          status: 'denied',
+          observation: {
+            id: action.id,
+            status: 'denied',
+            artifacts: [],
+            error,
+            ...(action.title ? { title: action.title } : {}),
+          },
+        },
+      });
+    }
+    drafts.push({ type: 'task.resumed', ...ids, payload: { reason: `decision ${input.decision}` } });
+    // Resolve at most once: a concurrent respond_action for the same decision may have committed since we read it.
+    await this.log.append(input.sessionId, drafts, {
+      guard: async (tx) => {
+        const current = await loadReadModels(tx, input.sessionId, [{ kind: 'thread', key: thread.threadId }]);
+        if (!current.threads.get(thread.threadId)?.pending.some((p) => p.actionId === input.actionId)) {
+          throw notFound('action', input.actionId);
+        }
+      },
+    });
+    return { threadId: thread.threadId, decision: input.decision };
+  }
+
+  async closeSubagent(input: { sessionId: string; subagentId: string; reason?: string }): Promise<void> {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const parent = [...models.threads.values()].find((t) => t.subagents.some((s) => s.subagentId === input.subagentId));
+    const sub = parent?.subagents.find((s) => s.subagentId === input.subagentId);
+    if (!parent || !sub) throw notFound('subagent', input.subagentId);
+    if (sub.status === 'closed') return;
+    await this.interruptTurn({
+      sessionId: input.sessionId,
+      threadId: sub.childThreadId,
+      reason: input.reason ?? 'sub-agent closed',
+    });
+    const current = await this.log.thread(input.sessionId, parent.threadId);
+    await this.log.append(input.sessionId, [
+      {
+        type: 'subagent.closed',
+        threadId: current.threadId,
+        turnId: current.activeTurnId ?? current.turns.at(-1)?.turnId ?? 'none',
+        subagentId: sub.subagentId,
+        payload: { reason: input.reason ?? 'closed' },
+      },
+      { type: 'thread.updated', threadId: sub.childThreadId, payload: { closed: true, status: 'completed' } },
+    ]);
+  }
+
+  /** Cancel a task: its run is the active graph of a turn (interrupt it) or a delegation (interrupt the child). */
+  async cancelTask(input: { sessionId: string; taskId: string; reason?: string }): Promise<InterruptResult> {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const task = models.tasks.get(input.taskId);
+    if (!task) throw notFound('task', input.taskId);
+    if (['completed', 'failed', 'cancelled', 'lost', 'archived'].includes(task.status)) {
+      throw new OarRuntimeError('task_not_active', `task "${input.taskId}" already ended (${task.status})`);
+    }
+    if (!task.threadId) throw notFound('task', input.taskId);
+    return this.interruptTurn({
+      sessionId: input.sessionId,
+      threadId: task.threadId,
+      reason: input.reason ?? 'task cancelled',
+    });
+  }
+
+  /**
+   * Retry a failed action-graph task: a new attempt (new run id) re-runs the actions that did not complete,
+   * keeps the failed attempt on record, and starts a turn so the model sees the new results.
+   */
+  async retryTask(input: { sessionId: string; taskId: string }): Promise<{ runId: string; turnId: string }> {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const task = models.tasks.get(input.taskId);
+    if (!task?.threadId) throw notFound('task', input.taskId);
+    const thread = threadView(models, task.threadId);
+    const lastRun = thread
+      ? Object.values(thread.runs)
+          .filter((r) => r.taskId === input.taskId)
+          .at(-1)
+      : undefined;
+    if (!thread || !lastRun)
+      throw new OarRuntimeError('task_not_retryable', `task "${input.taskId}" has no action graph to retry`);
+    if (!['failed', 'cancelled', 'lost'].includes(task.status)) {
+      throw new OarRuntimeError(
+        'task_not_retryable',
+        `only failed, cancelled or lost tasks are retried (this one is ${task.status})`,
+      );
+    }
+    if (threadBusy(thread)) {
+      throw new OarRuntimeError('thread_busy', 'the thread has a turn running or waiting', { retryable: true });
+    }
+    const retry = lastRun.order.filter((id) => lastRun.actions[id]?.status !== 'completed');
+    const declaration = {
+      ...lastRun.declaration,
+      actions: lastRun.declaration.actions.filter((a) => retry.includes(a.id)),
+    };
+    const runId = newId('run');
+    const turnId = newId('turn');
+    const attempt = (task.attempts?.length ?? 1) + 1;
+    const ids = { threadId: thread.threadId, turnId, taskId: input.taskId, runId };
+    const title = lastRun.declaration.title ?? task.title ?? 'retry';
+    await this.log.append(
+      input.sessionId,
+      [
+        {
+          type: 'turn.submitted',
+          threadId: thread.threadId,
+          turnId,
+          status: 'accepted',
+          payload: { status: 'accepted', input: `Retry of task "${title}" (attempt ${attempt}).`, source: 'retry' },
+        },
+        {
+          type: 'turn.started',
+          threadId: thread.threadId,
+          turnId,
+          status: 'running',
+          payload: models.session?.bindingHash ? { bindingHash: models.session.bindingHash } : {},
+        },
+        { type: 'task.retrying', ...ids, payload: { nextAttempt: attempt, reason: 'retry_task' } },
+        { type: 'task.attempt.started', ...ids, payload: { attempt, status: 'running' } },
+        {
+          type: 'run.status',
+          ...ids,
+          status: 'running',
+          payload: { phase: 'declared', title, declaration, retryOf: lastRun.runId },
+        },
+      ],
+      { guard: threadUnchanged(thread) },
+    );
+    return { runId, turnId };
+  }
+
+  /**
+   * Set (or, with `value: null`, delete) a key of session- or thread-scoped state. State changes are events
+   * (`session.updated` / `thread.updated` with `payload.state`), so they replay and export like everything else.
+   */
+  async setState(input: { sessionId: string; threadId?: string; key: string; value: unknown }): Promise<void> {
+    if (typeof input.key !== 'string' || !/^[A-Za-z0-9_.:-]{1,128}$/.test(input.key)) {
+      throw new OarRuntimeError('invalid_state_key', 'state keys are 1-128 letters, digits, "_", ".", ":" or "-"');
+    }
+    let json: string | undefined;
+    try {
+      json = JSON.stringify(input.value);
+    } catch {
+      json = undefined;
+    }
+    if (json === undefined || json.length > 256 * 1024) {
+      throw new OarRuntimeError('invalid_state_value', 'state values are JSON values of at most 256 KiB');
+    }
+    const state = { key: input.key, value: JSON.parse(json) as unknown };
+    const changed = [`state.${input.key}`];
+    if (input.threadId) {
+      await this.log.thread(input.sessionId, input.threadId);
+      await this.log.append(input.sessionId, [
+        { type: 'thread.updated', threadId: input.threadId, payload: { changed, state } },
+      ]);
+    } else {
+      await this.session(input.sessionId);
+      await this.log.append(input.sessionId, [{ type: 'session.updated', payload: { changed, state } }]);
+    }
+  }
+}
+
+/** A binding with an update applied; the workspace becomes an absolute real path that must exist. */
+export function bindingWith(base: SessionBinding, update: BindingUpdate | undefined): SessionBinding {
+  const merged = update ? applyBindingUpdate(base, update) : base;
+  let workspaceRoot: string;
+  try {
+    workspaceRoot = realpathSync(merged.workspaceRoot);
+  } catch {
+    throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} does not exist`, {
+      details: { workspace: merged.workspaceRoot },
+    });
+  }
+  return { ...merged, workspaceRoot };
+}

@@ -1,0 +1,196 @@
+import type { RuntimeEvent, SessionSnapshot, ThreadReadModel } from '@oar/protocol';
+import type { BoundConfig } from '../engine.js';
+import { notFound } from '../errors.js';
+import { exportEvidence, exportReplay } from '../exports.js';
+import { type EventLog, loadAllReadModels } from '../log/event-log.js';
+import { findContradictions } from '../read-models/contradictions.js';
+import { replay, threadView, threadViews } from '../read-models/project.js';
+import type { SessionState } from '../read-models/session.js';
+import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
+import { sessionWork } from '../worker/worker.js';
+
+export interface QueryDeps {
+  log: EventLog;
+  configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig>;
+}
+
+/** The control plane's queries: read models and events only — no model, no worker, nothing written. */
+export class Queries {
+  constructor(private readonly deps: QueryDeps) {}
+
+  private get log(): EventLog {
+    return this.deps.log;
+  }
+
+  async listSessions(): Promise<
+    { sessionId: string; title: string | null; createdAt: string; updatedAt: string; events: number }[]
+  > {
+    const rows = await this.log.store.db
+      .selectFrom('oar_sessions')
+      .select(['id', 'title', 'created_at', 'updated_at', 'last_sequence'])
+      .orderBy('created_at', 'desc')
+      .execute();
+    return rows.map((r) => ({
+      sessionId: r.id,
+      title: r.title,
+      createdAt: r.created_at,
+      updatedAt: r.updated_at,
+      events: Number(r.last_sequence),
+    }));
+  }
+
+  /** The sequence of the session's newest event (a cursor for "only what happens from now on"). */
+  async lastSequence(sessionId: string): Promise<number> {
+    const row = await this.log.store.db
+      .selectFrom('oar_sessions')
+      .select('last_sequence')
+      .where('id', '=', sessionId)
+      .executeTakeFirst();
+    if (!row) throw notFound('session', sessionId);
+    return Number(row.last_sequence);
+  }
+
+  /**
+   * Sessions with unfinished work: a thread a worker should pick up (or that one holds), or a decision waiting
+   * for an answer.
+   */
+  async resumableSessions(): Promise<{ sessionId: string; reason: string }[]> {
+    const found: { sessionId: string; reason: string }[] = [];
+    for (const { sessionId } of await this.listSessions()) {
+      const work = await sessionWork(this.log.store.db, sessionId);
+      const held = work.find((w) => w.holder);
+      if (held?.holder) {
+        found.push({ sessionId, reason: `being driven by ${held.holder.owner} until ${held.holder.expiresAt}` });
+        continue;
+      }
+      if (work.length > 0) {
+        found.push({ sessionId, reason: `${work.length} thread(s) with unfinished work` });
+        continue;
+      }
+      const waiting = await this.log.store.db
+        .selectFrom('oar_read_models')
+        .select('key')
+        .where('session_id', '=', sessionId)
+        .where('kind', '=', 'thread')
+        .where('status', 'in', ['waiting_permission', 'waiting_input'])
+        .execute();
+      if (waiting.length > 0) found.push({ sessionId, reason: `${waiting.length} thread(s) waiting for a decision` });
+    }
+    return found;
+  }
+
+  /** Events of a session after a cursor (at most `limit`). */
+  readEvents(sessionId: string, options: { after?: number; limit?: number; threadId?: string } = {}) {
+    return this.log.read(sessionId, options);
+  }
+
+  async getThreadRead(input: { sessionId: string; threadId: string }): Promise<ThreadReadModel> {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const thread = threadView(models, input.threadId);
+    if (!thread) throw notFound('thread', input.threadId);
+    return toThreadReadModel(thread, [...models.tasks.values()]);
+  }
+
+  /** The durable session snapshot plus a window of its history (events after `cursor`, at most `limit`). */
+  async getSession(input: { sessionId: string; cursor?: number; limit?: number }): Promise<{
+    snapshot: SessionSnapshot;
+    events: RuntimeEvent[];
+    nextCursor: number;
+  }> {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const events = await this.log.read(input.sessionId, { after: input.cursor ?? 0, limit: input.limit ?? 200 });
+    return {
+      snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
+      events,
+      nextCursor: events.at(-1)?.sequence ?? input.cursor ?? 0,
+    };
+  }
+
+  /** The session's binding as recorded (and its hash), or undefined for a session created before bindings. */
+  async getBinding(sessionId: string) {
+    const models = await loadAllReadModels(this.log.store.db, sessionId);
+    if (!models.session) throw notFound('session', sessionId);
+    const hash = models.session.bindingHash;
+    const binding = hash ? models.session.bindings?.[hash] : undefined;
+    return binding && hash ? { binding, bindingHash: hash } : undefined;
+  }
+
+  async getToolInventory(input: { sessionId: string; threadId?: string }) {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const config = await this.deps.configFor(models.session);
+    const resolved = input.threadId ? models.toolInventory.get(input.threadId) : undefined;
+    return {
+      mode: config.permissions.mode,
+      tools: config.tools.inventory(),
+      agents: config.agents.map((a) => ({ name: a.name, description: a.description, capabilities: a.capabilities })),
+      ...(resolved ? { lastResolved: resolved } : {}),
+    };
+  }
+
+  /** Session- or thread-scoped state: one key, or all keys. */
+  async getState(input: { sessionId: string; threadId?: string; key?: string }): Promise<Record<string, unknown>> {
+    const models = await this.log.readModels(
+      input.sessionId,
+      input.threadId ? [{ kind: 'thread', key: input.threadId }] : [],
+    );
+    if (!models.session) throw notFound('session', input.sessionId);
+    const scope = input.threadId ? models.threads.get(input.threadId)?.state : models.session.state;
+    if (!scope) throw notFound('thread', input.threadId ?? '');
+    if (input.key === undefined) return { ...scope };
+    return Object.hasOwn(scope, input.key) ? { [input.key]: scope[input.key] } : {};
+  }
+
+  async listSubagents(input: { sessionId: string; threadId?: string }) {
+    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    return [...models.threads.values()]
+      .filter((t) => !input.threadId || t.threadId === input.threadId)
+      .flatMap((t) => t.subagents.map((s) => ({ ...s, parentThreadId: t.threadId })));
+  }
+
+  /**
+   * Rebuild every read model from the log and compare with the stored ones (`oar replay`). A log that holds a
+   * contradiction (two endings of one turn, task or tool call) is reported as such, never as "equal".
+   */
+  async replaySession(sessionId: string): Promise<{
+    equal: boolean;
+    differences: string[];
+    contradictions: { sequence: number; reason: string }[];
+    events: number;
+  }> {
+    const events = await this.log.read(sessionId);
+    if (events.length === 0) throw notFound('session', sessionId);
+    const rebuilt = replay(events);
+    const stored = await loadAllReadModels(this.log.store.db, sessionId);
+    const differences: string[] = [];
+    const compare = (name: string, a: unknown, b: unknown) => {
+      if (JSON.stringify(a) !== JSON.stringify(b)) differences.push(name);
+    };
+    compare('session', rebuilt.session, stored.session);
+    for (const [id, t] of rebuilt.threads) compare(`thread ${id}`, t, stored.threads.get(id));
+    for (const [id, t] of rebuilt.runs) compare(`run ${id}`, t, stored.runs.get(id));
+    for (const [id, t] of rebuilt.tasks) compare(`task ${id}`, t, stored.tasks.get(id));
+    for (const [id, t] of rebuilt.toolInventory) compare(`tool_inventory ${id}`, t, stored.toolInventory.get(id));
+    if (stored.threads.size !== rebuilt.threads.size) differences.push('thread count');
+    if (stored.runs.size !== rebuilt.runs.size) differences.push('run count');
+    if (stored.tasks.size !== rebuilt.tasks.size) differences.push('task count');
+    const contradictions = findContradictions(events);
+    return {
+      equal: differences.length === 0 && contradictions.length === 0,
+      differences,
+      contradictions,
+      events: events.length,
+    };
+  }
+
+  exportReplay(sessionId: string) {
+    return exportReplay(this.log, sessionId);
+  }
+
+  /** The evidence pack (recorded as `evidence.changed`, so this one query writes one fact). */
+  exportEvidence(sessionId: string) {
+    return exportEvidence(this.log, sessionId);
+  }
+}

@@ -1,0 +1,266 @@
+import { hostname } from 'node:os';
+import { sql } from 'kysely';
+import { OarRuntimeError } from '../errors.js';
+import type { Db, Dialect } from './store.js';
+
+/**
+ * Thread leases: one writer per thread. A worker claims a thread's lease before it drives the thread, renews it
+ * while it works and releases it when the thread has to wait. Every append the worker makes for that thread
+ * carries its `Fence`; the store checks it inside the append's transaction, so a worker that lost its lease
+ * (paused past its expiry, partitioned, slow) can never write again — correctness rests on the token, not on
+ * clocks. Expiry only decides when somebody else may take over.
+ */
+
+/** The credentials of one tenure: appends for `threadId` must carry them. */
+export interface Fence {
+  sessionId: string;
+  threadId: string;
+  owner: string;
+  token: number;
+}
+
+export interface LeaseHolder {
+  owner: string;
+  token: number;
+  /** ISO time the holder's lease runs out unless renewed. */
+  expiresAt: string;
+}
+
+export type ClaimResult = { ok: true; fence: Fence; expiresAt: number } | { ok: false; holder: LeaseHolder };
+
+/**
+ * Claim (or re-claim) a thread's lease in ONE statement, so two claimers can never both win: the upsert's
+ * update only fires while the lease is free, expired or already ours, and RETURNING tells whether it did.
+ */
+export async function claimLease(
+  db: Db,
+  input: { sessionId: string; threadId: string; owner: string; ttlMs: number; now?: number },
+): Promise<ClaimResult> {
+  const now = input.now ?? Date.now();
+  const expiresAt = now + input.ttlMs;
+  const row = await db
+    .insertInto('oar_thread_leases')
+    .values({
+      session_id: input.sessionId,
+      thread_id: input.threadId,
+      owner: input.owner,
+      token: 1,
+      expires_at: expiresAt,
+      updated_at: new Date(now).toISOString(),
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['session_id', 'thread_id'])
+        .doUpdateSet({
+          owner: input.owner,
+          // Same owner keeps its tenure; anyone else (or a released lease) starts a new one.
+          token: sql<number>`case when oar_thread_leases.owner = ${input.owner} then oar_thread_leases.token else oar_thread_leases.token + 1 end`,
+          expires_at: expiresAt,
+          updated_at: new Date(now).toISOString(),
+        })
+        .where((eb) =>
+          eb.or([
+            eb('oar_thread_leases.owner', 'is', null),
+            eb('oar_thread_leases.owner', '=', input.owner),
+            eb('oar_thread_leases.expires_at', '<', now),
+          ]),
+        ),
+    )
+    .returning(['token'])
+    .executeTakeFirst();
+  if (row) {
+    const token = Number(row.token);
+    return {
+      ok: true,
+      fence: { sessionId: input.sessionId, threadId: input.threadId, owner: input.owner, token },
+      expiresAt,
+    };
+  }
+  const holder = await leaseHolder(db, input.sessionId, input.threadId);
+  if (!holder) return claimLease(db, input); // released between the two statements: try again
+  if (ownerIsGone(holder.owner)) {
+    // The holder was a process on this machine that no longer exists (kill -9, a crash): its lease can only run
+    // out, so it is taken over now instead of after its expiry — conditionally on that very tenure.
+    const taken = await db
+      .updateTable('oar_thread_leases')
+      .set({
+        owner: input.owner,
+        token: sql<number>`token + 1`,
+        expires_at: expiresAt,
+        updated_at: new Date(now).toISOString(),
+      })
+      .where('session_id', '=', input.sessionId)
+      .where('thread_id', '=', input.threadId)
+      .where('owner', '=', holder.owner)
+      .where('token', '=', holder.token)
+      .returning(['token'])
+      .executeTakeFirst();
+    if (taken) {
+      const fence = {
+        sessionId: input.sessionId,
+        threadId: input.threadId,
+        owner: input.owner,
+        token: Number(taken.token),
+      };
+      return { ok: true, fence, expiresAt };
+    }
+  }
+  return { ok: false, holder };
+}
+
+/** A worker's owner name: unique, and saying which process on which machine holds a lease. */
+export function ownerName(id: string): string {
+  return `${id}@${hostname()}:${process.pid}`;
+}
+
+/**
+ * Whether an owner is a process of this machine that has exited. Only a definite "no such process" counts: a
+ * remote owner, an unparseable name or a process we may not signal are all treated as alive (wait for expiry).
+ */
+export function ownerIsGone(owner: string): boolean {
+  const match = /@(.+):(\d+)$/.exec(owner);
+  if (!match || match[1] !== hostname()) return false;
+  const pid = Number(match[2]);
+  if (pid === process.pid) return false;
+  try {
+    process.kill(pid, 0);
+    return false;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'ESRCH';
+  }
+}
+
+/** Extend the lease; false when it is no longer ours (taken over after expiry): stop working on the thread. */
+export async function renewLease(db: Db, fence: Fence, ttlMs: number, now = Date.now()): Promise<boolean> {
+  const result = await db
+    .updateTable('oar_thread_leases')
+    .set({ expires_at: now + ttlMs, updated_at: new Date(now).toISOString() })
+    .where('session_id', '=', fence.sessionId)
+    .where('thread_id', '=', fence.threadId)
+    .where('owner', '=', fence.owner)
+    .where('token', '=', fence.token)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
+}
+
+/**
+ * Give the lease up; a stale fence releases nothing. `idleSequence`: the thread's last sequence when the driver
+ * found nothing more to do (0 when it stopped for another reason, so the next worker looks again).
+ */
+export async function releaseLease(db: Db, fence: Fence, idleSequence = 0): Promise<void> {
+  await db
+    .updateTable('oar_thread_leases')
+    .set({ owner: null, expires_at: 0, idle_sequence: idleSequence, updated_at: new Date().toISOString() })
+    .where('session_id', '=', fence.sessionId)
+    .where('thread_id', '=', fence.threadId)
+    .where('owner', '=', fence.owner)
+    .where('token', '=', fence.token)
+    .execute();
+}
+
+/** The live holder of a thread's lease, if any (an expired or released lease has none). */
+export async function leaseHolder(
+  db: Db,
+  sessionId: string,
+  threadId: string,
+  now = Date.now(),
+): Promise<LeaseHolder | undefined> {
+  const row = await db
+    .selectFrom('oar_thread_leases')
+    .select(['owner', 'token', 'expires_at'])
+    .where('session_id', '=', sessionId)
+    .where('thread_id', '=', threadId)
+    .executeTakeFirst();
+  if (!row || row.owner === null || Number(row.expires_at) < now) return undefined;
+  return { owner: row.owner, token: Number(row.token), expiresAt: new Date(Number(row.expires_at)).toISOString() };
+}
+
+/** The lease rows of a session's threads: who holds each live one, and where each was last left idle. */
+export async function sessionLeases(
+  db: Db,
+  sessionId: string,
+  now = Date.now(),
+): Promise<Map<string, { holder?: LeaseHolder; idleSequence: number }>> {
+  const rows = await db
+    .selectFrom('oar_thread_leases')
+    .select(['thread_id', 'owner', 'token', 'expires_at', 'idle_sequence'])
+    .where('session_id', '=', sessionId)
+    .execute();
+  return new Map(
+    rows.map((r) => [
+      r.thread_id,
+      {
+        ...(r.owner !== null && Number(r.expires_at) >= now
+          ? {
+              holder: {
+                owner: r.owner,
+                token: Number(r.token),
+                expiresAt: new Date(Number(r.expires_at)).toISOString(),
+              },
+            }
+          : {}),
+        idleSequence: Number(r.idle_sequence),
+      },
+    ]),
+  );
+}
+
+/** Threads whose lease ran out while held: their worker stopped renewing (crashed, paused, cut off). */
+export async function expiredLeases(db: Db, now = Date.now()): Promise<{ sessionId: string; threadId: string }[]> {
+  const rows = await db
+    .selectFrom('oar_thread_leases')
+    .select(['session_id', 'thread_id'])
+    .where('owner', 'is not', null)
+    .where('expires_at', '<', now)
+    .execute();
+  return rows.map((r) => ({ sessionId: r.session_id, threadId: r.thread_id }));
+}
+
+/** The append was made with a fence whose tenure is over: the writer must stop touching the thread. */
+export class LeaseLostError extends OarRuntimeError {
+  constructor(fence: Fence, holder: { owner: string | null; token: number } | undefined) {
+    super('lease_lost', `this worker no longer holds the lease of thread "${fence.threadId}"; nothing was written`, {
+      details: { threadId: fence.threadId, token: fence.token, ...(holder ? { currentToken: holder.token } : {}) },
+    });
+  }
+}
+
+/**
+ * Inside an append's transaction (after the session row is locked): the fence must still be the lease's current
+ * tenure. PostgreSQL reads the lease row FOR SHARE, so a concurrent claim either commits first (and we see its new
+ * token) or waits for this append to commit; SQLite serializes writers anyway.
+ */
+export async function checkFence(tx: Db, dialect: Dialect, fence: Fence): Promise<void> {
+  let query = tx
+    .selectFrom('oar_thread_leases')
+    .select(['owner', 'token'])
+    .where('session_id', '=', fence.sessionId)
+    .where('thread_id', '=', fence.threadId);
+  if (dialect === 'postgres') query = query.forShare();
+  const row = await query.executeTakeFirst();
+  if (!row || row.owner !== fence.owner || Number(row.token) !== fence.token) {
+    throw new LeaseLostError(fence, row ? { owner: row.owner, token: Number(row.token) } : undefined);
+  }
+}
+
+/**
+ * Inside a command's append: nobody may hold a live lease on the thread (the command acts only on threads no
+ * worker is driving). Read FOR SHARE on PostgreSQL, so a claim cannot slip in before the command commits.
+ */
+export async function checkUnheld(
+  tx: Db,
+  dialect: Dialect,
+  sessionId: string,
+  threadId: string,
+  now = Date.now(),
+): Promise<LeaseHolder | undefined> {
+  let query = tx
+    .selectFrom('oar_thread_leases')
+    .select(['owner', 'token', 'expires_at'])
+    .where('session_id', '=', sessionId)
+    .where('thread_id', '=', threadId);
+  if (dialect === 'postgres') query = query.forShare();
+  const row = await query.executeTakeFirst();
+  if (!row || row.owner === null || Number(row.expires_at) < now) return undefined;
+  return { owner: row.owner, token: Number(row.token), expiresAt: new Date(Number(row.expires_at)).toISOString() };
+}

@@ -1,0 +1,63 @@
+import { existsSync } from 'node:fs';
+import type { AgentConfig, SessionBinding } from '../binding.js';
+import type { BoundConfig } from '../engine.js';
+import { OarRuntimeError } from '../errors.js';
+import type { ModelHandle } from '../runner/model-call.js';
+import { loadToolModule } from '../tools/modules.js';
+import { ToolRegistry } from '../tools/registry.js';
+
+/** What this process can offer a binding: the tools registered in code and a way to reach models. */
+export interface Host {
+  tools: ToolRegistry;
+  /** The model of an agent under a binding (its spec is `agent.model ?? binding.model`). */
+  model(agent: AgentConfig, binding: SessionBinding): ModelHandle | Promise<ModelHandle>;
+}
+
+/**
+ * Make a binding runnable here: its tools (code-registered first, then its tool modules) and its models. A tool
+ * the binding names that this process cannot provide is an honest `binding_unavailable`, never a silent omission.
+ */
+export async function bindConfig(binding: SessionBinding, bindingHash: string, host: Host): Promise<BoundConfig> {
+  if (!existsSync(binding.workspaceRoot)) {
+    throw new OarRuntimeError('workspace_unavailable', `workspace ${binding.workspaceRoot} does not exist`, {
+      details: { workspace: binding.workspaceRoot },
+    });
+  }
+  const fromModules = new Map<string, Awaited<ReturnType<typeof loadToolModule>>[number]>();
+  for (const spec of binding.toolModules)
+    for (const tool of await loadToolModule(spec)) fromModules.set(tool.name, tool);
+  const tools = new ToolRegistry();
+  for (const name of binding.tools) {
+    const tool = host.tools.get(name) ?? fromModules.get(name);
+    if (!tool) {
+      throw new OarRuntimeError(
+        'binding_unavailable',
+        `the session is bound to tool "${name}", which this process does not provide (register it, or list its module in the binding)`,
+        { retryable: true, details: { tool: name, toolModules: binding.toolModules } },
+      );
+    }
+    tools.register(tool);
+  }
+  const models = new Map<string, Promise<ModelHandle>>();
+  return {
+    binding,
+    bindingHash,
+    workspaceRoot: binding.workspaceRoot,
+    tools,
+    agents: binding.agents,
+    mainAgent: binding.mainAgent,
+    permissions: binding.permissions,
+    limits: binding.limits,
+    onProtocolFailure: binding.onProtocolFailure,
+    model(agent) {
+      let handle = models.get(agent.name);
+      if (!handle) {
+        handle = Promise.resolve().then(() => host.model(agent, binding));
+        // A model that cannot be reached now (a key not set yet) is tried again next time, not remembered.
+        handle.catch(() => models.delete(agent.name));
+        models.set(agent.name, handle);
+      }
+      return handle;
+    },
+  };
+}

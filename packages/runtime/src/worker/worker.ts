@@ -1,0 +1,434 @@
+import { type OarError, oarError } from '@oar/protocol';
+import { getArtifactText, putArtifact } from '../artifacts.js';
+import type { BoundConfig, Engine } from '../engine.js';
+import { OarRuntimeError, toOarError } from '../errors.js';
+import { newId } from '../ids.js';
+import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
+import type { Notifier, SessionChange } from '../log/notifier.js';
+import type { SessionState } from '../read-models/session.js';
+import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { advance, failTurn } from '../runner/thread-runner.js';
+import {
+  claimLease,
+  expiredLeases,
+  type Fence,
+  type LeaseHolder,
+  LeaseLostError,
+  ownerIsGone,
+  ownerName,
+  releaseLease,
+  renewLease,
+  sessionLeases,
+} from '../store/leases.js';
+import type { Db } from '../store/store.js';
+import { recoveryDrafts } from './recovery.js';
+
+export interface WorkerOptions {
+  /** This worker's name in lease rows (default: a fresh `wrk_…` id). */
+  owner?: string;
+  /** The sessions this worker drives: all of them, or only these (more can be added with `adopt`). */
+  sessions?: 'all' | readonly string[];
+  /** How long a lease lasts without renewal (default 30 s); renewed every third of it. */
+  leaseTtlMs?: number;
+  /** How often to look for leases that ran out (default 1 s). */
+  pollMs?: number;
+}
+
+export interface WorkerDeps {
+  log: EventLog;
+  notifier: Notifier;
+  runtimeId: string;
+  /** The runnable configuration of a session's binding (`hash` picks a turn's binding; default the current). */
+  configFor(session: SessionState | undefined, hash: string | undefined): Promise<BoundConfig>;
+}
+
+/** The state of one thread this worker drives: its lease, its abort controller, whether it was kicked again. */
+interface Driver {
+  sessionId: string;
+  threadId: string;
+  again: boolean;
+  lost: boolean;
+  controller: AbortController;
+  done: Promise<void>;
+  renewal?: NodeJS.Timeout;
+}
+
+export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+/**
+ * A worker owns execution. It claims a thread's lease before driving it, renews the lease while it works, appends
+ * only through a writer fenced by that lease, acts on durable interrupt requests, and releases the lease when the
+ * thread has to wait. It finds work from change notifications and from leases that ran out; it never drives a
+ * thread somebody else holds, and recovers only threads it has just claimed.
+ */
+export class Worker {
+  readonly owner: string;
+  private readonly drivers = new Map<string, Driver>();
+  /** Threads found held by another worker when this one wanted to drive them. */
+  private readonly held = new Map<string, LeaseHolder>();
+  private readonly scope: 'all' | Set<string>;
+  private readonly ttl: number;
+  private closed = false;
+  private readonly unlisten: () => void;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(
+    private readonly deps: WorkerDeps,
+    options: WorkerOptions = {},
+  ) {
+    this.owner = options.owner ?? ownerName(newId('wrk'));
+    this.scope = options.sessions === 'all' || options.sessions === undefined ? 'all' : new Set(options.sessions);
+    this.ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+    this.unlisten = deps.notifier.listen((change) => this.onChange(change));
+    this.timer = setInterval(() => void this.reclaimExpired(), options.pollMs ?? 1000);
+    this.timer.unref();
+  }
+
+  /** Drive this session too (a CLI process adopts the session it created or was asked to continue). */
+  adopt(sessionId: string): void {
+    if (this.scope !== 'all') this.scope.add(sessionId);
+  }
+
+  drives(sessionId: string): boolean {
+    return this.scope === 'all' || this.scope.has(sessionId);
+  }
+
+  /** Who else holds a thread this worker wanted to drive (the CLI names them). */
+  holderOf(threadId: string): LeaseHolder | undefined {
+    return this.held.get(threadId);
+  }
+
+  /** Threads of the session this worker is driving right now. */
+  driving(sessionId?: string): Promise<void>[] {
+    return [...this.drivers.values()].filter((d) => !sessionId || d.sessionId === sessionId).map((d) => d.done);
+  }
+
+  private onChange(change: SessionChange): void {
+    // What this process's own drivers wrote needs no attention: they wake the threads they affect themselves.
+    if (change.fenced || this.closed || !this.drives(change.sessionId)) return;
+    void this.look(change.sessionId).catch(() => undefined);
+  }
+
+  /**
+   * Look at a session's threads: stop the work of a driven thread whose turn has an interrupt request, and drive
+   * every thread that has something to do and nobody holding it.
+   */
+  async look(sessionId: string): Promise<void> {
+    if (this.closed || !this.drives(sessionId)) return;
+    for (const { thread, holder } of await sessionWork(this.deps.log.store.db, sessionId)) {
+      const driver = this.drivers.get(thread.threadId);
+      if (driver) {
+        if (interruptPending(thread) && !driver.controller.signal.aborted) {
+          driver.controller.abort(new Error(thread.interrupt?.reason ?? 'interrupted'));
+        }
+        driver.again = true;
+      } else if (holder) {
+        if (holder.owner !== this.owner) this.held.set(thread.threadId, holder);
+      } else this.kick(sessionId, thread.threadId);
+    }
+  }
+
+  /** Take over threads whose lease ran out (their worker crashed or stalled). */
+  private async reclaimExpired(): Promise<void> {
+    if (this.closed) return;
+    try {
+      for (const { sessionId, threadId } of await expiredLeases(this.deps.log.store.db)) {
+        if (this.drives(sessionId) && !this.drivers.has(threadId)) this.kick(sessionId, threadId);
+      }
+    } catch {
+      // The store is briefly unavailable: the next poll looks again.
+    }
+  }
+
+  /** Make sure the thread is driven by this worker (unless another one holds it). */
+  kick(sessionId: string, threadId: string): void {
+    if (this.closed) return;
+    const existing = this.drivers.get(threadId);
+    if (existing) {
+      existing.again = true;
+      return;
+    }
+    const driver: Driver = {
+      sessionId,
+      threadId,
+      again: true,
+      lost: false,
+      controller: new AbortController(),
+      done: Promise.resolve(),
+    };
+    this.drivers.set(threadId, driver);
+    driver.done = this.drive(driver);
+  }
+
+  private async drive(driver: Driver): Promise<void> {
+    const { sessionId, threadId } = driver;
+    const db = this.deps.log.store.db;
+    let fence: Fence | undefined;
+    let idleSequence = 0;
+    let failed = false;
+    let engine: ThreadEngine | undefined;
+    try {
+      const claim = await claimLease(db, { sessionId, threadId, owner: this.owner, ttlMs: this.ttl });
+      if (!claim.ok) {
+        this.held.set(threadId, claim.holder);
+        return;
+      }
+      this.held.delete(threadId);
+      fence = claim.fence;
+      const lease = fence;
+      driver.renewal = setInterval(
+        () => {
+          renewLease(db, lease, this.ttl)
+            .then((ok) => {
+              if (ok) return;
+              driver.lost = true;
+              driver.controller.abort(new LeaseLostError(lease, undefined));
+            })
+            .catch(() => undefined); // a store hiccup: the next renewal tries again before the lease runs out
+        },
+        Math.max(50, Math.floor(this.ttl / 3)),
+      );
+      driver.renewal.unref();
+      engine = new ThreadEngine(this, this.deps, driver, lease);
+      // Whatever the previous tenure left running has no writer any more: settle it before anything else.
+      const recovered = recoveryDrafts(await engine.loadThread(sessionId, threadId));
+      if (recovered.drafts.length > 0) await engine.append(sessionId, recovered.drafts);
+      idleSequence = await this.loop(driver, engine);
+    } catch (error) {
+      failed = true;
+      if (error instanceof OarRuntimeError && error.code === 'lease_lost') driver.lost = true;
+      // A lost lease means someone else carries on: there is nothing this worker may record any more.
+      if (!driver.lost && !this.closed && engine) await this.recordFailure(engine, toOarError(error));
+    } finally {
+      clearInterval(driver.renewal);
+      // Release before forgetting the driver: a kick in between finds the driver and sets `again` instead of
+      // starting a second driver that would re-claim the lease this one is about to release.
+      if (fence && !driver.lost) await releaseLease(db, fence, idleSequence).catch(() => undefined);
+      this.drivers.delete(threadId);
+      // A kick that came while this driver was leaving: drive again (not after a failure, which would only repeat).
+      if (driver.again && fence && !failed && !driver.lost && !this.closed) this.kick(sessionId, threadId);
+    }
+  }
+
+  /** Step the thread until it has to wait. Returns the thread's last sequence when it was left idle. */
+  private async loop(driver: Driver, engine: ThreadEngine): Promise<number> {
+    const { sessionId, threadId } = driver;
+    for (;;) {
+      if (this.closed || driver.lost) return 0;
+      driver.again = false;
+      const thread = await engine.prepare(threadId);
+      if (interruptPending(thread)) {
+        await this.cancelTurn(engine, driver, thread);
+        continue;
+      }
+      // An abort whose request is gone (the turn ended first): work goes on with a fresh signal.
+      if (driver.controller.signal.aborted) driver.controller = new AbortController();
+      if (await advance(engine, sessionId, threadId)) continue;
+      const after = await engine.loadThread(sessionId, threadId);
+      if (interruptPending(after) || driver.again) continue;
+      return after.lastSequence;
+    }
+  }
+
+  /** Act on an interrupt request: the running work has stopped; record the cancellation of the turn. */
+  private async cancelTurn(engine: ThreadEngine, driver: Driver, thread: ThreadView): Promise<void> {
+    const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+    const reason = thread.interrupt?.reason ?? 'interrupted';
+    if (!driver.controller.signal.aborted) driver.controller.abort(new Error(reason));
+    if (turn) await failTurn(engine, thread, turn, oarError('interrupted', reason), 'cancelled');
+    driver.controller = new AbortController();
+  }
+
+  /** A bug or an unavailable store must not leave a turn running forever: fail it with the cause. */
+  private async recordFailure(engine: ThreadEngine, error: OarError): Promise<void> {
+    try {
+      const thread = await engine.loadThread(engine.sessionId, engine.threadId);
+      await engine.append(engine.sessionId, [
+        {
+          type: 'runtime.error',
+          threadId: thread.threadId,
+          ...(thread.activeTurnId ? { turnId: thread.activeTurnId } : {}),
+          payload: { ...error, fatal: false },
+        },
+      ]);
+      const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+      if (turn) await failTurn(engine, thread, turn, error);
+    } catch {
+      // The store itself failed; the next worker to claim the thread finds the unfinished turn.
+    }
+  }
+
+  /**
+   * Behave like a process that died (tests and fault trials): stop renewing, polling and listening at once, abort
+   * nothing and release nothing. The leases run out and another worker takes the threads over; whatever this
+   * worker's stuck drivers try to write afterwards is refused by fencing.
+   */
+  abandon(): void {
+    this.closed = true;
+    this.unlisten();
+    clearInterval(this.timer);
+    for (const driver of this.drivers.values()) clearInterval(driver.renewal);
+  }
+
+  /** Stop: abort running work (it resumes wherever the threads are claimed next), release every lease. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.unlisten();
+    clearInterval(this.timer);
+    const closing = new OarRuntimeError('runtime_closing', 'the runtime is closing');
+    for (const driver of this.drivers.values()) driver.controller.abort(closing);
+    await Promise.allSettled([...this.drivers.values()].map((d) => d.done));
+  }
+}
+
+/**
+ * The threads of a session that are in progress: held by a worker (`holder`), or with something to do that no
+ * worker holds (nobody is on them yet).
+ */
+export async function sessionWork(
+  db: Db,
+  sessionId: string,
+): Promise<{ threadId: string; thread: ThreadState; holder?: LeaseHolder }[]> {
+  const rows = await db
+    .selectFrom('oar_read_models')
+    .select('body')
+    .where('session_id', '=', sessionId)
+    .where('kind', '=', 'thread')
+    .execute();
+  const leases = await sessionLeases(db, sessionId);
+  const work: { threadId: string; thread: ThreadState; holder?: LeaseHolder }[] = [];
+  for (const row of rows) {
+    const thread = JSON.parse(row.body) as ThreadState;
+    const lease = leases.get(thread.threadId);
+    // A holder that was a process of this machine and has exited holds nothing: its lease is taken over on claim.
+    if (lease?.holder && !ownerIsGone(lease.holder.owner))
+      work.push({ threadId: thread.threadId, thread, holder: lease.holder });
+    else if (needsDrive(thread, lease?.idleSequence)) work.push({ threadId: thread.threadId, thread });
+  }
+  return work;
+}
+
+/** An interrupt was requested for the turn that is running. */
+function interruptPending(thread: ThreadState): boolean {
+  return thread.interrupt !== undefined && thread.interrupt.turnId === thread.activeTurnId;
+}
+
+/**
+ * Whether a thread nobody holds has something for a worker to do. A thread left idle by its last driver needs
+ * nothing until one of its events moves its sequence on (a decision, a child's result, a submit, an interrupt).
+ */
+export function needsDrive(thread: ThreadState, idleSequence: number | undefined): boolean {
+  if (thread.status === 'closed') return false;
+  if (idleSequence !== undefined && idleSequence === thread.lastSequence) return false;
+  if (thread.activeTurnId !== undefined) return true;
+  return thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted');
+}
+
+/**
+ * The engine one driver hands the runner and the executors: the bound configuration of the turn it runs, and a
+ * writer fenced by the driver's lease.
+ */
+class ThreadEngine implements Engine {
+  private config: BoundConfig | undefined;
+  /** Events held back by `append(…, {defer: true})`. */
+  private deferred: EventDraft[] = [];
+  readonly runtimeId: string;
+  readonly sessionId: string;
+  readonly threadId: string;
+
+  constructor(
+    private readonly worker: Worker,
+    private readonly deps: WorkerDeps,
+    private readonly driver: Driver,
+    private readonly fence: Fence,
+  ) {
+    this.runtimeId = deps.runtimeId;
+    this.sessionId = driver.sessionId;
+    this.threadId = driver.threadId;
+  }
+
+  /** Load the thread and bind the configuration of its running turn (or the session's current one). */
+  async prepare(threadId: string): Promise<ThreadView> {
+    const thread = await this.loadThread(this.sessionId, threadId);
+    const session = (await this.deps.log.readModels(this.sessionId, [])).session;
+    const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+    this.config = await this.deps.configFor(session, turn?.bindingHash);
+    return thread;
+  }
+
+  private get bound(): BoundConfig {
+    if (!this.config) throw new Error('the thread engine is used before prepare()');
+    return this.config;
+  }
+  get binding() {
+    return this.bound.binding;
+  }
+  get bindingHash() {
+    return this.bound.bindingHash;
+  }
+  get workspaceRoot() {
+    return this.bound.workspaceRoot;
+  }
+  get tools() {
+    return this.bound.tools;
+  }
+  get agents() {
+    return this.bound.agents;
+  }
+  get mainAgent() {
+    return this.bound.mainAgent;
+  }
+  get permissions() {
+    return this.bound.permissions;
+  }
+  get limits() {
+    return this.bound.limits;
+  }
+  get onProtocolFailure() {
+    return this.bound.onProtocolFailure;
+  }
+  model(agent: Parameters<BoundConfig['model']>[0]) {
+    return this.bound.model(agent);
+  }
+
+  signal(): AbortSignal {
+    return this.driver.controller.signal;
+  }
+
+  wake(sessionId: string, threadId: string): void {
+    this.worker.kick(sessionId, threadId);
+  }
+
+  loadThread(sessionId: string, threadId: string): Promise<ThreadView> {
+    return this.deps.log.thread(sessionId, threadId);
+  }
+
+  async grants(sessionId: string) {
+    return (await this.deps.log.readModels(sessionId, [])).session?.grants ?? [];
+  }
+
+  readonly artifacts = {
+    put: (sessionId: string, content: Parameters<typeof putArtifact>[2], maxBytes?: number) =>
+      putArtifact(this.deps.log.store.db, sessionId, content, maxBytes),
+    text: (sessionId: string, artifactId: string) => getArtifactText(this.deps.log.store.db, sessionId, artifactId),
+  };
+
+  async append(
+    sessionId: string,
+    drafts: EventDraft[],
+    options: { defer?: boolean; guard?: AppendGuard } = {},
+  ): Promise<void> {
+    if (options.defer) {
+      this.deferred.push(...drafts);
+      return;
+    }
+    const held = this.deferred;
+    this.deferred = [];
+    // If this append fails, the held facts go with it rather than being re-queued behind later facts: a lost
+    // model-call completion only means the call is made again after a restart (that is why it may be deferred).
+    await this.deps.log.append(sessionId, [...held, ...drafts], {
+      fence: this.fence,
+      ...(options.guard ? { guard: options.guard } : {}),
+    });
+  }
+}
