@@ -27,3 +27,13 @@ export function toOarError(error: unknown): OarError {
 
 export const notFound = (kind: string, id: string) =>
   new OarRuntimeError(`${kind}_not_found`, `unknown ${kind} id "${id}"`, { details: { [`${kind}Id`]: id } });
+
+/** The abort reason of work stopped because its runtime is closing (not an interrupt: the work resumes elsewhere). */
+export function runtimeClosing(): OarRuntimeError {
+  return new OarRuntimeError('runtime_closing', 'the runtime is closing');
+}
+
+/** The signal was aborted by a closing runtime, not by an interrupt: record nothing, the next worker resumes. */
+export function isClosing(signal: AbortSignal): boolean {
+  return signal.reason instanceof OarRuntimeError && signal.reason.code === 'runtime_closing';
+}

@@ -1,6 +1,6 @@
 import { estimateTokens, MECHANICAL_SUMMARY_TOKENS, mechanicalSummary, oarError } from '@oar/protocol';
 import { artifactUri } from '../artifacts.js';
-import { toOarError } from '../errors.js';
+import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
@@ -232,6 +232,9 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     });
   } catch (thrown) {
     timer.clear();
+    // The runtime is closing, not interrupting: record nothing, like a crash. The action stays `running`, and
+    // whichever worker claims the thread next applies recovery (re-run if idempotent, else `lost`).
+    if (isClosing(ctx.signal) && tool.interruptBehavior === 'cancel') return 'running';
     const durationMs = Date.now() - started;
     const interrupted = ctx.signal.aborted && tool.interruptBehavior === 'cancel';
     const error = timer.timedOut()

@@ -9,7 +9,7 @@ import {
   protocolResult,
 } from '@oar/protocol';
 import { type AgentConfig, agentByName, type Engine } from '../engine.js';
-import { OarRuntimeError } from '../errors.js';
+import { isClosing } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
@@ -126,11 +126,6 @@ function describeFault(outcome: ParseOutcome, finishReason: string): string {
     .map((e) => `- [${e.code}]${e.path ? ` at ${e.path}` : ''}: ${e.message}. ${e.hint}`);
   if (finishReason === 'length') lines.unshift('- Your output was cut off (token limit): send a shorter declaration.');
   return lines.join('\n');
-}
-
-/** The abort came from `Runtime.close()`, not from an interrupt: the work resumes on the next start. */
-export function isClosing(signal: AbortSignal): boolean {
-  return signal.reason instanceof OarRuntimeError && signal.reason.code === 'runtime_closing';
 }
 
 function turnIds(thread: ThreadView, turn: TurnState) {

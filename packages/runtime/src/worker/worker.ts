@@ -1,12 +1,13 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { getArtifactText, putArtifact } from '../artifacts.js';
 import type { BoundConfig, Engine } from '../engine.js';
-import { OarRuntimeError, toOarError } from '../errors.js';
+import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
 import type { SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
 import {
   claimLease,
@@ -224,6 +225,8 @@ export class Worker {
       // An abort whose request is gone (the turn ended first): work goes on with a fresh signal.
       if (driver.controller.signal.aborted) driver.controller = new AbortController();
       if (await advance(engine, sessionId, threadId)) continue;
+      // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
+      if (this.closed || driver.lost) return 0;
       const after = await engine.loadThread(sessionId, threadId);
       if (interruptPending(after) || driver.again) continue;
       return after.lastSequence;
@@ -253,6 +256,23 @@ export class Worker {
       ]);
       const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
       if (turn) await failTurn(engine, thread, turn, error);
+      // A turn that cannot even start (its binding cannot run here) fails as well, or it would be retried forever.
+      const accepted = turn ? undefined : thread.turns.find((t) => t.status === 'accepted');
+      if (accepted) {
+        await engine.append(
+          engine.sessionId,
+          [
+            {
+              type: 'turn.failed',
+              threadId: thread.threadId,
+              turnId: accepted.turnId,
+              status: 'failed',
+              payload: { error },
+            },
+          ],
+          { guard: threadUnchanged(thread) },
+        );
+      }
     } catch {
       // The store itself failed; the next worker to claim the thread finds the unfinished turn.
     }
@@ -275,7 +295,7 @@ export class Worker {
     this.closed = true;
     this.unlisten();
     clearInterval(this.timer);
-    const closing = new OarRuntimeError('runtime_closing', 'the runtime is closing');
+    const closing = runtimeClosing();
     for (const driver of this.drivers.values()) driver.controller.abort(closing);
     await Promise.allSettled([...this.drivers.values()].map((d) => d.done));
   }
