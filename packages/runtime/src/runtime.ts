@@ -22,7 +22,7 @@ import { notFound } from './errors.js';
 import { newId } from './ids.js';
 import { EventLog } from './log/event-log.js';
 import { Notifier } from './log/notifier.js';
-import type { ModelsConfig } from './models/resolve.js';
+import { absoluteModelSpec, type ModelsConfig } from './models/resolve.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { bindingOf, type SessionState } from './read-models/session.js';
 import type { ModelHandle } from './runner/model-call.js';
@@ -103,9 +103,12 @@ export class Runtime {
     const tools = options.tools ?? new ToolRegistry(workspaceTools());
     this.template = bindingWith(
       {
-        mainAgent: AgentSchema.parse({ name: 'main', description: 'The main agent', ...options.mainAgent }),
-        agents: (options.agents ?? []).map((agent) => AgentSchema.parse(agent)),
-        ...(options.defaultModel ? { model: options.defaultModel } : {}),
+        mainAgent: withAbsoluteModel(
+          AgentSchema.parse({ name: 'main', description: 'The main agent', ...options.mainAgent }),
+        ),
+        agents: (options.agents ?? []).map((agent) => withAbsoluteModel(AgentSchema.parse(agent))),
+        // A binding must mean the same from any directory: a relative script path is made absolute here.
+        ...(options.defaultModel ? { model: absoluteModelSpec(options.defaultModel, process.cwd()) } : {}),
         models: options.models ?? {},
         workspaceRoot: options.workspaceRoot,
         tools: options.bindTools ?? tools.list().map((tool) => tool.name),
@@ -352,6 +355,10 @@ export class Runtime {
     await this.worker?.close();
     await this.notifier.close();
   }
+}
+
+function withAbsoluteModel(agent: AgentConfig): AgentConfig {
+  return agent.model ? { ...agent, model: absoluteModelSpec(agent.model, process.cwd()) } : agent;
 }
 
 /** The installation's runtime id: created once per store; concurrent first starts agree on whichever was written. */
