@@ -8,6 +8,15 @@ import { registerRuntimeCommands } from './runtime-commands.js';
 
 export const VERSION = '0.1.0';
 
+/** What to do about a runtime error, in the CLI's own terms (the runtime itself knows no flags). */
+const CLI_HINTS: Record<string, string> = {
+  model_required: 'pass --model SPEC or set "model" in oar.config.json',
+  workspace_unavailable:
+    'pass --workspace DIR with an existing directory, or `oar session update SESSION --workspace DIR`',
+  binding_unavailable:
+    'run this session where its tools are available (tools.modules in its binding: `oar session show`)',
+};
+
 /**
  * Runs the oar CLI and returns the exit code: 0 ok, 1 the checked input was not ok, 2 usage error.
  * Returning the code (rather than calling process.exit) lets output streams flush.
@@ -54,7 +63,9 @@ export async function main(argv: string[]): Promise<number> {
     }
     if (error instanceof OarRuntimeError) {
       // Bad input to a runtime command (unknown id, invalid config): a structured error, exit 2.
-      process.stderr.write(`${JSON.stringify({ error: error.error })}\n`);
+      const hint = CLI_HINTS[error.code];
+      const structured = hint ? { ...error.error, details: { ...error.error.details, hint } } : error.error;
+      process.stderr.write(`${JSON.stringify({ error: structured })}\n`);
       return 2;
     }
     const message = error instanceof Error ? error.message : String(error);

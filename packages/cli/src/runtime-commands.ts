@@ -36,11 +36,12 @@ export async function openRuntime(
 ): Promise<{ runtime: Runtime; store: Store }> {
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
+  const store = options.store ?? process.env.OAR_STORE;
   return buildRuntime(config, baseDir, {
     cwd,
     env: process.env,
     worker: { sessions: sessions ?? [] },
-    ...(options.store ? { store: options.store } : {}),
+    ...(store ? { store } : {}),
     ...(options.model ? { model: options.model } : {}),
     ...(options.workspace ? { workspace: options.workspace } : {}),
   });

@@ -160,7 +160,11 @@ describe('reading commands and bad input', () => {
   it('a missing model is a clear error', () => {
     const run = oarIn(tempDir(), ['run', 'hello']);
     expect(run.code).toBe(2);
-    expect(JSON.parse(run.stderr).error.code).toBe('model_required');
+    const { error } = JSON.parse(run.stderr);
+    expect(error.code).toBe('model_required');
+    // The runtime names no CLI flag; the CLI adds what to do in its own terms.
+    expect(error.message).not.toContain('--model');
+    expect(error.details.hint).toContain('--model');
   });
 
   it('an invalid config is a clear error', () => {

@@ -18,7 +18,7 @@ export const CONFIG_FILE = 'oar.config.json';
 /** `oar.config.json`: everything a runtime needs, none of it secret (API keys are named by env var only). */
 export const OarConfigSchema = z.strictObject({
   $schema: z.string().optional(),
-  /** SQLite path or postgres:// URL; OAR_STORE and --store override it. Default .oar/oar.db. */
+  /** SQLite path or postgres:// URL (a caller's own override, such as a CLI flag, wins). Default .oar/oar.db. */
   store: z.string().optional(),
   /** Workspace root for the file tools (default: the working directory). */
   workspace: z.string().optional(),
@@ -124,7 +124,7 @@ export async function buildRuntime(
     ...a,
     ...(a.model ? { model: absoluteModelSpec(a.model, baseDir) } : {}),
   }));
-  const storeUrl = options.store ?? options.env.OAR_STORE ?? config.store;
+  const storeUrl = options.store ?? config.store;
   const store = await Store.open(storeUrl, { cwd: options.cwd });
   // A runtime that cannot start (missing workspace, …) must not leave its store open.
   const runtime = await Runtime.create({

@@ -273,7 +273,7 @@ export async function bindingModel(
   if (!spec) {
     throw new OarRuntimeError(
       'model_required',
-      'no model configured: pass --model SPEC or set "model" in oar.config.json',
+      `no model is configured for agent "${agent.name}": the binding names none`,
       {
         details: {
           agent: agent.name,
