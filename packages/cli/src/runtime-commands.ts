@@ -5,13 +5,16 @@ import { oarError } from '@oar/protocol';
 import {
   absoluteModelSpec,
   type BindingUpdate,
+  bindingModel,
   buildRuntime,
   loadConfig,
   PERMISSION_MODES,
   type PermissionMode,
   Runtime,
   Store,
+  ToolRegistry,
   type WorkerOptions,
+  workspaceTools,
 } from '@oar/runtime';
 import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
@@ -47,24 +50,36 @@ export async function openRuntime(
   });
 }
 
-/** Reading commands open only the store: a control plane with no worker, no tools loaded, no model. */
-async function openForReading(options: GlobalOptions): Promise<{ runtime: Runtime; store: Store }> {
+/**
+ * Open the store and a runtime that continues existing sessions: each runs with its own recorded binding, so
+ * nothing of the local config matters but where the store is and how long this process's leases last (a config
+ * naming a tool module or workspace that does not exist here must not stop a respond). `sessions`: what the worker
+ * drives; `false`: no worker (reading commands, `interrupt`).
+ */
+async function openForSessions(
+  options: GlobalOptions,
+  sessions: WorkerOptions['sessions'] | false,
+): Promise<{ runtime: Runtime; store: Store }> {
   const cwd = process.cwd();
-  const { config, baseDir } = await loadConfig(options.config, cwd);
+  const { config } = await loadConfig(options.config, cwd);
   const store = await Store.open(options.store ?? process.env.OAR_STORE ?? config.store, { cwd });
   const runtime = await Runtime.create({
     store,
-    workspaceRoot: baseDir,
-    worker: false,
-    resumeOnStart: false,
-    model: () => {
-      throw new UsageError(oarError('model_required', 'this command does not call a model'));
-    },
+    workspaceRoot: cwd,
+    tools: new ToolRegistry(workspaceTools()),
+    model: (agent, binding) => bindingModel(agent, binding, process.env),
+    worker: sessions === false ? false : { ...config.worker, sessions },
+    resumeOnStart: sessions !== false,
   }).catch(async (error: unknown) => {
     await store.close();
     throw error;
   });
   return { runtime, store };
+}
+
+/** Reading commands: a control plane over the store, no worker, no tools loaded, no model. */
+function openForReading(options: GlobalOptions): Promise<{ runtime: Runtime; store: Store }> {
+  return openForSessions(options, false);
 }
 
 function approvalMode(options: { approveAll?: boolean; denyAll?: boolean }): ApprovalMode {
@@ -147,7 +162,7 @@ function noteHolder(runtime: Runtime, threadId: string, json: boolean): void {
 /** Exit codes of run/resume: 0 answered, 1 failed, 3 waiting for a decision, 130 interrupted. */
 async function run(prompt: string, options: RunOptions): Promise<number> {
   const approvals = approvalMode(options);
-  const opened = await openRuntime(options, options.session ? [options.session] : []);
+  const opened = options.session ? await openForSessions(options, [options.session]) : await openRuntime(options, []);
   return withRuntime(opened, async (runtime) => {
     let after = 0;
     if (options.session) {
@@ -253,7 +268,7 @@ async function resume(sessionIds: string[], options: ResumeOptions): Promise<num
       return 0;
     });
   }
-  const opened = await openRuntime(options, options.all ? 'all' : sessionIds);
+  const opened = await openForSessions(options, options.all ? 'all' : sessionIds);
   return withRuntime(opened, async (runtime) => {
     const targets = options.all ? (await runtime.resumableSessions()).map((r) => r.sessionId) : sessionIds;
     let waiting = 0;
@@ -304,13 +319,15 @@ async function updateSession(sessionId: string, options: SessionUpdateOptions): 
       );
     }
     if (options.model) {
-      // The main agent's own model would shadow the new default: the flag means "this session's model".
+      // The main agent's own model would shadow the new default: the flag means "this session's model". A name
+      // from this config's `models` comes along, or the session could not resolve it.
       const bound = (await runtime.getBinding(sessionId))?.binding ?? template;
       const { model: _own, ...mainAgent } = update.mainAgent ?? bound.mainAgent;
       update.mainAgent = mainAgent;
+      update.models = { ...bound.models, ...template.models, ...update.models };
     }
+    // Checked before it is recorded: an update that cannot run (a missing script, key or module) changes nothing.
     const result = await runtime.updateBinding({ sessionId, update });
-    await runtime.checkBinding(sessionId);
     if (options.json) printJson(result);
     else if (result.changed.length === 0) process.stdout.write(`session ${sessionId}: binding unchanged\n`);
     else
@@ -370,25 +387,27 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         decision: string,
         options: RunOptions & { reason?: string; text?: string },
       ) => {
-        const opened = await openRuntime(options, [sessionId]);
+        const opened = await openForSessions(options, [sessionId]);
         setExit(
           await withRuntime(opened, async (runtime) => {
             const after = await runtime.queries.lastSequence(sessionId);
             const printer = attachPrinter(runtime, sessionId, options.json === true, after);
-            const resolved = await runtime.respondAction({
+            await runtime.respondAction({
               sessionId,
               actionId,
               decision: decision as 'approve',
               ...(options.reason ? { reason: options.reason } : {}),
               ...(options.text ? { payload: { text: options.text } } : {}),
             });
-            const thread = await runtime.getThreadRead({ sessionId, threadId: resolved.threadId });
-            const result = await driveSession(
-              runtime,
-              sessionId,
-              thread.activeTurnId ?? thread.turns.at(-1)?.turnId ?? '',
-              { json: options.json === true, approvals: 'leave', printer },
-            );
+            // The outcome to report is the main thread's turn: a sub-agent's decision continues it too.
+            const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
+            const main = snapshot.threads[0];
+            const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
+            const result = await driveSession(runtime, sessionId, turnId, {
+              json: options.json === true,
+              approvals: 'leave',
+              printer,
+            });
             await printer.stop();
             return report(result, sessionId, options, opened.store.location);
           }),

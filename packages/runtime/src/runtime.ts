@@ -124,7 +124,8 @@ export class Runtime {
     this.host = { tools, model: options.model };
     const configFor = (session: SessionState | undefined, hash?: string) => this.configFor(session, hash);
     const template = () => this.template;
-    this.commands = new Commands({ log: this.log, notifier: this.notifier, template, configFor });
+    const verify = (binding: SessionBinding, hash: string) => this.verify(binding, hash);
+    this.commands = new Commands({ log: this.log, notifier: this.notifier, template, configFor, verify });
     this.queries = new Queries({ log: this.log, configFor });
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
     this.worker = workerOptions
@@ -260,6 +261,11 @@ export class Runtime {
     const session = sessionId ? (await this.log.readModels(sessionId, [])).session : undefined;
     if (sessionId && !session) throw notFound('session', sessionId);
     const config = await this.configFor(session);
+    await this.verify(config.binding, config.bindingHash);
+  }
+
+  private async verify(binding: SessionBinding, hash: string): Promise<void> {
+    const config = await bindConfig(binding, hash, this.host);
     for (const agent of [config.mainAgent, ...config.agents]) await config.model(agent);
   }
 

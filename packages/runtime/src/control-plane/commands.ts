@@ -69,6 +69,8 @@ export interface CommandDeps {
   template(): SessionBinding;
   /** The runnable configuration of a session's binding (tools only; no model is called). */
   configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig>;
+  /** Throws when a binding cannot run here (a tool module that does not load, a model that does not resolve). */
+  verify(binding: SessionBinding, hash: string): Promise<void>;
 }
 
 const SESSION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -139,6 +141,8 @@ export class Commands {
         JSON.stringify(next[key as keyof SessionBinding]) !== JSON.stringify(current[key as keyof SessionBinding]),
     );
     if (hash === session.bindingHash) return { bindingHash: hash, changed: [] };
+    // Nothing is recorded that could not run: the session would be stuck on it from its next turn.
+    await this.deps.verify(next, hash);
     await this.log.append(input.sessionId, [
       {
         type: 'session.updated',

@@ -132,6 +132,9 @@ export class Worker {
   /** Take over threads whose lease ran out (their worker crashed or stalled). */
   private async reclaimExpired(): Promise<void> {
     if (this.closed) return;
+    // What was held elsewhere and has run out since is no longer worth naming (and must not pile up).
+    const now = Date.now();
+    for (const [threadId, holder] of this.held) if (Date.parse(holder.expiresAt) < now) this.held.delete(threadId);
     try {
       for (const { sessionId, threadId } of await expiredLeases(this.deps.log.store.db)) {
         if (this.drives(sessionId) && !this.drivers.has(threadId)) this.kick(sessionId, threadId);
