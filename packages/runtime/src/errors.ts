@@ -1,13 +1,19 @@
 import { type OarError, oarError } from '@oar/protocol';
 
+export interface OarRuntimeErrorOptions {
+  retryable?: boolean;
+  details?: Record<string, unknown>;
+}
+
 /**
  * The runtime's throwable form of the structured error `{code, message, retryable, details}`. Control-plane
- * commands throw it for bad input (unknown ids, invalid commands); transports turn it back into the plain object.
+ * commands throw it for bad input (unknown ids, invalid commands), tools throw its subclass ToolError; transports
+ * and `toOarError` turn it back into the plain object.
  */
 export class OarRuntimeError extends Error {
   readonly error: OarError;
 
-  constructor(code: string, message: string, options: { retryable?: boolean; details?: Record<string, unknown> } = {}) {
+  constructor(code: string, message: string, options: OarRuntimeErrorOptions = {}) {
     super(message);
     this.name = 'OarRuntimeError';
     this.error = oarError(code, message, options);

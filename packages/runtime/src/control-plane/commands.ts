@@ -21,8 +21,9 @@ import {
 import type { Notifier } from '../log/notifier.js';
 import { grantFor } from '../policy/permissions.js';
 import { threadView, threadViews } from '../read-models/project.js';
-import { bindingOf, type SessionState } from '../read-models/session.js';
+import { bindingOf, isTerminalTaskStatus, type SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
+import { actionStatusChange } from '../runner/action-context.js';
 import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
 import { failTurn } from '../runner/thread-runner.js';
 import { checkUnheld } from '../store/leases.js';
@@ -390,24 +391,16 @@ export class Commands {
         pending.actionType === 'user_input' ? 'declined' : 'permission_denied',
         `${what}${input.reason ? `: ${input.reason}` : ''}`,
       );
-      drafts.push({
-        type: 'run.status',
-        ...ids,
-        status: 'failed',
-        payload: {
-          phase: 'action',
-          title: action.title ?? action.id,
-          graphActionId: action.id,
-          status: 'denied',
-          observation: {
-            id: action.id,
-            status: 'denied',
-            artifacts: [],
-            error,
-            ...(action.title ? { title: action.title } : {}),
-          },
-        },
-      });
+      const observation = { id: action.id, status: 'denied' as const, artifacts: [], error };
+      drafts.push(
+        actionStatusChange(
+          ids,
+          action,
+          'denied',
+          { observation: { ...observation, ...(action.title ? { title: action.title } : {}) } },
+          'failed',
+        ),
+      );
     }
     drafts.push({ type: 'task.resumed', ...ids, payload: { reason: `decision ${input.decision}` } });
     // Resolve at most once: a concurrent respond_action for the same decision may have committed since we read it.
@@ -452,7 +445,7 @@ export class Commands {
     const models = await loadAllReadModels(this.log.store.db, input.sessionId);
     const task = models.tasks.get(input.taskId);
     if (!task) throw notFound('task', input.taskId);
-    if (['completed', 'failed', 'cancelled', 'lost', 'archived'].includes(task.status)) {
+    if (isTerminalTaskStatus(task.status)) {
       throw new OarRuntimeError('task_not_active', `task "${input.taskId}" already ended (${task.status})`);
     }
     if (!task.threadId) throw notFound('task', input.taskId);

@@ -12,6 +12,7 @@ import {
   actionStatusEvent,
   errorOutput,
   observe,
+  toolFailedEvent,
   toolIds,
 } from '../runner/action-context.js';
 import { subagentStatus } from '../runner/subagent-status.js';
@@ -72,7 +73,6 @@ export type GateResult = { stopped: RunActionStatus } | { allowed: EventDraft[] 
 
 export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<GateResult> {
   const { engine } = ctx;
-  const ids = { ...actionIds(ctx), stepId: ctx.state.toolCallId, toolCallId: ctx.state.toolCallId };
   // Approved by respond_action: still one permission.evaluated per execution (a retry or a re-run included),
   // naming the human decision it rests on.
   if (ctx.state.approved) {
@@ -80,7 +80,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
       allowed: [
         {
           type: 'permission.evaluated',
-          ...ids,
+          ...toolIds(ctx),
           payload: {
             decision: 'allow',
             source: 'human',
@@ -96,9 +96,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
   const evaluation = evaluatePermission(request, { ...engine.permissions, grants });
   const evaluated: EventDraft = {
     type: 'permission.evaluated',
-    ...actionIds(ctx),
-    stepId: ctx.state.toolCallId,
-    toolCallId: ctx.state.toolCallId,
+    ...toolIds(ctx),
     payload: { ...toPermissionEvaluatedPayload(evaluation, request), graphActionId: ctx.action.id },
   };
   if (evaluation.decision === 'allow') return { allowed: [evaluated] };
@@ -109,7 +107,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
     await engine.append(ctx.thread.sessionId, [evaluated, actionStatusEvent(ctx, 'denied', errorOutput(error))]);
     return { stopped: 'denied' };
   }
-  const decisionId = newId('act');
+  const actionId = newId('act');
   const name = request.tool?.name ?? `${request.executor.type}:${request.executor.target}`;
   const prompt = `Allow ${name}${request.paths.length ? ` on ${request.paths.join(', ')}` : ''}? ${evaluation.reason}`;
   await engine.append(ctx.thread.sessionId, [
@@ -117,7 +115,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
     {
       type: 'action.required',
       ...actionIds(ctx),
-      actionId: decisionId,
+      actionId,
       toolCallId: ctx.state.toolCallId,
       payload: {
         actionType: 'tool_approval',
@@ -132,10 +130,8 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
     },
     {
       type: 'permission.requested',
-      ...actionIds(ctx),
-      stepId: ctx.state.toolCallId,
-      toolCallId: ctx.state.toolCallId,
-      actionId: decisionId,
+      ...toolIds(ctx),
+      actionId,
       payload: { toolName: name, prompt, reason: evaluation.reason, mode: evaluation.mode },
     },
     { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'permission', reason: prompt } },
@@ -243,9 +239,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
         })
       : interrupted
         ? oarError('interrupted', `${tool.name} was cancelled by an interrupt`)
-        : thrown instanceof ToolError
-          ? oarError(thrown.code, thrown.message, thrown.options)
-          : toOarError(thrown);
+        : toOarError(thrown);
     const status = interrupted ? 'cancelled' : 'failed';
     const drafts: EventDraft[] = [];
     if (error.code === 'path_outside_workspace') {
@@ -260,19 +254,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
         },
       });
     }
-    drafts.push({
-      type: 'tool.failed',
-      ...toolIds(ctx),
-      status,
-      payload: {
-        toolName: tool.name,
-        error,
-        durationMs,
-        graphActionId: action.id,
-        actionStatus: status,
-        observation: observe(ctx, { ...errorOutput(error), status }),
-      },
-    });
+    drafts.push(toolFailedEvent(ctx, { toolName: tool.name, error, durationMs, status }));
     await engine.append(sessionId, drafts);
     return status;
   }
@@ -287,20 +269,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     )
     .catch((error: unknown) => toOarError(error));
   if ('code' in artifact) {
-    await engine.append(sessionId, [
-      {
-        type: 'tool.failed',
-        ...toolIds(ctx),
-        payload: {
-          toolName: tool.name,
-          error: artifact,
-          durationMs,
-          graphActionId: action.id,
-          actionStatus: 'failed',
-          observation: observe(ctx, errorOutput(artifact)),
-        },
-      },
-    ]);
+    await engine.append(sessionId, [toolFailedEvent(ctx, { toolName: tool.name, error: artifact, durationMs })]);
     return 'failed';
   }
   const observation = observe(ctx, {

@@ -1,7 +1,8 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import type { ReadModels } from './project.js';
 import { applyEvent, emptyReadModels } from './project.js';
-import { isTerminalActionStatus } from './run.js';
+import { isTerminalTaskStatus } from './session.js';
+import { isTerminalActionStatus, isTerminalTurnStatus } from './thread-state.js';
 
 /**
  * Facts that cannot both be true: a second ending of a turn, of a task attempt, or of one tool call. With one
@@ -9,19 +10,17 @@ import { isTerminalActionStatus } from './run.js';
  * and replay uses it to call a log that holds one contradictory instead of "equal".
  */
 
-const ENDED_TURN = new Set(['completed', 'failed', 'cancelled']);
-const ENDED_TASK = new Set(['completed', 'failed', 'cancelled', 'lost', 'archived']);
 const TASK_ENDINGS = new Set(['task.completed', 'task.failed', 'task.cancelled', 'task.lost']);
 
 /** Why `event` contradicts what `models` already record, or undefined when it does not. */
 export function contradiction(models: ReadModels, event: RuntimeEvent): string | undefined {
   if ((event.type === 'turn.completed' || event.type === 'turn.failed') && event.threadId) {
     const turn = models.threads.get(event.threadId)?.turns.find((t) => t.turnId === event.turnId);
-    if (turn && ENDED_TURN.has(turn.status)) return `turn "${event.turnId}" already ended (${turn.status})`;
+    if (turn && isTerminalTurnStatus(turn.status)) return `turn "${event.turnId}" already ended (${turn.status})`;
   }
   if (TASK_ENDINGS.has(event.type) && event.taskId) {
     const task = models.tasks.get(event.taskId);
-    if (task && ENDED_TASK.has(task.status)) return `task "${event.taskId}" already ended (${task.status})`;
+    if (task && isTerminalTaskStatus(task.status)) return `task "${event.taskId}" already ended (${task.status})`;
   }
   if ((event.type === 'tool.result' || event.type === 'tool.failed') && event.runId) {
     const actionId = (event.payload as { graphActionId?: unknown }).graphActionId;

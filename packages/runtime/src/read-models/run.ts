@@ -1,5 +1,5 @@
 import type { ActionResult, Declaration, RuntimeEvent } from '@oar/protocol';
-import type { RunAction, RunActionStatus, RunState } from './thread-state.js';
+import { isTerminalActionStatus, type RunAction, type RunActionStatus, type RunState } from './thread-state.js';
 
 /**
  * The run projection: one executed action graph and the status of each of its actions. Kept apart from the
@@ -8,16 +8,6 @@ import type { RunAction, RunActionStatus, RunState } from './thread-state.js';
 
 type Payload = Record<string, unknown>;
 const str = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
-
-const TERMINAL: ReadonlySet<RunActionStatus> = new Set([
-  'completed',
-  'failed',
-  'denied',
-  'skipped',
-  'cancelled',
-  'lost',
-]);
-export const isTerminalActionStatus = (status: RunActionStatus) => TERMINAL.has(status);
 
 /** The action status an event ends an action with, if it does (shared by the run and the thread reducers). */
 export function endedActionStatus(event: RuntimeEvent): RunActionStatus | undefined {
@@ -50,7 +40,7 @@ function updateAction(run: RunState, actionId: string | undefined, change: (acti
 function finish(run: RunState, event: RuntimeEvent, status: RunActionStatus, result: unknown): RunState {
   const actionId = str((event.payload as Payload).graphActionId);
   return updateAction(run, actionId, (action) => {
-    const { decisionId: _ended, ...rest } = action;
+    const { pendingActionId: _ended, ...rest } = action;
     return { ...rest, status, endedAt: event.timestamp, ...(result ? { result: result as ActionResult } : {}) };
   });
 }
@@ -112,12 +102,12 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
     }
     case 'action.required': {
       const waiting = payload.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
-      return updateAction(run, actionId, (a) => ({ ...a, status: waiting, decisionId: event.actionId }));
+      return updateAction(run, actionId, (a) => ({ ...a, status: waiting, pendingActionId: event.actionId }));
     }
     case 'action.resolved':
       // An approval (a denial ended the action above): run it, with the human's payload when there is one.
       return updateAction(run, actionId, (a) => {
-        const { decisionId: _resolved, ...rest } = a;
+        const { pendingActionId: _resolved, ...rest } = a;
         return {
           ...rest,
           status: 'pending',

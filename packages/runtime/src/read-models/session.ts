@@ -1,7 +1,8 @@
-import type { RuntimeEvent, Task, TaskAttempt } from '@oar/protocol';
+import type { RuntimeEvent, Task, TaskAttempt, TaskStatusValue } from '@oar/protocol';
 import { z } from 'zod';
 import { type SessionBinding, SessionBindingSchema } from '../binding.js';
 import { SessionGrantSchema } from '../policy/permission-schema.js';
+import { memberOf } from './thread-state.js';
 
 /** The session projection: metadata, its threads, usage totals, routing facts and session-wide grants. */
 export const SessionStateSchema = z.object({
@@ -112,6 +113,13 @@ export function bindingOf(session: SessionState, hash?: string): SessionBinding 
   const key = hash ?? session.bindingHash;
   return key ? session.bindings?.[key] : undefined;
 }
+
+/**
+ * The statuses that end a task: it is never active again. `TaskStatusValueSchema` is @oar/protocol's vocabulary
+ * (its other final statuses, timed_out and stale, the engine never records).
+ */
+export const TERMINAL_TASK_STATUSES = ['completed', 'failed', 'cancelled', 'lost', 'archived'] as const;
+export const isTerminalTaskStatus = memberOf<TaskStatusValue>(TERMINAL_TASK_STATUSES);
 
 /** The task projection: the public task read model (objective, status, attempts, relationships). */
 export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task | undefined {

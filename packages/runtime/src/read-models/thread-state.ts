@@ -1,5 +1,17 @@
-import { ActionResultSchema, DeclarationSchema, OarErrorSchema, TurnStatusSchema } from '@oar/protocol';
+import {
+  ActionResultSchema,
+  DeclarationSchema,
+  OarErrorSchema,
+  type TurnStatus,
+  TurnStatusSchema,
+} from '@oar/protocol';
 import { z } from 'zod';
+
+/** A membership test for a fixed subset of a status vocabulary (typed, so a misspelt member does not compile). */
+export function memberOf<S extends string>(statuses: readonly S[]): (status: S) => boolean {
+  const members: ReadonlySet<S> = new Set(statuses);
+  return (status) => members.has(status);
+}
 
 /**
  * The engine's projection of one thread: everything the runner needs to continue after a restart, derived
@@ -32,6 +44,11 @@ export const RUN_ACTION_STATUSES = [
 export const RunActionStatusSchema = z.enum(RUN_ACTION_STATUSES);
 export type RunActionStatus = z.infer<typeof RunActionStatusSchema>;
 
+/** The statuses that end an action: its graph is done with it (a retry first records it `pending` again). */
+export const TERMINAL_RUN_ACTION_STATUSES = ['completed', 'failed', 'denied', 'skipped', 'cancelled', 'lost'] as const;
+export type TerminalActionStatus = (typeof TERMINAL_RUN_ACTION_STATUSES)[number];
+export const isTerminalActionStatus = memberOf<RunActionStatus>(TERMINAL_RUN_ACTION_STATUSES);
+
 export const RunActionSchema = z.object({
   id: z.string(),
   status: RunActionStatusSchema,
@@ -41,8 +58,11 @@ export const RunActionSchema = z.object({
   idempotent: z.boolean().optional(),
   startedAt: z.string().optional(),
   endedAt: z.string().optional(),
-  /** The pending decision (permission or input) this action waits for. */
-  decisionId: z.string().optional(),
+  /**
+   * The pending decision (permission or input) this action waits for, by the spec's name for it: the `actionId` of
+   * its `action.required`, which `respond_action` answers (not the graph action's own id, which is `id`).
+   */
+  pendingActionId: z.string().optional(),
   /** Granted by respond_action: run without asking again. */
   approved: z.boolean().optional(),
   /** The human's payload for ask_user / confirm actions. */
@@ -53,6 +73,14 @@ export const RunActionSchema = z.object({
 });
 export type RunAction = z.infer<typeof RunActionSchema>;
 
+export const RUN_STATUSES = ['running', 'waiting', 'completed', 'failed', 'blocked', 'cancelled'] as const;
+export const RunStatusSchema = z.enum(RUN_STATUSES);
+export type RunStatus = z.infer<typeof RunStatusSchema>;
+
+/** The statuses that end a run (observed, or cancelled with its turn); running and waiting runs are still open. */
+export const TERMINAL_RUN_STATUSES = ['completed', 'failed', 'blocked', 'cancelled'] as const;
+export const isTerminalRunStatus = memberOf<RunStatus>(TERMINAL_RUN_STATUSES);
+
 /** One executed action graph of a turn (the task's current attempt). */
 export const RunStateSchema = z.object({
   runId: z.string(),
@@ -60,7 +88,7 @@ export const RunStateSchema = z.object({
   taskId: z.string(),
   turnId: z.string(),
   declaration: DeclarationSchema,
-  status: z.enum(['running', 'waiting', 'completed', 'failed', 'blocked', 'cancelled']),
+  status: RunStatusSchema,
   actions: z.record(z.string(), RunActionSchema),
   /** Order actions were declared in (record keys do not carry it reliably across stores). */
   order: z.array(z.string()),
@@ -87,6 +115,13 @@ export const TurnStateSchema = z.object({
   bindingHash: z.string().optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
+
+/**
+ * The statuses the engine ends a turn with. `TurnStatusSchema` is @oar/protocol's wider vocabulary, whose other
+ * final statuses (lost, timed_out) the engine never records.
+ */
+export const TERMINAL_TURN_STATUSES = ['completed', 'failed', 'cancelled'] as const;
+export const isTerminalTurnStatus = memberOf<TurnStatus>(TERMINAL_TURN_STATUSES);
 
 export const PendingDecisionSchema = z.object({
   actionId: z.string(),

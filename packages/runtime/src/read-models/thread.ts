@@ -3,8 +3,6 @@ import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
 import type { PendingDecision, ThreadState, TurnState } from './thread-state.js';
 
-export { isTerminalActionStatus } from './run.js';
-
 /**
  * The thread projection: a pure reducer from events to `ThreadState` (its runs are projected by `reduceRun`).
  * Replaying a thread's events from nothing

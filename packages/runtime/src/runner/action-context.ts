@@ -2,7 +2,13 @@ import type { Action, ActionResult, FullOutput, OarError } from '@oar/protocol';
 import { shapeObservation } from '@oar/protocol';
 import type { Engine } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
-import type { RunAction, RunState, ThreadView } from '../read-models/thread-state.js';
+import type {
+  RunAction,
+  RunActionStatus,
+  RunState,
+  TerminalActionStatus,
+  ThreadView,
+} from '../read-models/thread-state.js';
 
 /** Everything an executor needs about the one action it runs. */
 export interface ActionContext {
@@ -36,23 +42,70 @@ export function observe(ctx: ActionContext, output: FullOutput): ActionResult {
   return shapeObservation(ctx.action, output, ctx.action.resultPolicy, budget, { runId: ctx.run.runId }).result;
 }
 
-/** A terminal status decided without running a tool (denied, skipped, cancelled, lost, or a runtime operation). */
-export function actionStatusEvent(
-  ctx: ActionContext,
-  status: 'completed' | 'failed' | 'denied' | 'skipped' | 'cancelled' | 'lost',
-  output: FullOutput,
+/** The correlation ids of one graph action's events (see `actionIds`). */
+export type ActionIds = ReturnType<typeof actionIds>;
+
+/** What a `run.status` action event tells besides the status: the ended action's observation, or why it is pending. */
+export type ActionStatusFacts = { observation: ActionResult } | { attempt?: number; reason: string };
+
+/**
+ * The one shape of "this graph action's status changed": a `run.status` event in phase `action`, whether the action
+ * ended (with its observation) or went back to `pending` (a retry, a re-run after a restart). `eventStatus` is the
+ * event's own status, left out when not given. Takes plain ids so that code without an ActionContext (recovery,
+ * respond_action) builds the same event.
+ */
+export function actionStatusChange(
+  ids: ActionIds,
+  action: Pick<Action, 'id' | 'title'>,
+  status: RunActionStatus,
+  facts: ActionStatusFacts,
+  eventStatus?: 'running' | 'completed' | 'failed',
 ): EventDraft {
-  const resultStatus = status === 'completed' ? 'completed' : status;
   return {
     type: 'run.status',
-    ...actionIds(ctx),
-    status: status === 'completed' ? 'completed' : 'failed',
+    ...ids,
+    ...(eventStatus ? { status: eventStatus } : {}),
+    payload: { phase: 'action', title: action.title ?? action.id, graphActionId: action.id, status, ...facts },
+  };
+}
+
+/** The observation of an action that ended `status` with `output`, shaped to the graph's budget. */
+function endObservation(ctx: ActionContext, status: TerminalActionStatus, output: FullOutput): ActionResult {
+  return observe(ctx, { ...output, status });
+}
+
+/** A terminal status decided without running a tool (denied, skipped, cancelled, lost, or a runtime operation). */
+export function actionStatusEvent(ctx: ActionContext, status: TerminalActionStatus, output: FullOutput): EventDraft {
+  return actionStatusChange(
+    actionIds(ctx),
+    ctx.action,
+    status,
+    { observation: endObservation(ctx, status, output) },
+    status === 'completed' ? 'completed' : 'failed',
+  );
+}
+
+/**
+ * A tool call that ended without a result: `tool.failed`, which ends its action (`status`, default failed) with the
+ * error as the observation. A given `status` is also the event's own status.
+ */
+export function toolFailedEvent(
+  ctx: ActionContext,
+  failure: { toolName: string; error: OarError; durationMs: number; status?: 'failed' | 'cancelled' },
+): EventDraft {
+  const { toolName, error, durationMs, status } = failure;
+  const actionStatus = status ?? 'failed';
+  return {
+    type: 'tool.failed',
+    ...toolIds(ctx),
+    ...(status ? { status } : {}),
     payload: {
-      phase: 'action',
-      title: ctx.action.title ?? ctx.action.id,
+      toolName,
+      error,
+      durationMs,
       graphActionId: ctx.action.id,
-      status,
-      observation: observe(ctx, { ...output, status: resultStatus }),
+      actionStatus,
+      observation: endObservation(ctx, actionStatus, errorOutput(error)),
     },
   };
 }

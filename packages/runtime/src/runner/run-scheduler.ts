@@ -5,12 +5,18 @@ import { runAgentAction } from '../executors/agent.js';
 import { runHumanAction } from '../executors/human.js';
 import { runRuntimeAction } from '../executors/runtime-ops.js';
 import { runToolAction } from '../executors/tool.js';
-import { isTerminalActionStatus } from '../read-models/thread.js';
-import type { RunActionStatus, RunState, ThreadView } from '../read-models/thread-state.js';
-import { type ActionContext, actionIds, actionStatusEvent } from './action-context.js';
+import {
+  isTerminalActionStatus,
+  type RunActionStatus,
+  type RunState,
+  TERMINAL_RUN_ACTION_STATUSES,
+  type ThreadView,
+} from '../read-models/thread-state.js';
+import { type ActionContext, actionIds, actionStatusChange, actionStatusEvent } from './action-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
-const FAILED: ReadonlySet<RunActionStatus> = new Set(['failed', 'denied', 'skipped', 'cancelled', 'lost']);
+/** The statuses an action ends with other than completed. */
+const FAILED: ReadonlySet<RunActionStatus> = new Set(TERMINAL_RUN_ACTION_STATUSES.filter((s) => s !== 'completed'));
 
 async function runAction(ctx: ActionContext): Promise<RunActionStatus> {
   switch (ctx.action.executor.type) {
@@ -208,19 +214,7 @@ async function runWithRetries(engine: Engine, ctx: ActionContext, halted: () => 
     const reason = `attempt ${state.attempt} of ${maxAttempts} failed${error ? ` (${error.code})` : ''}`;
     await engine.append(ctx.thread.sessionId, [
       { type: 'task.retrying', ...actionIds(ctx), payload: { nextAttempt, reason, graphActionId: ctx.action.id } },
-      {
-        type: 'run.status',
-        ...actionIds(ctx),
-        status: 'running',
-        payload: {
-          phase: 'action',
-          title: ctx.action.title ?? ctx.action.id,
-          graphActionId: ctx.action.id,
-          status: 'pending',
-          attempt: nextAttempt,
-          reason,
-        },
-      },
+      actionStatusChange(actionIds(ctx), ctx.action, 'pending', { attempt: nextAttempt, reason }, 'running'),
     ]);
     const { result: _previous, endedAt: _ended, ...rest } = state;
     current = { ...ctx, thread, run: thread.runs[ctx.run.runId] ?? ctx.run, state: { ...rest, status: 'pending' } };

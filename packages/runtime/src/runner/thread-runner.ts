@@ -1,5 +1,6 @@
 import {
   type ActionResult,
+  type Catalog,
   type Declaration,
   type OarError,
   oarError,
@@ -12,9 +13,9 @@ import { type AgentConfig, agentByName, type Engine } from '../engine.js';
 import { isClosing } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
-import type { RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
-import { assembleContext } from './context.js';
-import { callModel } from './model-call.js';
+import { isTerminalRunStatus, type RunState, type ThreadView, type TurnState } from '../read-models/thread-state.js';
+import { type AssembledContext, assembleContext } from './context.js';
+import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
 import { queueChanged, ThreadChangedError, threadUnchanged, turnStillActive } from './queue.js';
 import { runFinished, scheduleRun } from './run-scheduler.js';
 import { subagentStatus } from './subagent-status.js';
@@ -73,7 +74,7 @@ export async function advance(engine: Engine, sessionId: string, threadId: strin
   if (signal.aborted) return false;
 
   const run = turn.runIds.map((id) => thread.runs[id]).findLast((r): r is RunState => r !== undefined);
-  if (run && (run.status === 'running' || run.status === 'waiting')) {
+  if (run && !isTerminalRunStatus(run.status)) {
     if (!runFinished(run)) {
       await scheduleRun(engine, thread, run, signal);
       // Interrupted: the interrupt records how the graph ended (cancelled), not an ordinary observation.
@@ -168,7 +169,7 @@ export async function failTurn(
   const drafts: EventDraft[] = [];
   for (const runId of turn.runIds) {
     const run = thread.runs[runId];
-    if (run && (run.status === 'running' || run.status === 'waiting')) {
+    if (run && !isTerminalRunStatus(run.status)) {
       const ids = { threadId: thread.threadId, turnId: turn.turnId, taskId: run.taskId, runId };
       drafts.push(
         {
@@ -245,9 +246,30 @@ function agentOf(engine: Engine, thread: ThreadView): AgentConfig {
   return agentByName(engine, thread.agent) ?? engine.mainAgent;
 }
 
+/**
+ * One model step, in three phases with typed hand-offs: prepare (budget, model, catalog, context, and the facts
+ * recorded before the call) → call (the model call and its model.completed / model.failed) → resolve (parse the
+ * output, then apply the declaration, or retry correctively, fall back or fail). A phase that ends the step —
+ * the turn failed, or the work was interrupted — returns undefined and the next phase does not run.
+ */
 async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, signal: AbortSignal): Promise<void> {
-  const sessionId = thread.sessionId;
-  const ids = turnIds(thread, turn);
+  const prepared = await prepareStep(engine, thread, turn);
+  if (!prepared) return;
+  const output = await callStep(engine, thread, turn, prepared, signal);
+  if (!output) return;
+  await resolveStep(engine, thread, turn, prepared, output);
+}
+
+/** What the model call needs, with the facts about it already recorded: the hand-off from prepare to call. */
+interface PreparedStep {
+  agent: AgentConfig;
+  model: ModelHandle;
+  catalog: Catalog;
+  context: AssembledContext;
+}
+
+/** Phase 1: check the step budget, resolve the model, build the catalog and context, record them. */
+async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState): Promise<PreparedStep | undefined> {
   if (turn.modelSteps >= engine.limits.maxSteps) {
     await failTurn(
       engine,
@@ -257,31 +279,12 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
         details: { maxSteps: engine.limits.maxSteps },
       }),
     );
-    return;
+    return undefined;
   }
   const agent = agentOf(engine, thread);
-  let model: Awaited<ReturnType<Engine['model']>>;
-  try {
-    model = await engine.model(agent);
-  } catch (error) {
-    // No model can serve this agent: an honest routing fact, and a turn that fails with the cause.
-    const cause = error instanceof Error ? error.message : String(error);
-    await engine.append(sessionId, [
-      {
-        type: 'routing.not_possible',
-        ...ids,
-        payload: { candidateCount: 0, reason: 'no_model', capabilityGap: cause, decisionSource: 'configuration' },
-      },
-    ]);
-    await failTurn(
-      engine,
-      thread,
-      turn,
-      oarError('no_model', `no model is configured for agent "${agent.name}": ${cause}`),
-    );
-    return;
-  }
-  const catalog = {
+  const model = await resolveModel(engine, thread, turn, agent);
+  if (!model) return undefined;
+  const catalog: Catalog = {
     tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
     agents:
       thread.depth + 1 > engine.limits.maxSubagentDepth
@@ -294,47 +297,90 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
     budgetTokens: engine.limits.contextBudgetTokens,
     ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
   });
-  const drafts: EventDraft[] = [];
-  if (turn.modelSteps === 0) {
-    drafts.push(
+  const prepared: PreparedStep = { agent, model, catalog, context };
+  await engine.append(thread.sessionId, [
+    ...(turn.modelSteps === 0 ? firstStepFacts(engine, thread, turn, prepared) : []),
+    ...requestFacts(engine, thread, turn, prepared),
+  ]);
+  return prepared;
+}
+
+/** The agent's model; when none can serve it, an honest routing fact and a turn that fails with the cause. */
+async function resolveModel(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  agent: AgentConfig,
+): Promise<ModelHandle | undefined> {
+  try {
+    return await engine.model(agent);
+  } catch (error) {
+    const cause = error instanceof Error ? error.message : String(error);
+    await engine.append(thread.sessionId, [
       {
-        type: 'tool.catalog.resolved',
-        ...ids,
-        stepId: `${turn.turnId}.catalog`,
-        toolCallId: `${turn.turnId}.catalog`,
-        payload: {
-          tools: engine.tools
-            .inventory()
-            .filter((t) => catalog.tools.some((c) => c.name === t.name))
-            .map((t) => ({
-              name: t.name,
-              description: t.description,
-              capabilities: t.capabilities,
-              concurrencySafe: t.isConcurrencySafe,
-              readOnly: t.isReadOnly,
-              destructive: t.isDestructive,
-              idempotent: t.isIdempotent,
-            })),
-          agents: catalog.agents.map((a) => ({
-            name: a.name,
-            description: a.description,
-            capabilities: a.capabilities,
-          })),
-        },
+        type: 'routing.not_possible',
+        ...turnIds(thread, turn),
+        payload: { candidateCount: 0, reason: 'no_model', capabilityGap: cause, decisionSource: 'configuration' },
       },
-      {
-        type: 'routing.single_candidate',
-        ...ids,
-        payload: {
-          candidateCount: 1,
-          selectedModel: model.modelId,
-          provider: model.provider,
-          decisionSource: 'configuration',
-        },
-      },
+    ]);
+    await failTurn(
+      engine,
+      thread,
+      turn,
+      oarError('no_model', `no model is configured for agent "${agent.name}": ${cause}`),
     );
+    return undefined;
   }
-  drafts.push(
+}
+
+/** Recorded once per turn, before its first model call: the catalog it offers and how its model was chosen. */
+function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
+  const { catalog, model } = step;
+  const ids = turnIds(thread, turn);
+  return [
+    {
+      type: 'tool.catalog.resolved',
+      ...ids,
+      stepId: `${turn.turnId}.catalog`,
+      toolCallId: `${turn.turnId}.catalog`,
+      payload: {
+        tools: engine.tools
+          .inventory()
+          .filter((t) => catalog.tools.some((c) => c.name === t.name))
+          .map((t) => ({
+            name: t.name,
+            description: t.description,
+            capabilities: t.capabilities,
+            concurrencySafe: t.isConcurrencySafe,
+            readOnly: t.isReadOnly,
+            destructive: t.isDestructive,
+            idempotent: t.isIdempotent,
+          })),
+        agents: catalog.agents.map((a) => ({
+          name: a.name,
+          description: a.description,
+          capabilities: a.capabilities,
+        })),
+      },
+    },
+    {
+      type: 'routing.single_candidate',
+      ...ids,
+      payload: {
+        candidateCount: 1,
+        selectedModel: model.modelId,
+        provider: model.provider,
+        decisionSource: 'configuration',
+      },
+    },
+  ];
+}
+
+/** Recorded before every model call: the context it is given and the request itself. */
+function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
+  const { agent, catalog, context, model } = step;
+  const ids = turnIds(thread, turn);
+  return [
     {
       type: 'context.resolved',
       ...ids,
@@ -372,9 +418,22 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
         inputTokenEstimate: context.tokenEstimate,
       },
     },
-  );
-  await engine.append(sessionId, drafts);
+  ];
+}
 
+/**
+ * Phase 2: make the call and record how it ended (model.completed, or model.failed and a failed turn). Returns
+ * the output for phase 3, or undefined when the call failed or the work was interrupted meanwhile.
+ */
+async function callStep(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  step: PreparedStep,
+  signal: AbortSignal,
+): Promise<ModelOutput | undefined> {
+  const { agent, context, model } = step;
+  const ids = turnIds(thread, turn);
   const call = await callModel(model, {
     system: context.system,
     transcript: context.transcript.text,
@@ -383,38 +442,24 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
     step: thread.modelCalls,
   });
   if (!call.ok) {
+    const failed: EventDraft = {
+      type: 'model.failed',
+      ...ids,
+      payload: { modelId: model.modelId, provider: model.provider, error: call.error, durationMs: call.durationMs },
+    };
     if (signal.aborted) {
       // The interrupt records the turn's end. The call itself is bracketed (model.requested … model.failed), which
       // also counts it as made; a runtime that is closing records nothing, so a restart repeats the same call.
-      if (!isClosing(signal)) {
-        await engine.append(sessionId, [
-          {
-            type: 'model.failed',
-            ...ids,
-            payload: {
-              modelId: model.modelId,
-              provider: model.provider,
-              error: call.error,
-              durationMs: call.durationMs,
-            },
-          },
-        ]);
-      }
-      return;
+      if (!isClosing(signal)) await engine.append(thread.sessionId, [failed]);
+      return undefined;
     }
-    await engine.append(sessionId, [
-      {
-        type: 'model.failed',
-        ...ids,
-        payload: { modelId: model.modelId, provider: model.provider, error: call.error, durationMs: call.durationMs },
-      },
-    ]);
+    await engine.append(thread.sessionId, [failed]);
     await failTurn(engine, thread, turn, call.error);
-    return;
+    return undefined;
   }
   const output = call.output;
   await engine.append(
-    sessionId,
+    thread.sessionId,
     [
       {
         type: 'model.completed',
@@ -431,64 +476,92 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
     ],
     { defer: true },
   );
-  if (signal.aborted) return;
+  return signal.aborted ? undefined : output;
+}
 
-  const history = { completedActionIds: thread.completedActionIds, usedActionIds: thread.usedActionIds };
-  const catalogForParse = { catalog, history };
-  const outcome =
-    agent.carrier === 'tool' && output.toolCalls.length > 0
-      ? parseToolCall(output.toolCalls, catalogForParse)
-      : parseAssistantText(output.text, { ...catalogForParse, allowPlainText: agent.carrier === 'text' });
-
+/** Phase 3: parse the output in the agent's carrier; apply a valid declaration, otherwise handle the fault. */
+async function resolveStep(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  step: PreparedStep,
+  output: ModelOutput,
+): Promise<void> {
+  const outcome = parseOutput(thread, step, output);
   if (!outcome.ok || !outcome.declaration) {
-    const fault = describeFault(outcome, output.finishReason);
-    const details = {
-      errors: outcome.errors,
-      repairs: outcome.repairs,
-      recovered: outcome.recovered,
-      finishReason: output.finishReason,
-      correction: fault,
-    };
-    if (turn.correctiveRetries < 1) {
-      await engine.append(sessionId, [
-        {
-          type: 'runtime.warning',
-          ...ids,
-          payload: {
-            code: 'protocol_violation',
-            message: `the model output was rejected (${outcome.errors.map((e) => e.code).join(', ')}); one corrective retry`,
-            retryable: true,
-            details,
-          },
-        },
-      ]);
-      return;
-    }
-    if (engine.onProtocolFailure === 'plain_text' && output.text.trim() !== '') {
-      await engine.append(sessionId, [
-        {
-          type: 'runtime.warning',
-          ...ids,
-          payload: {
-            code: 'protocol_fallback_plain_text',
-            message: 'the corrective retry failed too; showing the model text as the answer, nothing executed',
-            retryable: false,
-            details,
-          },
-        },
-      ]);
-      await completeTurn(engine, thread, turn, { outcome: 'plain_text_fallback', answer: output.text });
-      return;
-    }
-    await failTurn(
-      engine,
-      thread,
-      turn,
-      oarError('protocol_violation', 'the model broke the agent protocol twice; nothing was executed', { details }),
-    );
+    await rejectOutput(engine, thread, turn, outcome, output);
     return;
   }
   await applyDeclaration(engine, thread, turn, outcome.declaration, outcome);
+}
+
+/** The protocol tool call when the carrier is `tool` and the model made one, otherwise the text (DSL). */
+function parseOutput(thread: ThreadView, step: PreparedStep, output: ModelOutput): ParseOutcome {
+  const { agent, catalog } = step;
+  const history = { completedActionIds: thread.completedActionIds, usedActionIds: thread.usedActionIds };
+  const catalogForParse = { catalog, history };
+  return agent.carrier === 'tool' && output.toolCalls.length > 0
+    ? parseToolCall(output.toolCalls, catalogForParse)
+    : parseAssistantText(output.text, { ...catalogForParse, allowPlainText: agent.carrier === 'text' });
+}
+
+/**
+ * Output that is no valid declaration: one corrective retry (the next model call names the fault), then the
+ * plain-text fallback when configured and there is text, else a failed turn. Nothing of it is executed.
+ */
+async function rejectOutput(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  outcome: ParseOutcome,
+  output: ModelOutput,
+): Promise<void> {
+  const ids = turnIds(thread, turn);
+  const fault = describeFault(outcome, output.finishReason);
+  const details = {
+    errors: outcome.errors,
+    repairs: outcome.repairs,
+    recovered: outcome.recovered,
+    finishReason: output.finishReason,
+    correction: fault,
+  };
+  if (turn.correctiveRetries < 1) {
+    await engine.append(thread.sessionId, [
+      {
+        type: 'runtime.warning',
+        ...ids,
+        payload: {
+          code: 'protocol_violation',
+          message: `the model output was rejected (${outcome.errors.map((e) => e.code).join(', ')}); one corrective retry`,
+          retryable: true,
+          details,
+        },
+      },
+    ]);
+    return;
+  }
+  if (engine.onProtocolFailure === 'plain_text' && output.text.trim() !== '') {
+    await engine.append(thread.sessionId, [
+      {
+        type: 'runtime.warning',
+        ...ids,
+        payload: {
+          code: 'protocol_fallback_plain_text',
+          message: 'the corrective retry failed too; showing the model text as the answer, nothing executed',
+          retryable: false,
+          details,
+        },
+      },
+    ]);
+    await completeTurn(engine, thread, turn, { outcome: 'plain_text_fallback', answer: output.text });
+    return;
+  }
+  await failTurn(
+    engine,
+    thread,
+    turn,
+    oarError('protocol_violation', 'the model broke the agent protocol twice; nothing was executed', { details }),
+  );
 }
 
 async function applyDeclaration(

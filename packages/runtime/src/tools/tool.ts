@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import { OarRuntimeError, type OarRuntimeErrorOptions } from '../errors.js';
 
 /**
  * A tool the runtime can execute. The flags are facts the scheduler and the permission policy rely on, so every
@@ -59,16 +60,17 @@ export interface ToolOutput {
 }
 
 /**
- * A tool failure with a stable code. `path_outside_workspace` is recorded as a sandbox violation;
- * other codes become `tool.failed` with the structured error.
+ * A tool failure with a stable code: the runtime's structured error (`error` is its `{code, message, retryable,
+ * details}`), thrown by a tool. `path_outside_workspace` is recorded as a sandbox violation; other codes become
+ * `tool.failed` with the structured error. `options` are the options as given (unset fields stay unset).
  */
-export class ToolError extends Error {
+export class ToolError extends OarRuntimeError {
   constructor(
-    readonly code: string,
+    code: string,
     message: string,
-    readonly options: { retryable?: boolean; details?: Record<string, unknown> } = {},
+    readonly options: OarRuntimeErrorOptions = {},
   ) {
-    super(message);
+    super(code, message, options);
     this.name = 'ToolError';
   }
 }

@@ -1,6 +1,7 @@
 import { oarError } from '@oar/protocol';
 import type { EventDraft } from '../log/event-log.js';
-import type { ThreadView } from '../read-models/thread-state.js';
+import { isTerminalRunStatus, type ThreadView } from '../read-models/thread-state.js';
+import { actionStatusChange } from '../runner/action-context.js';
 
 /**
  * What a worker records when it takes over a thread whose previous tenure ended without finishing its tool calls
@@ -14,7 +15,7 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
   let rerun = 0;
   let lost = 0;
   for (const run of Object.values(thread.runs)) {
-    if (run.status !== 'running' && run.status !== 'waiting') continue;
+    if (isTerminalRunStatus(run.status)) continue;
     for (const id of run.order) {
       const state = run.actions[id];
       const action = run.declaration.actions.find((a) => a.id === id);
@@ -22,17 +23,7 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
       const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
       if (state.idempotent) {
         rerun++;
-        drafts.push({
-          type: 'run.status',
-          ...ids,
-          payload: {
-            phase: 'action',
-            title: action.title ?? id,
-            graphActionId: id,
-            status: 'pending',
-            reason: 'restart: idempotent tool is re-run',
-          },
-        });
+        drafts.push(actionStatusChange(ids, action, 'pending', { reason: 'restart: idempotent tool is re-run' }));
         continue;
       }
       lost++;
