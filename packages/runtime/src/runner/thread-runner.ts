@@ -21,13 +21,13 @@ import { runFinished, scheduleRun } from './run-scheduler.js';
 import { subagentStatus } from './subagent-status.js';
 
 /**
- * The protocol runner loop, one step at a time. `advance` reads the thread's durable state and performs the next
- * step — start a queued turn, continue the current action graph, or make the next model call — so the same
- * function continues a turn after an approval, an interrupt or a process restart.
+ * The protocol runner loop, one step at a time. `advance` takes the thread's durable state, as its worker just read
+ * it, and performs the next step — start a queued turn, continue the current action graph, or make the next model
+ * call — so the same function continues a turn after an approval, an interrupt or a process restart.
  * Returns true when it made progress and should be called again.
  */
-export async function advance(engine: Engine, sessionId: string, threadId: string): Promise<boolean> {
-  const thread = await engine.loadThread(sessionId, threadId);
+export async function advance(engine: Engine, thread: ThreadView): Promise<boolean> {
+  const { sessionId, threadId } = thread;
   if (thread.status === 'closed') return false;
   const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
   if (!turn) {

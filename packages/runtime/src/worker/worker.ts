@@ -227,7 +227,8 @@ export class Worker {
       }
       // An abort whose request is gone (the turn ended first): work goes on with a fresh signal.
       if (driver.controller.signal.aborted) driver.controller = new AbortController();
-      if (await advance(engine, sessionId, threadId)) continue;
+      // The thread as just read: the step starts from it (read once per step, not twice).
+      if (await advance(engine, thread)) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
       if (this.closed || driver.lost) return 0;
       const after = await engine.loadThread(sessionId, threadId);
@@ -373,8 +374,10 @@ class ThreadEngine implements Engine {
   /** Load the thread and bind the configuration of its running turn (or the session's current one). */
   async prepare(threadId: string): Promise<ThreadView> {
     const thread = await this.loadThread(this.sessionId, threadId);
-    const session = (await this.deps.log.readModels(this.sessionId, [])).session;
     const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+    // A running turn keeps its binding: once bound, a step needs no second read of the session.
+    if (turn?.bindingHash !== undefined && turn.bindingHash === this.config?.bindingHash) return thread;
+    const session = (await this.deps.log.readModels(this.sessionId, [])).session;
     this.config = await this.deps.configFor(session, turn?.bindingHash);
     return thread;
   }
