@@ -241,7 +241,8 @@ function report(
     }
     process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
   }
-  if (interrupted) return 130;
+  // Interrupted here (Ctrl-C) or from anywhere else (`oar interrupt`): the turn was cancelled either way.
+  if (interrupted || result.status === 'cancelled') return 130;
   return result.status === 'completed' ? 0 : result.status === 'waiting' ? 3 : 1;
 }
 

@@ -211,7 +211,9 @@ export class Runtime {
    */
   private async afterCommand<T>(sessionId: string, command: Promise<T>): Promise<T> {
     const result = await command;
-    await this.worker?.look(sessionId);
+    // The command has committed: a failed look (a store hiccup) must not report it as failed — a retry would
+    // repeat it. The notifier and the worker's backstop poll find the work anyway.
+    await this.worker?.look(sessionId).catch(() => undefined);
     return result;
   }
 

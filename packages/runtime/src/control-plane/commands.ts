@@ -26,7 +26,7 @@ import type { ThreadView } from '../read-models/thread-state.js';
 import { actionStatusChange } from '../runner/action-context.js';
 import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
 import { failTurn } from '../runner/thread-runner.js';
-import { checkUnheld } from '../store/leases.js';
+import { fenceOutUnheld } from '../store/leases.js';
 
 export interface SubmitTurnInput {
   sessionId: string;
@@ -59,8 +59,11 @@ export interface RespondActionInput {
 export interface InterruptResult {
   interrupted: boolean;
   turnId?: string;
-  /** `cancelled`: the cancellation is recorded; `requested`: the lease holder has not acted on it yet. */
-  status?: 'cancelled' | 'requested';
+  /**
+   * `cancelled`: the cancellation is recorded; `requested`: the lease holder has not acted on it yet; `ended`: the
+   * turn ended on its own (completed or failed) before the request was acted on.
+   */
+  status?: 'cancelled' | 'requested' | 'ended';
 }
 
 export interface CommandDeps {
@@ -144,12 +147,26 @@ export class Commands {
     if (hash === session.bindingHash) return { bindingHash: hash, changed: [] };
     // Nothing is recorded that could not run: the session would be stuck on it from its next turn.
     await this.deps.verify(next, hash);
-    await this.log.append(input.sessionId, [
+    await this.log.append(
+      input.sessionId,
+      [
+        {
+          type: 'session.updated',
+          payload: { changed: changed.map((key) => `binding.${key}`), binding: next, bindingHash: hash },
+        },
+      ],
       {
-        type: 'session.updated',
-        payload: { changed: changed.map((key) => `binding.${key}`), binding: next, bindingHash: hash },
+        // Two updates computed from the same binding must not silently drop one another's change.
+        guard: async (tx) => {
+          const now = (await loadReadModels(tx, input.sessionId, [])).session?.bindingHash;
+          if (now !== session.bindingHash) {
+            throw new OarRuntimeError('binding_changed', 'the binding changed while the update was prepared; retry', {
+              retryable: true,
+            });
+          }
+        },
       },
-    ]);
+    );
     return { bindingHash: hash, changed };
   }
 
@@ -279,15 +296,19 @@ export class Commands {
       })),
     );
     for (const thread of targets.reverse()) await this.cancelUnheld(input.sessionId, thread.threadId);
-    const ended = await this.deps.notifier.waitFor(
+    let ended: string | undefined;
+    await this.deps.notifier.waitFor(
       input.sessionId,
       async () => {
         const thread = await this.log.thread(input.sessionId, threadId);
-        return thread.activeTurnId !== turnId;
+        ended = thread.activeTurnId === turnId ? undefined : thread.turns.find((t) => t.turnId === turnId)?.status;
+        return ended !== undefined;
       },
       input.waitMs ?? 10_000,
     );
-    return { interrupted: true, turnId, status: ended ? 'cancelled' : 'requested' };
+    // The turn may also have ended on its own just before the request was acted on: say what really happened.
+    if (ended === undefined) return { interrupted: true, turnId, status: 'requested' };
+    return { interrupted: true, turnId, status: ended === 'cancelled' ? 'cancelled' : 'ended' };
   }
 
   /** Record the cancellation of a thread's interrupted turn when no worker holds the thread. */
@@ -297,14 +318,15 @@ export class Commands {
     if (!turn || thread.interrupt?.turnId !== turn.turnId) return;
     const dialect = this.log.store.dialect;
     const unheld: AppendGuard = async (tx) => {
-      if (await checkUnheld(tx, dialect, sessionId, threadId)) throw new ThreadChangedError(threadId);
+      if (await fenceOutUnheld(tx, dialect, sessionId, threadId)) throw new ThreadChangedError(threadId);
     };
     await failTurn(this.writer(unheld), thread, turn, oarError('interrupted', thread.interrupt.reason), 'cancelled');
   }
 
   /** The runner's turn-ending code, writing as a command: each append also re-checks `guard`. */
-  private writer(guard: AppendGuard): Pick<Engine, 'append' | 'wake'> {
+  private writer(guard: AppendGuard): Pick<Engine, 'append' | 'wake' | 'loadThread'> {
     return {
+      loadThread: (sessionId, threadId) => this.log.thread(sessionId, threadId),
       append: (sessionId, drafts, options = {}) =>
         this.log
           .append(sessionId, drafts, {

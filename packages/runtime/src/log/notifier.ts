@@ -25,6 +25,7 @@ export class Notifier {
   private timer: NodeJS.Timeout | undefined;
   private polledAt = new Date().toISOString();
   private polling = false;
+  private closed = false;
 
   constructor(
     private readonly log: EventLog,
@@ -41,7 +42,7 @@ export class Notifier {
   /** Listen for changes; the first listener starts cross-process delivery. Returns the unsubscribe function. */
   listen(listener: ChangeListener): () => void {
     this.listeners.add(listener);
-    this.start();
+    if (!this.closed) this.start();
     return () => this.listeners.delete(listener);
   }
 
@@ -133,6 +134,7 @@ export class Notifier {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.unsubscribeLog();

@@ -1,6 +1,7 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import type { ReadModels } from './project.js';
 import { applyEvent, emptyReadModels } from './project.js';
+import { endedActionStatus } from './run.js';
 import { isTerminalTaskStatus } from './session.js';
 import { isTerminalActionStatus, isTerminalTurnStatus } from './thread-state.js';
 
@@ -22,10 +23,13 @@ export function contradiction(models: ReadModels, event: RuntimeEvent): string |
     const task = models.tasks.get(event.taskId);
     if (task && isTerminalTaskStatus(task.status)) return `task "${event.taskId}" already ended (${task.status})`;
   }
-  if ((event.type === 'tool.result' || event.type === 'tool.failed') && event.runId) {
+  const ending = endedActionStatus(event);
+  if (ending && event.runId) {
     const actionId = (event.payload as { graphActionId?: unknown }).graphActionId;
     const action = typeof actionId === 'string' ? models.runs.get(event.runId)?.actions[actionId] : undefined;
-    if (action && isTerminalActionStatus(action.status)) {
+    // A tool call ends once; any ending may restate the same status (a denial is both resolved and recorded).
+    const executed = event.type === 'tool.result' || event.type === 'tool.failed';
+    if (action && isTerminalActionStatus(action.status) && (executed || action.status !== ending)) {
       return `action "${actionId}" of run "${event.runId}" already ended (${action.status})`;
     }
   }

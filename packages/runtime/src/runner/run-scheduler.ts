@@ -1,6 +1,6 @@
 import { type Action, oarError } from '@oar/protocol';
 import type { Engine } from '../engine.js';
-import { toOarError } from '../errors.js';
+import { OarRuntimeError, toOarError } from '../errors.js';
 import { runAgentAction } from '../executors/agent.js';
 import { runHumanAction } from '../executors/human.js';
 import { runRuntimeAction } from '../executors/runtime-ops.js';
@@ -62,6 +62,9 @@ function haltOf(run: RunState, actions: Map<string, Action>): Halt | undefined {
   }
   return undefined;
 }
+
+/** Refusals of the log itself: the driver must stop, not record them as an action's failure. */
+const REFUSED = new Set(['lease_lost', 'contradictory_fact']);
 
 /** Read-only, concurrency-safe tools share the lock; everything else (writes, agents, humans) holds it alone. */
 function isShared(engine: Engine, action: Action): boolean {
@@ -151,6 +154,9 @@ export async function scheduleRun(
           try {
             status = await runWithRetries(engine, context(action), () => halted !== undefined);
           } catch (thrown) {
+            // The log refused a fact (this worker lost its lease, or it contradicts the record): nothing more may be
+            // written about this action by this driver.
+            if (thrown instanceof OarRuntimeError && REFUSED.has(thrown.code)) throw thrown;
             // An executor that throws (a store error, a tool returning something unserializable) fails its own
             // action; it must not tear down the graph while sibling actions are still running.
             status = 'failed';
@@ -167,7 +173,13 @@ export async function scheduleRun(
       })();
       inFlight.set(id, task);
     }
-    await Promise.all(settle);
+    const settled = await Promise.allSettled(settle);
+    const failure = settled.find((result) => result.status === 'rejected');
+    if (failure) {
+      // Never leave a tool running behind a failed driver: wait for the actions in flight, then fail.
+      await Promise.allSettled(inFlight.values());
+      throw (failure as PromiseRejectedResult).reason;
+    }
     if (inFlight.size === 0) {
       // Nothing running: loop again only if an action became runnable through what just settled.
       const runnable = run.order.some((id) => {

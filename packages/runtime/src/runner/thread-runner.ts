@@ -13,7 +13,13 @@ import { type AgentConfig, agentByName, type Engine } from '../engine.js';
 import { isClosing } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
-import { isTerminalRunStatus, type RunState, type ThreadView, type TurnState } from '../read-models/thread-state.js';
+import {
+  isTerminalActionStatus,
+  isTerminalRunStatus,
+  type RunState,
+  type ThreadView,
+  type TurnState,
+} from '../read-models/thread-state.js';
 import { type AssembledContext, assembleContext } from './context.js';
 import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
 import { queueChanged, ThreadChangedError, threadUnchanged, turnStillActive } from './queue.js';
@@ -153,14 +159,15 @@ export async function completeTurn(
     },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   ];
-  const ended = delegationEnd(thread, turn, { answer: payload.answer ?? '' });
+  const ended = delegationEnd(thread, turn, { answer: payload.answer ?? '' }, await parentWaits(engine, thread));
   drafts.push(...ended);
   await engine.append(thread.sessionId, drafts);
-  if (thread.parent && ended.length > 0) engine.wake(thread.sessionId, thread.parent.threadId);
+  if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
+    engine.wake(thread.sessionId, thread.parent.threadId);
 }
 
 export async function failTurn(
-  engine: Pick<Engine, 'append' | 'wake'>,
+  engine: Pick<Engine, 'append' | 'wake' | 'loadThread'>,
   thread: ThreadView,
   turn: TurnState,
   error: OarError,
@@ -188,7 +195,7 @@ export async function failTurn(
     { type: 'turn.failed', ...turnIds(thread, turn), status, payload: { error } },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   );
-  const ended = delegationEnd(thread, turn, { error });
+  const ended = delegationEnd(thread, turn, { error }, await parentWaits(engine, thread));
   drafts.push(...ended);
   try {
     await engine.append(thread.sessionId, drafts, { guard: turnStillActive(thread, turn.turnId) });
@@ -197,7 +204,8 @@ export async function failTurn(
     if (error instanceof ThreadChangedError) return;
     throw error;
   }
-  if (thread.parent && ended.length > 0) engine.wake(thread.sessionId, thread.parent.threadId);
+  if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
+    engine.wake(thread.sessionId, thread.parent.threadId);
 }
 
 /**
@@ -205,14 +213,19 @@ export async function failTurn(
  * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
  * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
  */
-function delegationEnd(thread: ThreadView, turn: TurnState, end: { answer?: string; error?: OarError }): EventDraft[] {
+function delegationEnd(
+  thread: ThreadView,
+  turn: TurnState,
+  end: { answer?: string; error?: OarError },
+  parentWaits: boolean,
+): EventDraft[] {
   const parent = thread.parent;
   if (!parent || thread.turns[0]?.turnId !== turn.turnId) return [];
   const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
   const observation: ActionResult = end.error
     ? { id: parent.actionId, status: 'failed', artifacts: [], error: end.error }
     : { id: parent.actionId, status: 'completed', artifacts: [], summary: end.answer ?? '', content: end.answer ?? '' };
-  return [
+  const delegation: EventDraft[] = [
     end.error
       ? {
           type: 'subagent.failed',
@@ -226,6 +239,11 @@ function delegationEnd(thread: ThreadView, turn: TurnState, end: { answer?: stri
           subagentId: parent.subagentId,
           payload: { summary: (end.answer ?? '').slice(0, 500), graphActionId: parent.actionId, observation },
         },
+  ];
+  // The delegation task ends with the child's turn either way; the parent's action only while it still waits (an
+  // interrupted parent already ended it, and a second ending would contradict the record).
+  return [
+    ...(parentWaits ? delegation : []),
     end.error
       ? {
           type: 'task.failed',
@@ -240,6 +258,15 @@ function delegationEnd(thread: ThreadView, turn: TurnState, end: { answer?: stri
           payload: { summary: (end.answer ?? '').slice(0, 500) },
         },
   ];
+}
+
+/** Whether the parent's delegating action is still open (the child's result is still its answer). */
+async function parentWaits(engine: Pick<Engine, 'loadThread'>, thread: ThreadView): Promise<boolean> {
+  const parent = thread.parent;
+  if (!parent) return false;
+  const view = await engine.loadThread(thread.sessionId, parent.threadId);
+  const status = view.runs[parent.runId]?.actions[parent.actionId]?.status;
+  return status !== undefined && !isTerminalActionStatus(status);
 }
 
 function agentOf(engine: Engine, thread: ThreadView): AgentConfig {

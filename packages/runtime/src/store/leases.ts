@@ -34,7 +34,7 @@ export type ClaimResult = { ok: true; fence: Fence; expiresAt: number } | { ok: 
  */
 export async function claimLease(
   db: Db,
-  input: { sessionId: string; threadId: string; owner: string; ttlMs: number; now?: number },
+  input: { sessionId: string; threadId: string; owner: string; ttlMs: number; now?: number; attempt?: number },
 ): Promise<ClaimResult> {
   const now = input.now ?? Date.now();
   const expiresAt = now + input.ttlMs;
@@ -53,8 +53,9 @@ export async function claimLease(
         .columns(['session_id', 'thread_id'])
         .doUpdateSet({
           owner: input.owner,
-          // Same owner keeps its tenure; anyone else (or a released lease) starts a new one.
-          token: sql<number>`case when oar_thread_leases.owner = ${input.owner} then oar_thread_leases.token else oar_thread_leases.token + 1 end`,
+          // Every claim is a new tenure, even by the same owner: whatever an earlier tenure of ours still has in
+          // flight (a release that failed, an orphaned tool) is fenced off like anybody else's.
+          token: sql<number>`oar_thread_leases.token + 1`,
           expires_at: expiresAt,
           updated_at: new Date(now).toISOString(),
         })
@@ -76,8 +77,12 @@ export async function claimLease(
       expiresAt,
     };
   }
-  const holder = await leaseHolder(db, input.sessionId, input.threadId);
-  if (!holder) return claimLease(db, input); // released between the two statements: try again
+  const holder = await leaseHolder(db, input.sessionId, input.threadId, now);
+  if (!holder) {
+    // Released between the two statements: try again, a bounded number of times.
+    if ((input.attempt ?? 0) < 3) return claimLease(db, { ...input, attempt: (input.attempt ?? 0) + 1 });
+    return { ok: false, holder: { owner: 'unknown', token: 0, expiresAt: new Date(now).toISOString() } };
+  }
   if (ownerIsGone(holder.owner)) {
     // The holder was a process on this machine that no longer exists (kill -9, a crash): its lease can only run
     // out, so it is taken over now instead of after its expiry — conditionally on that very tenure.
@@ -148,14 +153,51 @@ export async function renewLease(db: Db, fence: Fence, ttlMs: number, now = Date
  * found nothing more to do (0 when it stopped for another reason, so the next worker looks again).
  */
 export async function releaseLease(db: Db, fence: Fence, idleSequence = 0): Promise<void> {
+  const now = new Date().toISOString();
   await db
     .updateTable('oar_thread_leases')
-    .set({ owner: null, expires_at: 0, idle_sequence: idleSequence, updated_at: new Date().toISOString() })
+    .set({ owner: null, expires_at: 0, idle_sequence: idleSequence, updated_at: now })
     .where('session_id', '=', fence.sessionId)
     .where('thread_id', '=', fence.threadId)
     .where('owner', '=', fence.owner)
     .where('token', '=', fence.token)
     .execute();
+  // Work left unfinished (a closing worker): other workers' notifiers watch the sessions table, so touch it.
+  if (idleSequence === 0)
+    await db.updateTable('oar_sessions').set({ updated_at: now }).where('id', '=', fence.sessionId).execute();
+}
+
+/**
+ * Inside a command's append, for a thread the command is about to act on itself: nobody may hold a live lease,
+ * and whatever tenure existed is ended (token + 1), so a holder that merely stalled past its expiry — or a process
+ * of this machine that died — is fenced off before the command's facts commit. Returns the live holder, if any.
+ */
+export async function fenceOutUnheld(
+  tx: Db,
+  dialect: Dialect,
+  sessionId: string,
+  threadId: string,
+  now = Date.now(),
+): Promise<LeaseHolder | undefined> {
+  let query = tx
+    .selectFrom('oar_thread_leases')
+    .select(['owner', 'token', 'expires_at'])
+    .where('session_id', '=', sessionId)
+    .where('thread_id', '=', threadId);
+  if (dialect === 'postgres') query = query.forUpdate();
+  const row = await query.executeTakeFirst();
+  if (!row) return undefined;
+  const live = row.owner !== null && Number(row.expires_at) >= now && !ownerIsGone(row.owner);
+  if (live && row.owner) {
+    return { owner: row.owner, token: Number(row.token), expiresAt: new Date(Number(row.expires_at)).toISOString() };
+  }
+  await tx
+    .updateTable('oar_thread_leases')
+    .set({ owner: null, expires_at: 0, token: sql<number>`token + 1`, updated_at: new Date(now).toISOString() })
+    .where('session_id', '=', sessionId)
+    .where('thread_id', '=', threadId)
+    .execute();
+  return undefined;
 }
 
 /** The live holder of a thread's lease, if any (an expired or released lease has none). */
@@ -205,13 +247,20 @@ export async function sessionLeases(
   );
 }
 
-/** Threads whose lease ran out while held: their worker stopped renewing (crashed, paused, cut off). */
-export async function expiredLeases(db: Db, now = Date.now()): Promise<{ sessionId: string; threadId: string }[]> {
+/**
+ * Threads a worker should take over: a lease that ran out while held (its worker stopped renewing: crashed,
+ * paused, cut off), or one given up before the work was done (released with no idle sequence: a closing worker).
+ */
+export async function leasesToTakeOver(db: Db, now = Date.now()): Promise<{ sessionId: string; threadId: string }[]> {
   const rows = await db
     .selectFrom('oar_thread_leases')
     .select(['session_id', 'thread_id'])
-    .where('owner', 'is not', null)
-    .where('expires_at', '<', now)
+    .where((eb) =>
+      eb.or([
+        eb.and([eb('owner', 'is not', null), eb('expires_at', '<', now)]),
+        eb.and([eb('owner', 'is', null), eb('idle_sequence', '=', 0)]),
+      ]),
+    )
     .execute();
   return rows.map((r) => ({ sessionId: r.session_id, threadId: r.thread_id }));
 }
@@ -241,26 +290,4 @@ export async function checkFence(tx: Db, dialect: Dialect, fence: Fence): Promis
   if (!row || row.owner !== fence.owner || Number(row.token) !== fence.token) {
     throw new LeaseLostError(fence, row ? { owner: row.owner, token: Number(row.token) } : undefined);
   }
-}
-
-/**
- * Inside a command's append: nobody may hold a live lease on the thread (the command acts only on threads no
- * worker is driving). Read FOR SHARE on PostgreSQL, so a claim cannot slip in before the command commits.
- */
-export async function checkUnheld(
-  tx: Db,
-  dialect: Dialect,
-  sessionId: string,
-  threadId: string,
-  now = Date.now(),
-): Promise<LeaseHolder | undefined> {
-  let query = tx
-    .selectFrom('oar_thread_leases')
-    .select(['owner', 'token', 'expires_at'])
-    .where('session_id', '=', sessionId)
-    .where('thread_id', '=', threadId);
-  if (dialect === 'postgres') query = query.forShare();
-  const row = await query.executeTakeFirst();
-  if (!row || row.owner === null || Number(row.expires_at) < now) return undefined;
-  return { owner: row.owner, token: Number(row.token), expiresAt: new Date(Number(row.expires_at)).toISOString() };
 }

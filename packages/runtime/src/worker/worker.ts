@@ -7,14 +7,14 @@ import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
 import type { SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
-import { threadUnchanged } from '../runner/queue.js';
+import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
 import {
   claimLease,
-  expiredLeases,
   type Fence,
   type LeaseHolder,
   LeaseLostError,
+  leasesToTakeOver,
   ownerIsGone,
   ownerName,
   releaseLease,
@@ -129,14 +129,17 @@ export class Worker {
     }
   }
 
-  /** Take over threads whose lease ran out (their worker crashed or stalled). */
+  /**
+   * Take over threads whose lease ran out (their worker crashed or stalled) or was given up before the work was
+   * done (a closing worker): the backstop for every notification that never came.
+   */
   private async reclaimExpired(): Promise<void> {
     if (this.closed) return;
     // What was held elsewhere and has run out since is no longer worth naming (and must not pile up).
     const now = Date.now();
     for (const [threadId, holder] of this.held) if (Date.parse(holder.expiresAt) < now) this.held.delete(threadId);
     try {
-      for (const { sessionId, threadId } of await expiredLeases(this.deps.log.store.db)) {
+      for (const { sessionId, threadId } of await leasesToTakeOver(this.deps.log.store.db)) {
         if (this.drives(sessionId) && !this.drivers.has(threadId)) this.kick(sessionId, threadId);
       }
     } catch {
@@ -202,7 +205,14 @@ export class Worker {
       failed = true;
       if (error instanceof OarRuntimeError && error.code === 'lease_lost') driver.lost = true;
       // A lost lease means someone else carries on: there is nothing this worker may record any more.
-      if (!driver.lost && !this.closed && engine) await this.recordFailure(engine, toOarError(error));
+      if (!driver.lost && !this.closed && engine) {
+        await this.recordFailure(engine, toOarError(error));
+        // Left idle where the failure was recorded: the same failure is not retried until something changes.
+        idleSequence = await engine
+          .loadThread(sessionId, threadId)
+          .then((thread) => thread.lastSequence)
+          .catch(() => 0);
+      }
     } finally {
       clearInterval(driver.renewal);
       // Release before forgetting the driver: a kick in between finds the driver and sets `again` instead of
@@ -220,13 +230,14 @@ export class Worker {
     for (;;) {
       if (this.closed || driver.lost) return 0;
       driver.again = false;
+      // A fresh signal BEFORE the thread is read: an abort landing after the read stays in effect for this step,
+      // and a request committed before it is seen by the read below.
+      if (driver.controller.signal.aborted) driver.controller = new AbortController();
       const thread = await engine.prepare(threadId);
       if (interruptPending(thread)) {
         await this.cancelTurn(engine, driver, thread);
         continue;
       }
-      // An abort whose request is gone (the turn ended first): work goes on with a fresh signal.
-      if (driver.controller.signal.aborted) driver.controller = new AbortController();
       // The thread as just read: the step starts from it (read once per step, not twice).
       if (await advance(engine, thread)) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
@@ -261,15 +272,18 @@ export class Worker {
       const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
       if (turn) await failTurn(engine, thread, turn, error);
       // A turn that cannot even start (its binding cannot run here) fails as well, or it would be retried forever.
-      const accepted = turn ? undefined : thread.turns.find((t) => t.status === 'accepted');
-      if (accepted) {
+      const next = turn ? undefined : (thread.turns.find((t) => t.status === 'accepted') ?? thread.queue[0]);
+      if (next) {
+        const rest = thread.queue.filter((q) => q.turnId !== next.turnId);
+        const dequeued = rest.length < thread.queue.length;
         await engine.append(
           engine.sessionId,
           [
+            ...(dequeued ? [queueChanged(thread, rest, 'dequeued', next.turnId)] : []),
             {
               type: 'turn.failed',
               threadId: thread.threadId,
-              turnId: accepted.turnId,
+              turnId: next.turnId,
               status: 'failed',
               payload: { error },
             },

@@ -81,11 +81,14 @@ describeStores('thread leases', (factory) => {
     }
   });
 
-  it('tokens grow with every tenure; the same owner keeps its tenure; a released lease is free', async () => {
+  it('tokens grow with every claim, even by the same owner; a released lease is free', async () => {
     const { store } = await factory.fresh();
-    await newLog(store);
+    const log = await newLog(store);
+    const before = await claim(store, 'wrk_a');
     const first = await claim(store, 'wrk_a');
-    expect((await claim(store, 'wrk_a')).token).toBe(first.token);
+    expect(first.token).toBe(before.token + 1);
+    // The owner's earlier tenure is fenced off like anybody else's.
+    expect(await codeOf(log.append(SESSION, [note('old tenure')], { fence: before }))).toBe('lease_lost');
     await releaseLease(store.db, first, 7);
     expect(await leaseHolder(store.db, SESSION, THREAD)).toBeUndefined();
     expect((await sessionLeases(store.db, SESSION)).get(THREAD)).toEqual({ idleSequence: 7 });
