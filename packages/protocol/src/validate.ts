@@ -736,6 +736,9 @@ type CompiledSchema = { ok: true; validate: ValidateFunction } | { ok: false; er
 
 // Keyed by the catalog's schema object: catalogs are built once per turn (or less), schemas compile once.
 const compiledSchemas = new WeakMap<object, CompiledSchema>();
+/** The same cache by content: a catalog parsed again carries equal schemas in new objects. */
+const compiledByText = new Map<string, CompiledSchema>();
+const MAX_COMPILED_BY_TEXT = 512;
 let sharedAjv: Ajv2020 | undefined;
 
 // ajv-formats is CommonJS; under NodeNext its default import is the module object, whose `default` is the plugin
@@ -762,6 +765,13 @@ function compileToolSchema(schema: unknown): CompiledSchema {
   if (!isRecord(schema)) return { ok: false, error: `input schema must be a JSON object, got ${describeType(schema)}` };
   const cached = compiledSchemas.get(schema);
   if (cached) return cached;
+  // Catalogs are usually re-parsed per call (new objects, same content): compile each distinct schema once.
+  const text = JSON.stringify(schema);
+  const same = compiledByText.get(text);
+  if (same) {
+    compiledSchemas.set(schema, same);
+    return same;
+  }
   let result: CompiledSchema;
   // Ajv2020 only knows the 2020-12 meta-schema; tools commonly declare draft-07. The keywords tools actually
   // use mean the same in both, so compile under 2020-12 rather than rejecting the tool.
@@ -782,6 +792,12 @@ function compileToolSchema(schema: unknown): CompiledSchema {
     } catch {
       // Nothing registered (compile failed early): nothing to undo.
     }
+  }
+  compiledByText.set(text, result);
+  // A bounded cache: a long-lived process that sees ever new schemas keeps only the most recent ones.
+  if (compiledByText.size > MAX_COMPILED_BY_TEXT) {
+    const oldest = compiledByText.keys().next().value;
+    if (oldest !== undefined) compiledByText.delete(oldest);
   }
   compiledSchemas.set(schema, result);
   return result;

@@ -13,7 +13,7 @@ import {
 } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import type { RunState, ThreadState, ThreadView } from '../read-models/thread-state.js';
-import { checkFence, type Fence } from '../store/leases.js';
+import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
 import type { Db, Store } from '../store/store.js';
 
 /** What the engine writes: an event without the fields the log assigns (ids, sequence, time, profile fields). */
@@ -92,15 +92,20 @@ export class EventLog {
           })
           .execute();
       }
-      // The UPDATE takes the session row's lock until commit, so concurrent writers cannot interleave sequences.
+      // The UPDATE takes the session row's lock until commit, so concurrent writers cannot interleave sequences. A
+      // fenced append checks its tenure in the same statement (one round trip): the lease row must still name it.
+      const fence = options.fence;
       const row = await tx
         .updateTable('oar_sessions')
         .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
         .where('id', '=', sessionId)
+        .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.dialect, fence as Fence)))
         .returning('last_sequence')
         .executeTakeFirst();
-      if (!row) throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
-      if (options.fence) await checkFence(tx, this.store.dialect, options.fence);
+      if (!row) {
+        if (fence && (await sessionExists(tx, sessionId))) throw new LeaseLostError(fence);
+        throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
+      }
       if (options.guard) await options.guard(tx);
       const first = Number(row.last_sequence) - drafts.length + 1;
       const built = drafts.map((draft, index) =>
@@ -287,6 +292,12 @@ export class EventLog {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+}
+
+async function sessionExists(db: Db, sessionId: string): Promise<boolean> {
+  return (
+    (await db.selectFrom('oar_sessions').select('id').where('id', '=', sessionId).executeTakeFirst()) !== undefined
+  );
 }
 
 /** Load read models by kind/key (the session model is always loaded). */

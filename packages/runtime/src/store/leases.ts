@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
-import { sql } from 'kysely';
+import { type ExpressionBuilder, sql } from 'kysely';
 import { OarRuntimeError } from '../errors.js';
+import type { Database } from './schema.js';
 import type { Db, Dialect } from './store.js';
 
 /**
@@ -267,27 +268,28 @@ export async function leasesToTakeOver(db: Db, now = Date.now()): Promise<{ sess
 
 /** The append was made with a fence whose tenure is over: the writer must stop touching the thread. */
 export class LeaseLostError extends OarRuntimeError {
-  constructor(fence: Fence, holder: { owner: string | null; token: number } | undefined) {
+  constructor(fence: Fence) {
     super('lease_lost', `this worker no longer holds the lease of thread "${fence.threadId}"; nothing was written`, {
-      details: { threadId: fence.threadId, token: fence.token, ...(holder ? { currentToken: holder.token } : {}) },
+      details: { threadId: fence.threadId, token: fence.token },
     });
   }
 }
 
 /**
- * Inside an append's transaction (after the session row is locked): the fence must still be the lease's current
- * tenure. PostgreSQL reads the lease row FOR SHARE, so a concurrent claim either commits first (and we see its new
- * token) or waits for this append to commit; SQLite serializes writers anyway.
+ * The condition an append's session-row UPDATE carries when it is fenced: the lease row still names this tenure.
+ * On PostgreSQL the lease row is read FOR SHARE, so a concurrent claim either commits first (and the append finds
+ * the new token) or waits until the append has committed; SQLite serializes writers anyway.
  */
-export async function checkFence(tx: Db, dialect: Dialect, fence: Fence): Promise<void> {
-  let query = tx
-    .selectFrom('oar_thread_leases')
-    .select(['owner', 'token'])
-    .where('session_id', '=', fence.sessionId)
-    .where('thread_id', '=', fence.threadId);
-  if (dialect === 'postgres') query = query.forShare();
-  const row = await query.executeTakeFirst();
-  if (!row || row.owner !== fence.owner || Number(row.token) !== fence.token) {
-    throw new LeaseLostError(fence, row ? { owner: row.owner, token: Number(row.token) } : undefined);
-  }
+export function fenceHolds(dialect: Dialect, fence: Fence) {
+  return (eb: ExpressionBuilder<Database, 'oar_sessions'>) => {
+    let lease = eb
+      .selectFrom('oar_thread_leases')
+      .select(sql<number>`1`.as('held'))
+      .where('oar_thread_leases.session_id', '=', fence.sessionId)
+      .where('oar_thread_leases.thread_id', '=', fence.threadId)
+      .where('oar_thread_leases.owner', '=', fence.owner)
+      .where('oar_thread_leases.token', '=', fence.token);
+    if (dialect === 'postgres') lease = lease.forShare();
+    return eb.exists(lease);
+  };
 }

@@ -189,7 +189,7 @@ export class Worker {
             .then((ok) => {
               if (ok) return;
               driver.lost = true;
-              driver.controller.abort(new LeaseLostError(lease, undefined));
+              driver.controller.abort(new LeaseLostError(lease));
             })
             .catch(() => undefined); // a store hiccup: the next renewal tries again before the lease runs out
         },
