@@ -15,6 +15,7 @@ import {
   sessionLeases,
 } from '../../src/store/leases.js';
 import type { Store } from '../../src/store/store.js';
+import { errorCode } from '../engine/helpers.js';
 import { describeStores } from '../support/stores.js';
 
 /**
@@ -53,16 +54,6 @@ async function claim(store: Store, owner: string, ttlMs = 60_000, now?: number):
   return result.fence;
 }
 
-async function codeOf(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    expect(error).toBeInstanceOf(OarRuntimeError);
-    return (error as OarRuntimeError).code;
-  }
-  throw new Error('expected a rejection');
-}
-
 describeStores('thread leases', (factory) => {
   it('one claimer wins; the loser learns who holds the lease and until when', async () => {
     const { store } = await factory.fresh();
@@ -88,7 +79,7 @@ describeStores('thread leases', (factory) => {
     const first = await claim(store, 'wrk_a');
     expect(first.token).toBe(before.token + 1);
     // The owner's earlier tenure is fenced off like anybody else's.
-    expect(await codeOf(log.append(SESSION, [note('old tenure')], { fence: before }))).toBe('lease_lost');
+    expect(await errorCode(log.append(SESSION, [note('old tenure')], { fence: before }))).toBe('lease_lost');
     await releaseLease(store.db, first, 7);
     expect(await leaseHolder(store.db, SESSION, THREAD)).toBeUndefined();
     expect((await sessionLeases(store.db, SESSION)).get(THREAD)).toEqual({ idleSequence: 7 });
@@ -122,11 +113,11 @@ describeStores('thread leases', (factory) => {
     await log.append(SESSION, [note('while holding')], { fence: old });
     await claim(store, 'wrk_new', 60_000, Date.now() + 120_000);
     const before = await log.read(SESSION);
-    expect(await codeOf(log.append(SESSION, [note('stale 1'), note('stale 2')], { fence: old }))).toBe('lease_lost');
+    expect(await errorCode(log.append(SESSION, [note('stale 1'), note('stale 2')], { fence: old }))).toBe('lease_lost');
     expect(await log.read(SESSION)).toEqual(before);
     // A fence for a thread nobody ever leased is refused too (no row, no tenure).
     const stranger: Fence = { sessionId: SESSION, threadId: 'thr_other', owner: 'wrk_old', token: 1 };
-    expect(await codeOf(log.append(SESSION, [note('never leased')], { fence: stranger }))).toBe('lease_lost');
+    expect(await errorCode(log.append(SESSION, [note('never leased')], { fence: stranger }))).toBe('lease_lost');
   });
 
   it('many writers racing a takeover: every append that committed was fenced by the tenure current at commit', async () => {
@@ -150,7 +141,7 @@ describeStores('thread leases', (factory) => {
     const notes = (await log.read(SESSION)).filter((e) => e.type === 'runtime.warning');
     expect(notes).toHaveLength(written);
     // After the takeover committed, the old tenure writes nothing more.
-    expect(await codeOf(log.append(SESSION, [note('late')], { fence: holder }))).toBe('lease_lost');
+    expect(await errorCode(log.append(SESSION, [note('late')], { fence: holder }))).toBe('lease_lost');
   });
 });
 
@@ -201,7 +192,7 @@ describeStores('contradictory facts', (factory) => {
       { type: 'task.created', ...ids, payload: { title: 't' } },
       { type: 'task.failed', ...ids, payload: { error: { code: 'x', message: 'x', retryable: true } } },
     ]);
-    expect(await codeOf(log.append(SESSION, [{ type: 'task.completed', ...ids, payload: {} }]))).toBe(
+    expect(await errorCode(log.append(SESSION, [{ type: 'task.completed', ...ids, payload: {} }]))).toBe(
       'contradictory_fact',
     );
     await log.append(SESSION, [
