@@ -8,6 +8,7 @@ import {
   TRANSCRIPT_CLOSING_INSTRUCTION,
   type TranscriptTurnInput,
 } from '@oar/protocol';
+import type { AgentConfig } from '../binding.js';
 import type { RunAction, ThreadView } from '../read-models/thread-state.js';
 
 /**
@@ -16,13 +17,9 @@ import type { RunAction, ThreadView } from '../read-models/thread-state.js';
  * saw before is reconstructed from the thread's read model, so a restarted process builds the same context.
  */
 
-export interface AgentProfile {
-  name: string;
-  description?: string;
-  systemPrompt?: string;
-  /** tool: AgentProtocolOutput native calls; text: the fenced agent-protocol DSL. */
-  carrier: 'tool' | 'text';
-}
+/** What the context needs of an agent: the one agent type (binding.ts), narrowed. */
+export type AgentProfile = Pick<AgentConfig, 'name' | 'carrier'> &
+  Partial<Pick<AgentConfig, 'description' | 'systemPrompt'>>;
 
 function compactSchema(schema: Record<string, unknown>): string {
   const { $schema: _dialect, ...rest } = schema;
