@@ -110,7 +110,8 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
       threadId: childThreadId,
       turnId: childTurnId,
       status: 'accepted',
-      payload: { status: 'accepted', input: prompt, source: 'delegation' },
+      // The delegated turn runs with the binding of the turn that delegated it, not whatever is current later.
+      payload: { status: 'accepted', input: prompt, source: 'delegation', bindingHash: engine.bindingHash },
     },
   ]);
   engine.wake(sessionId, childThreadId);

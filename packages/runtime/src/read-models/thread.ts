@@ -117,6 +117,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         modelSteps: 0,
         correctiveRetries: 0,
         runIds: [],
+        ...(str(payload.bindingHash) ? { bindingHash: str(payload.bindingHash) } : {}),
       };
       const queue =
         payload.status === 'queued'

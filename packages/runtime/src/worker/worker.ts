@@ -388,7 +388,10 @@ class ThreadEngine implements Engine {
   /** Load the thread and bind the configuration of its running turn (or the session's current one). */
   async prepare(threadId: string): Promise<ThreadView> {
     const thread = await this.loadThread(this.sessionId, threadId);
-    const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+    // The running turn, or the one about to start (a delegated turn already names its parent turn's binding).
+    const turn =
+      thread.turns.find((t) => t.turnId === thread.activeTurnId) ??
+      (thread.activeTurnId === undefined ? thread.turns.find((t) => t.status === 'accepted') : undefined);
     // A running turn keeps its binding: once bound, a step needs no second read of the session.
     if (turn?.bindingHash !== undefined && turn.bindingHash === this.config?.bindingHash) return thread;
     const session = (await this.deps.log.readModels(this.sessionId, [])).session;

@@ -9,7 +9,7 @@ import { sessionLeases } from '../../src/store/leases.js';
 import type { Store } from '../../src/store/store.js';
 import { describeStores, type StoreFactory, type TestDatabase } from '../support/stores.js';
 import { harness } from './harness.js';
-import { act, answer, cancellableTool, ofType, payload, registryWith, waitFor } from './helpers.js';
+import { act, answer, cancellableTool, ofType, payload, recordingModel, registryWith, waitFor } from './helpers.js';
 
 /**
  * Control plane and workers joined only by the event log: several runtimes on one store (in one process here;
@@ -280,6 +280,40 @@ describeStores('session bindings', (factory) => {
     expect(started).toEqual([before?.bindingHash, updated.bindingHash]);
     expect(ofType(events, 'session.updated').map((e) => payload(e).changed)).toEqual([['binding.limits']]);
     expect((await h.runtime.getBinding(sessionId))?.binding.limits.maxSteps).toBe(3);
+  });
+
+  it('a delegated child turn runs with the binding of the turn that delegated it, not a later one', async () => {
+    const recorder = recordingModel({
+      steps: [
+        act([
+          { id: 'w', type: 'tool', name: 'write', args: { filePath: 'first.txt', content: 'x' } },
+          { id: 'ask', type: 'agent', name: 'helper', args: { prompt: 'help' }, depends: 'w' },
+        ]),
+        answer('parent done'),
+      ],
+      agents: { helper: { steps: [answer('helped')] } },
+    });
+    const helper = { name: 'helper', description: 'Helps', capabilities: ['help'], carrier: 'tool' as const };
+    const db = await factory.fresh();
+    const h = await harness({ steps: [] }, { store: db.store, agents: [helper], model: recorder.model });
+    factory.defer(() => h.runtime.close());
+    const { sessionId } = await h.runtime.createSession();
+    const bound = (await h.runtime.getBinding(sessionId))?.bindingHash;
+    await h.runtime.submitTurn({ sessionId, input: 'write, then ask the helper' });
+    await h.runtime.settled(sessionId);
+    // The parent waits for the write's approval: the binding changes now, before the delegation happens.
+    const updated = await h.runtime.updateBinding({ sessionId, update: { limits: { maxSteps: 9 } } });
+    const { snapshot } = await h.runtime.getSession({ sessionId, limit: 0 });
+    const actionId = snapshot.threads[0]?.pendingRequests[0]?.actionId ?? '';
+    await h.runtime.respondAction({ sessionId, actionId, decision: 'approve' });
+    await h.runtime.settled(sessionId);
+    const events = await h.runtime.log.read(sessionId);
+    const started = ofType(events, 'turn.started').map((e) => [e.threadId, payload(e).bindingHash]);
+    expect(started).toHaveLength(2);
+    // Both the parent's turn and the child's delegated turn ran with the binding current when the parent started.
+    expect(started.map(([, hash]) => hash)).toEqual([bound, bound]);
+    expect(updated.bindingHash).not.toBe(bound);
+    expect(ofType(events, 'turn.completed')).toHaveLength(2);
   });
 
   it('a session bound to a tool this process does not have fails its turn with binding_unavailable', async () => {
