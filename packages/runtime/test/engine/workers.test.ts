@@ -9,7 +9,17 @@ import { sessionLeases } from '../../src/store/leases.js';
 import type { Store } from '../../src/store/store.js';
 import { describeStores, type StoreFactory, type TestDatabase } from '../support/stores.js';
 import { harness } from './harness.js';
-import { act, answer, cancellableTool, ofType, payload, recordingModel, registryWith, waitFor } from './helpers.js';
+import {
+  act,
+  answer,
+  cancellableTool,
+  ofType,
+  payload,
+  recordingModel,
+  registryWith,
+  sleep,
+  waitFor,
+} from './helpers.js';
 
 /**
  * Control plane and workers joined only by the event log: several runtimes on one store (in one process here;
@@ -199,15 +209,8 @@ describeStores('workers on one store', (factory) => {
       capabilities: ['read'],
       async execute(input, context) {
         calls.set(input.label, (calls.get(input.label) ?? 0) + 1);
-        if (calls.get(input.label) === 1) {
-          await new Promise((resolve, reject) => {
-            const timer = setTimeout(resolve, 30_000);
-            context.signal.addEventListener('abort', () => {
-              clearTimeout(timer);
-              reject(new Error('aborted'));
-            });
-          });
-        }
+        // The first call hangs until the closing runtime aborts it (helpers' sleep honours the signal).
+        if (calls.get(input.label) === 1) await sleep(30_000, context.signal);
         return { text: 'done' };
       },
     });
