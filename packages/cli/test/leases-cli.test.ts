@@ -704,11 +704,10 @@ describe('thread leases across oar processes on PostgreSQL', async () => {
   scenarios(() => database().newStore());
 
   /**
-   * DEFECT (store, not leases): Store.open runs Kysely's Migrator, whose table-existence check introspects every
-   * table of every schema in the database (`has_schema_privilege(ns.nspname, …)`, `pg_get_serial_sequence(…)`).
-   * A schema dropped by anybody else between the catalog scan and those name lookups makes the check fail with
-   * `schema "…" does not exist`, so `oar` (and every Store.open) fails with store_migration_failed. Here other
-   * schemas of the same (private) database are created and dropped while stores open.
+   * Seen: Kysely's Migrator introspected every table of every schema in the database, so a schema dropped by
+   * anybody else at that moment failed Store.open (and so `oar`) with `schema "…" does not exist`. The store's own
+   * migration runner reads only OAR's migration table. Here other schemas of the same (private) database are
+   * created and dropped while stores open.
    */
   it('a store opens while other schemas of its database are being dropped', async () => {
     expect(database().isPrivate, 'this test churns schemas, so it needs a database of its own').toBe(true);

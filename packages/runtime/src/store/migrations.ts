@@ -1,4 +1,4 @@
-import { type Kysely, type Migration, type MigrationProvider, sql } from 'kysely';
+import { type Kysely, type Migration, sql } from 'kysely';
 import type { Dialect } from './store.js';
 
 /**
@@ -94,8 +94,4 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
       },
     },
   };
-}
-
-export function migrationProvider(dialect: Dialect): MigrationProvider {
-  return { getMigrations: async () => migrations(dialect) };
 }

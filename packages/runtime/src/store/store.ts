@@ -1,10 +1,10 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { OarRuntimeError } from '../errors.js';
-import { migrationProvider, migrations } from './migrations.js';
+import { migrateStore, storeUpToDate } from './migrate.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -105,39 +105,14 @@ export class Store {
   }
 
   async migrate(): Promise<void> {
-    if (this.pgSchema) await sql`create schema if not exists ${sql.id(this.pgSchema)}`.execute(this.db);
-    // The common case, an up-to-date store, reads OAR's own migration table and nothing else: Kysely's Migrator
-    // introspects every table of the database, which fails when another schema is dropped at that moment.
-    if (await this.upToDate()) return;
-    const migrator = new Migrator({
-      db: this.db,
-      provider: migrationProvider(this.dialect),
-      migrationTableName: 'oar_migrations',
-      migrationLockTableName: 'oar_migrations_lock',
-      ...(this.pgSchema ? { migrationTableSchema: this.pgSchema } : {}),
-    });
-    let failure: unknown;
-    for (let attempt = 1; attempt <= 5; attempt++) {
-      const { error } = await migrator.migrateToLatest();
-      if (!error) return;
-      failure = error;
-      // Only a schema that vanished under the introspection is worth another try; anything else is final.
-      if (!/schema .* does not exist/.test((error as Error).message)) break;
-    }
-    throw new OarRuntimeError('store_migration_failed', `store migration failed: ${(failure as Error).message}`, {
-      retryable: true,
-    });
-  }
-
-  /** Every migration this version knows is recorded as applied (false when the table does not exist yet). */
-  private async upToDate(): Promise<boolean> {
-    const table = this.pgSchema ? sql`${sql.id(this.pgSchema)}.oar_migrations` : sql`oar_migrations`;
+    // The common case, an up-to-date store, reads the migration table and takes no lock.
+    if (await storeUpToDate(this.db, this.dialect, this.pgSchema)) return;
     try {
-      const { rows } = await sql<{ name: string }>`select name from ${table}`.execute(this.db);
-      const applied = new Set(rows.map((row) => row.name));
-      return Object.keys(migrations(this.dialect)).every((name) => applied.has(name));
-    } catch {
-      return false;
+      await migrateStore(this.db, this.dialect, this.pgSchema);
+    } catch (error) {
+      throw new OarRuntimeError('store_migration_failed', `store migration failed: ${(error as Error).message}`, {
+        retryable: true,
+      });
     }
   }
 

@@ -37,6 +37,8 @@ export interface StoreFactory {
   dialect: StoreDialect;
   /** A new isolated database with one open, migrated store; closed and removed after the current test. */
   fresh(): Promise<TestDatabase>;
+  /** A new isolated database nobody has opened yet (no tables): `open()` is the first Store.open on it. */
+  blank(): Omit<TestDatabase, 'store'>;
   /** Run `fn` after the current test, before the databases are closed (e.g. closing a runtime on them). */
   defer(fn: () => Promise<void> | void): void;
 }
@@ -73,6 +75,10 @@ function sqliteFactory(cleanups: (() => Promise<void>)[]): StoreFactory {
     dialect: 'sqlite',
     defer: (fn) => cleanups.push(async () => fn()),
     async fresh() {
+      const database = this.blank();
+      return { ...database, store: await database.open() };
+    },
+    blank() {
       const dir = mkdtempSync(join(tmpdir(), 'oar-store-'));
       const url = join(dir, 'oar.db');
       const stores: Store[] = [];
@@ -85,7 +91,7 @@ function sqliteFactory(cleanups: (() => Promise<void>)[]): StoreFactory {
         stores.push(store);
         return store;
       };
-      return { dialect: 'sqlite', url, store: await open(), open };
+      return { dialect: 'sqlite', url, open };
     },
   };
 }
@@ -95,6 +101,10 @@ function postgresFactory(cleanups: (() => Promise<void>)[]): StoreFactory {
     dialect: 'postgres',
     defer: (fn) => cleanups.push(async () => fn()),
     async fresh() {
+      const database = this.blank();
+      return { ...database, store: await database.open() };
+    },
+    blank() {
       const schema = `oar_t_${randomBytes(6).toString('hex')}`;
       const stores: Store[] = [];
       cleanups.push(async () => {
@@ -112,7 +122,7 @@ function postgresFactory(cleanups: (() => Promise<void>)[]): StoreFactory {
         stores.push(store);
         return store;
       };
-      return { dialect: 'postgres', url: POSTGRES_URL, schema, store: await open(), open };
+      return { dialect: 'postgres', url: POSTGRES_URL, schema, open };
     },
   };
 }
