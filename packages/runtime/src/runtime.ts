@@ -6,6 +6,8 @@ import {
   bindingHash,
   DEFAULT_LIMITS,
   type RuntimeLimits,
+  type SecretsConfig,
+  SecretsConfigSchema,
   type SessionBinding,
 } from './binding.js';
 import {
@@ -26,6 +28,7 @@ import { absoluteModelSpec, type ModelsConfig } from './models/resolve.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { bindingOf, type SessionState } from './read-models/session.js';
 import type { ModelHandle } from './runner/model-call.js';
+import { isStoreFault } from './store/faults.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
 import { ToolRegistry } from './tools/registry.js';
@@ -63,6 +66,8 @@ export interface RuntimeOptions {
   queuePolicy?: 'queue' | 'reject';
   /** After a failed corrective retry: fail the turn (default) or show the model's text as the answer. */
   onProtocolFailure?: 'fail' | 'plain_text';
+  /** Environment variables (names) whose values are secrets, beyond the provider keys (docs/security-redaction.md). */
+  secrets?: Partial<SecretsConfig>;
   // ---- this process ----
   /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
   model: (agent: AgentConfig, binding: SessionBinding) => ModelHandle | Promise<ModelHandle>;
@@ -117,6 +122,10 @@ export class Runtime {
         limits: { ...DEFAULT_LIMITS, ...options.limits },
         queuePolicy: options.queuePolicy ?? 'queue',
         onProtocolFailure: options.onProtocolFailure ?? 'fail',
+        // Recorded only when some are named, so a binding without any keeps the hash it had before the field.
+        ...(options.secrets?.env?.length
+          ? { secrets: SecretsConfigSchema.parse({ env: [...new Set(options.secrets.env)].sort() }) }
+          : {}),
       },
       undefined,
     );
@@ -343,16 +352,31 @@ export class Runtime {
    * Without a session id: when this process's worker drives nothing.
    */
   async settled(sessionId?: string): Promise<void> {
+    let outages = 0;
     for (;;) {
       await Promise.allSettled(this.worker?.driving(sessionId) ?? []);
+      // A store fault the log could not record ends the wait: nothing will move until the store is healthy.
+      const fault = this.worker?.takeFault(sessionId);
+      if (fault) throw fault;
       if (sessionId === undefined) {
         if ((this.worker?.driving().length ?? 0) === 0) return;
         continue;
       }
-      const work = await sessionWork(this.store.db, sessionId);
+      let work: Awaited<ReturnType<typeof sessionWork>>;
+      try {
+        work = await sessionWork(this.store.db, sessionId);
+        outages = 0;
+      } catch (error) {
+        // A store that is briefly unreachable (a dropped connection) is waited out like the work itself, for a while.
+        if (!isStoreFault(error) || !error.error.retryable || ++outages > SETTLE_OUTAGES) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        continue;
+      }
       if (work.length === 0 && (this.worker?.driving(sessionId).length ?? 0) === 0) return;
-      for (const item of work)
-        if (!item.holder && this.worker?.drives(sessionId)) this.worker.kick(sessionId, item.threadId);
+      // Work nobody drives (or that this worker holds without driving, after a release the store refused) is taken up.
+      if (work.some((item) => !item.holder || item.holder.owner === this.worker?.owner)) {
+        await this.worker?.look(sessionId).catch(() => undefined);
+      }
       await this.notifier.waitFor(sessionId, async () => false, 100);
     }
   }
@@ -364,6 +388,9 @@ export class Runtime {
     await this.notifier.close();
   }
 }
+
+/** How many consecutive failed looks (200 ms apart) `settled` rides out before it reports the store fault. */
+const SETTLE_OUTAGES = 25;
 
 function withAbsoluteModel(agent: AgentConfig): AgentConfig {
   return agent.model ? { ...agent, model: absoluteModelSpec(agent.model, process.cwd()) } : agent;

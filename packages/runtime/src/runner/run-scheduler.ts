@@ -12,6 +12,7 @@ import {
   TERMINAL_RUN_ACTION_STATUSES,
   type ThreadView,
 } from '../read-models/thread-state.js';
+import { isStoreFault } from '../store/faults.js';
 import { type ActionContext, actionIds, actionStatusChange, actionStatusEvent } from './action-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
@@ -117,8 +118,10 @@ export async function scheduleRun(
     signal,
   });
 
+  /** A fact the log refused or the store could not take: nothing more may be written by this driver. */
+  let refused: unknown;
   for (;;) {
-    if (signal.aborted) break;
+    if (signal.aborted || refused !== undefined) break;
     const settle: Promise<void>[] = [];
     for (const id of run.order) {
       const action = actions.get(id);
@@ -154,9 +157,13 @@ export async function scheduleRun(
           try {
             status = await runWithRetries(engine, context(action), () => halted !== undefined);
           } catch (thrown) {
-            // The log refused a fact (this worker lost its lease, or it contradicts the record): nothing more may be
-            // written about this action by this driver.
-            if (thrown instanceof OarRuntimeError && REFUSED.has(thrown.code)) throw thrown;
+            // The log refused a fact (this worker lost its lease, or it contradicts the record) or the store cannot
+            // take one (full, read-only, gone): nothing more may be written about this action by this driver.
+            // The graph stops where it is (the action stays as recorded) and the driver fails with the cause.
+            if ((thrown instanceof OarRuntimeError && REFUSED.has(thrown.code)) || isStoreFault(thrown)) {
+              refused ??= thrown;
+              return;
+            }
             // An executor that throws (a store error, a tool returning something unserializable) fails its own
             // action; it must not tear down the graph while sibling actions are still running.
             status = 'failed';
@@ -202,6 +209,7 @@ export async function scheduleRun(
     await Promise.race(inFlight.values()).catch(() => undefined);
   }
   await Promise.allSettled(inFlight.values());
+  if (refused !== undefined) throw refused;
 }
 
 /**

@@ -1,9 +1,10 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { OarRuntimeError } from '../errors.js';
+import { faultNamingDialect, storeFault } from './faults.js';
 import { migrateStore, storeUpToDate } from './migrate.js';
 import type { Database } from './schema.js';
 
@@ -35,47 +36,82 @@ export class Store {
 
   static async open(url: string | undefined, options: StoreOptions = {}): Promise<Store> {
     const store = Store.connect(url, options);
-    await store.migrate();
+    try {
+      await store.migrate();
+    } catch (error) {
+      // A store that cannot be opened leaves no pool or file handle behind.
+      await store.close().catch(() => undefined);
+      throw error;
+    }
     return store;
   }
 
   private static connect(input: string | undefined, options: StoreOptions): Store {
-    let url = input;
-    if (url !== undefined && /^postgres(ql)?:\/\//.test(url)) {
-      // `?schema=NAME` in the URL selects (and creates) a schema, like the `schema` option.
-      const parsed = new URL(url);
-      const schema = options.schema ?? parsed.searchParams.get('schema') ?? undefined;
-      parsed.searchParams.delete('schema');
-      url = parsed.toString();
-      if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) {
-        throw new OarRuntimeError('invalid_store', `invalid PostgreSQL schema name "${schema}"`);
-      }
-      const connection = { connectionString: url, ...(schema ? { options: `-c search_path=${schema}` } : {}) };
-      const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
-      // An idle client the server dropped must not crash the process; the next query gets a fresh connection.
-      pool.on('error', () => undefined);
-      const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
-      // The location names the schema too (it is part of where the data is); the password never appears.
-      const store = new Store(db, 'postgres', redact(input ?? url));
-      store.pgSchema = schema;
-      store.pgConnection = connection;
-      return store;
+    const url = input?.trim();
+    if (url !== undefined && /^postgres(ql)?:\/\//i.test(url)) return Store.connectPostgres(url, options);
+    // Anything else with a scheme (mysql://, redis://, http://) is not a file name: SQLite would happily create a
+    // directory called `mysql:` and run there.
+    const scheme = url === undefined ? undefined : /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1];
+    if (scheme !== undefined && !/^(sqlite|file)$/i.test(scheme)) {
+      throw new OarRuntimeError('unsupported_store', `unsupported store URL scheme "${scheme}://"`, {
+        details: { scheme, supported: ['postgres://', 'postgresql://', 'sqlite:', 'file:', 'a file path'] },
+      });
     }
     const path = sqlitePath(url, options.cwd ?? process.cwd());
-    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    if (path !== ':memory:') makeDirectory(dirname(path));
     let database: SQLite.Database;
     try {
       database = new SQLite(path);
+      // WAL lets readers (oar events --follow, inspect) work while a runner writes; busy_timeout waits out writers.
+      database.pragma('journal_mode = WAL');
+      database.pragma('busy_timeout = 5000');
+      database.pragma('foreign_keys = ON');
+      database.pragma('synchronous = NORMAL');
     } catch (error) {
-      throw new OarRuntimeError('store_unavailable', `cannot open SQLite store ${path}: ${(error as Error).message}`);
+      throw (
+        storeFault(error) ??
+        new OarRuntimeError('store_unavailable', `cannot open SQLite store ${path}: ${(error as Error).message}`)
+      );
     }
-    // WAL lets readers (oar events --follow, inspect) work while a runner writes; busy_timeout waits out writers.
-    database.pragma('journal_mode = WAL');
-    database.pragma('busy_timeout = 5000');
-    database.pragma('foreign_keys = ON');
-    database.pragma('synchronous = NORMAL');
-    const db = new Kysely<Database>({ dialect: new SqliteDialect({ database }) });
+    const db = new Kysely<Database>({ dialect: faultNamingDialect(new SqliteDialect({ database })) });
     return new Store(db, 'sqlite', path);
+  }
+
+  private static connectPostgres(url: string, options: StoreOptions): Store {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new OarRuntimeError('invalid_store', `invalid PostgreSQL URL ${maskConnectionUrl(url)}`, {
+        details: { store: maskConnectionUrl(url) },
+      });
+    }
+    // `?schema=NAME` in the URL selects (and creates) a schema, like the `schema` option.
+    const schema = options.schema ?? parsed.searchParams.get('schema') ?? undefined;
+    parsed.searchParams.delete('schema');
+    if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) {
+      throw new OarRuntimeError('invalid_store', `invalid PostgreSQL schema name "${schema}"`, {
+        details: { schema },
+      });
+    }
+    const connection: pg.ClientConfig = {
+      connectionString: parsed.toString(),
+      // An unreachable server (a black-holed address) fails the open in bounded time instead of hanging it.
+      connectionTimeoutMillis: 10_000,
+      ...(schema ? { options: `-c search_path=${schema}` } : {}),
+    };
+    const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
+    // A connection the server drops must not crash the process: idle clients report to the pool, checked-out ones
+    // (between two statements of a transaction) to themselves. The query in flight fails with a named fault; the
+    // pool discards the broken client and the next query gets a fresh connection.
+    pool.on('error', () => undefined);
+    pool.on('connect', (client) => client.on('error', () => undefined));
+    const db = new Kysely<Database>({ dialect: faultNamingDialect(new PostgresDialect({ pool })) });
+    // The location names the schema too (it is part of where the data is); the password never appears.
+    const store = new Store(db, 'postgres', maskConnectionUrl(url));
+    store.pgSchema = schema;
+    store.pgConnection = connection;
+    return store;
   }
 
   private pgSchema: string | undefined;
@@ -110,6 +146,7 @@ export class Store {
     try {
       await migrateStore(this.db, this.dialect, this.pgSchema);
     } catch (error) {
+      if (error instanceof OarRuntimeError) throw error; // a named store fault (unreachable, read-only, full)
       throw new OarRuntimeError('store_migration_failed', `store migration failed: ${(error as Error).message}`, {
         retryable: true,
       });
@@ -132,7 +169,46 @@ function sqlitePath(url: string | undefined, cwd: string): string {
   return path === ':memory:' ? path : resolve(cwd, path);
 }
 
-/** Store URLs may carry passwords; they never reach logs or events. */
-function redact(url: string): string {
-  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+/**
+ * `mkdir -p` that always ends. Node's recursive mkdir retries forever where a parent exists but refuses children
+ * (`/proc/nope` looped `oar` indefinitely); here each missing level is created once, top down, and any failure is
+ * a `store_unavailable` that names the directory.
+ */
+function makeDirectory(path: string): void {
+  const missing: string[] = [];
+  let current = resolve(path);
+  while (!existsSync(current)) {
+    missing.unshift(current);
+    const parent = dirname(current);
+    if (parent === current) break;
+    current = parent;
+  }
+  if (existsSync(current) && !statSync(current).isDirectory()) {
+    throw new OarRuntimeError(
+      'store_unavailable',
+      `cannot create the store's directory: ${current} is not a directory`,
+      {
+        details: { path: current },
+      },
+    );
+  }
+  for (const dir of missing) {
+    try {
+      mkdirSync(dir);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') continue;
+      throw new OarRuntimeError(
+        'store_unavailable',
+        `cannot create the store's directory ${dir}: ${(error as Error).message}`,
+        {
+          details: { path: dir, cause: (error as NodeJS.ErrnoException).code },
+        },
+      );
+    }
+  }
+}
+
+/** Store URLs may carry passwords (`user:PW@host`, `?password=PW`); they never reach logs, events or errors. */
+function maskConnectionUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@').replace(/([?&]password=)[^&#]*/gi, '$1***');
 }

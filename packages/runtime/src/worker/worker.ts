@@ -9,6 +9,7 @@ import type { SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
+import { isStoreFault } from '../store/faults.js';
 import {
   claimLease,
   type Fence,
@@ -57,6 +58,13 @@ interface Driver {
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
 /**
+ * How a worker rides out a store that is briefly unavailable (dropped connections, a failover): the thread is
+ * driven again after a pause that doubles from 100 ms up to 2 s, and recovery on the new claim settles the
+ * interrupted step under the usual durability rules. After 30 s of nothing but failures the fault is final.
+ */
+const STORE_RETRY = { firstMs: 100, maxMs: 2000, giveUpMs: 30_000 };
+
+/**
  * A worker owns execution. It claims a thread's lease before driving it, renews the lease while it works, appends
  * only through a writer fenced by that lease, acts on durable interrupt requests, and releases the lease when the
  * thread has to wait. It finds work from change notifications and from leases that ran out; it never drives a
@@ -67,6 +75,10 @@ export class Worker {
   private readonly drivers = new Map<string, Driver>();
   /** Threads found held by another worker when this one wanted to drive them. */
   private readonly held = new Map<string, LeaseHolder>();
+  /** Store faults that could not be recorded in the log, per session, until `takeFault` hands them over. */
+  private readonly faults = new Map<string, OarRuntimeError>();
+  /** Threads whose drives keep ending on an unavailable store: since when, and how many times. */
+  private readonly storeRetries = new Map<string, { since: number; attempts: number }>();
   private readonly scope: 'all' | Set<string>;
   private readonly ttl: number;
   private closed = false;
@@ -99,6 +111,18 @@ export class Worker {
     return this.held.get(threadId);
   }
 
+  /**
+   * The store fault that stopped this session's work and could not be written to its log (the store was full,
+   * read-only or gone), once: whoever waits for the session must hear it, since the log cannot say it.
+   */
+  takeFault(sessionId?: string): OarRuntimeError | undefined {
+    const key = sessionId ?? this.faults.keys().next().value;
+    if (key === undefined) return undefined;
+    const fault = this.faults.get(key);
+    this.faults.delete(key);
+    return fault;
+  }
+
   /** Threads of the session this worker is driving right now. */
   driving(sessionId?: string): Promise<void>[] {
     return [...this.drivers.values()].filter((d) => !sessionId || d.sessionId === sessionId).map((d) => d.done);
@@ -123,9 +147,12 @@ export class Worker {
           driver.controller.abort(new Error(thread.interrupt?.reason ?? 'interrupted'));
         }
         driver.again = true;
-      } else if (holder) {
-        if (holder.owner !== this.owner) this.held.set(thread.threadId, holder);
-      } else this.kick(sessionId, thread.threadId);
+      } else if (holder && holder.owner !== this.owner) {
+        this.held.set(thread.threadId, holder);
+      } else {
+        // Nobody holds it, or we do without driving it (a release the store refused): drive it.
+        this.kick(sessionId, thread.threadId);
+      }
     }
   }
 
@@ -201,18 +228,12 @@ export class Worker {
       const recovered = recoveryDrafts(await engine.loadThread(sessionId, threadId));
       if (recovered.drafts.length > 0) await engine.append(sessionId, recovered.drafts);
       idleSequence = await this.loop(driver, engine);
+      this.storeRetries.delete(threadId);
     } catch (error) {
       failed = true;
       if (error instanceof OarRuntimeError && error.code === 'lease_lost') driver.lost = true;
       // A lost lease means someone else carries on: there is nothing this worker may record any more.
-      if (!driver.lost && !this.closed && engine) {
-        await this.recordFailure(engine, toOarError(error));
-        // Left idle where the failure was recorded: the same failure is not retried until something changes.
-        idleSequence = await engine
-          .loadThread(sessionId, threadId)
-          .then((thread) => thread.lastSequence)
-          .catch(() => 0);
-      }
+      if (!driver.lost && !this.closed) idleSequence = await this.afterFailure(driver, engine, error);
     } finally {
       clearInterval(driver.renewal);
       // Release before forgetting the driver: a kick in between finds the driver and sets `again` instead of
@@ -222,6 +243,39 @@ export class Worker {
       // A kick that came while this driver was leaving: drive again (not after a failure, which would only repeat).
       if (driver.again && fence && !failed && !driver.lost && !this.closed) this.kick(sessionId, threadId);
     }
+  }
+
+  /**
+   * What a failed drive leaves behind. A store that is briefly unavailable: the thread is driven again shortly.
+   * Anything else: the failure is recorded on the turn; when even that cannot be written, the fault is handed to
+   * whoever waits for the session. Returns the sequence the thread was left idle at (0: not idle).
+   */
+  private async afterFailure(driver: Driver, engine: ThreadEngine | undefined, error: unknown): Promise<number> {
+    const { sessionId, threadId } = driver;
+    const fault = isStoreFault(error) ? error : undefined;
+    const retry = this.storeRetries.get(threadId) ?? { since: Date.now(), attempts: 0 };
+    if (
+      fault?.code === 'store_unavailable' &&
+      fault.error.retryable &&
+      Date.now() - retry.since < STORE_RETRY.giveUpMs
+    ) {
+      this.storeRetries.set(threadId, { since: retry.since, attempts: retry.attempts + 1 });
+      const delay = Math.min(STORE_RETRY.firstMs * 2 ** retry.attempts, STORE_RETRY.maxMs);
+      setTimeout(() => this.kick(sessionId, threadId), delay).unref();
+      return 0;
+    }
+    this.storeRetries.delete(threadId);
+    const recorded = engine ? await this.recordFailure(engine, toOarError(error)) : false;
+    if (!recorded || !engine) {
+      // The log cannot tell anyone: hand the fault over (`Runtime.settled` throws it).
+      this.faults.set(sessionId, fault ?? new OarRuntimeError('internal_error', String(error)));
+      return 0;
+    }
+    // Left idle where the failure was recorded: the same failure is not retried until something changes.
+    return engine
+      .loadThread(sessionId, threadId)
+      .then((thread) => thread.lastSequence)
+      .catch(() => 0);
   }
 
   /** Step the thread until it has to wait. Returns the thread's last sequence when it was left idle. */
@@ -257,8 +311,11 @@ export class Worker {
     driver.controller = new AbortController();
   }
 
-  /** A bug or an unavailable store must not leave a turn running forever: fail it with the cause. */
-  private async recordFailure(engine: ThreadEngine, error: OarError): Promise<void> {
+  /**
+   * A bug or a broken store must not leave a turn running forever: fail it with the cause. Returns false when the
+   * store refused even that (the fault then reaches the caller through `takeFault`).
+   */
+  private async recordFailure(engine: ThreadEngine, error: OarError): Promise<boolean> {
     try {
       const thread = await engine.loadThread(engine.sessionId, engine.threadId);
       await engine.append(engine.sessionId, [
@@ -291,8 +348,10 @@ export class Worker {
           { guard: threadUnchanged(thread) },
         );
       }
+      return true;
     } catch {
       // The store itself failed; the next worker to claim the thread finds the unfinished turn.
+      return false;
     }
   }
 
