@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
+import type { Insertable } from 'kysely';
 import { OarRuntimeError } from './errors.js';
 import { newId } from './ids.js';
+import type { ArtifactsTable } from './store/schema.js';
 import type { Db } from './store/store.js';
 
 /** Default size limit of one artifact (full tool outputs are stored whole up to this size). */
@@ -34,17 +36,18 @@ export function artifactIdFromRef(ref: string): string | undefined {
   return /^artifact:\/\/([A-Za-z0-9_]+)/.exec(ref)?.[1];
 }
 
-/**
- * Store one full output as an artifact (bytes, mime, size, hash, preview). Written inside the caller's
- * transaction-less context: an artifact without an event referencing it is harmless garbage, while an event
- * referencing a missing artifact would be a lie — so the bytes go first.
- */
-export async function putArtifact(
-  db: Db,
+/** An artifact about to be stored: its row and what callers get back (the ref is known before the row lands). */
+export interface PendingArtifact {
+  row: Insertable<ArtifactsTable>;
+  stored: StoredArtifact;
+}
+
+/** Describe one full output as an artifact (bytes, mime, size, hash, preview) without storing it yet. */
+export function prepareArtifact(
   sessionId: string,
   content: ArtifactContent,
   maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
-): Promise<StoredArtifact> {
+): PendingArtifact {
   const bytes = content.bytes ?? new TextEncoder().encode(content.text ?? '');
   if (bytes.byteLength > maxBytes) {
     throw new OarRuntimeError(
@@ -60,9 +63,8 @@ export async function putArtifact(
   const sha256 = createHash('sha256').update(bytes).digest('hex');
   const text = content.text ?? (mime.startsWith('text/') ? new TextDecoder().decode(bytes) : '');
   const preview = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text;
-  await db
-    .insertInto('oar_artifacts')
-    .values({
+  return {
+    row: {
       id: artifactId,
       session_id: sessionId,
       name: content.name ?? null,
@@ -72,17 +74,33 @@ export async function putArtifact(
       preview,
       bytes: Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength),
       created_at: new Date().toISOString(),
-    })
-    .execute();
-  return {
-    artifactId,
-    uri: artifactUri(artifactId),
-    ...(content.name ? { name: content.name } : {}),
-    mime,
-    size: bytes.byteLength,
-    sha256,
-    preview,
+    },
+    stored: {
+      artifactId,
+      uri: artifactUri(artifactId),
+      ...(content.name ? { name: content.name } : {}),
+      mime,
+      size: bytes.byteLength,
+      sha256,
+      preview,
+    },
   };
+}
+
+/**
+ * Store one full output as an artifact, on its own. A worker does not use this: it writes an artifact in the
+ * same transaction as the first event that references it (see the worker's engine), so a crash in between can
+ * leave neither an orphan row nor an event pointing at nothing.
+ */
+export async function putArtifact(
+  db: Db,
+  sessionId: string,
+  content: ArtifactContent,
+  maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
+): Promise<StoredArtifact> {
+  const pending = prepareArtifact(sessionId, content, maxBytes);
+  await db.insertInto('oar_artifacts').values(pending.row).execute();
+  return pending.stored;
 }
 
 /** An artifact of one session: a ref from another session resolves to nothing (artifacts never cross sessions). */

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createEvent, type EventFields, type EventType, type RuntimeEvent, type Task } from '@oar/protocol';
 import { sql } from 'kysely';
+import type { PendingArtifact } from '../artifacts.js';
 import { notFound, OarRuntimeError } from '../errors.js';
 import { contradiction } from '../read-models/contradictions.js';
 import {
@@ -32,6 +33,8 @@ export type AppendGuard = (tx: Db) => Promise<void>;
 
 export interface AppendOptions {
   guard?: AppendGuard;
+  /** Artifact rows the events reference, written in the same transaction (no orphan row, no dangling ref). */
+  artifacts?: readonly PendingArtifact[];
   /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
   fence?: Fence;
 }
@@ -95,6 +98,12 @@ export class EventLog {
       // The UPDATE takes the session row's lock until commit, so concurrent writers cannot interleave sequences. A
       // fenced append checks its tenure in the same statement (one round trip): the lease row must still name it.
       const fence = options.fence;
+      if (fence && this.store.dialect === 'postgres') {
+        // Lock order session → lease, as a command's guard takes them (it fences a lease after the session row
+        // is locked). The fence check below share-locks the lease row while it looks for the session row, so
+        // without this the two could each hold one and wait for the other (seen: `deadlock detected`).
+        await tx.selectFrom('oar_sessions').select('id').where('id', '=', sessionId).forUpdate().execute();
+      }
       const row = await tx
         .updateTable('oar_sessions')
         .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
@@ -107,6 +116,12 @@ export class EventLog {
         throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
       }
       if (options.guard) await options.guard(tx);
+      if (options.artifacts?.length) {
+        await tx
+          .insertInto('oar_artifacts')
+          .values(options.artifacts.map((artifact) => artifact.row))
+          .execute();
+      }
       const first = Number(row.last_sequence) - drafts.length + 1;
       const built = drafts.map((draft, index) =>
         createEvent(

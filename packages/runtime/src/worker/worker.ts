@@ -1,5 +1,5 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { getArtifactText, putArtifact } from '../artifacts.js';
+import { getArtifactText, type PendingArtifact, prepareArtifact } from '../artifacts.js';
 import type { BoundConfig, Engine } from '../engine.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -509,11 +509,34 @@ class ThreadEngine implements Engine {
     return (await this.deps.log.readModels(sessionId, [])).session?.grants ?? [];
   }
 
+  /**
+   * Artifacts put but not yet written: each lands in the transaction of the first append whose events reference
+   * it, so a crash between storing an output and recording it leaves no orphan row. One nobody references (the
+   * step failed before recording it) is never written.
+   */
+  private readonly pendingArtifacts = new Map<string, PendingArtifact>();
+
   readonly artifacts = {
-    put: (sessionId: string, content: Parameters<typeof putArtifact>[2], maxBytes?: number) =>
-      putArtifact(this.deps.log.store.db, sessionId, content, maxBytes),
-    text: (sessionId: string, artifactId: string) => getArtifactText(this.deps.log.store.db, sessionId, artifactId),
+    put: async (sessionId: string, content: Parameters<typeof prepareArtifact>[1], maxBytes?: number) => {
+      const pending = prepareArtifact(sessionId, content, maxBytes);
+      this.pendingArtifacts.set(pending.stored.artifactId, pending);
+      return pending.stored;
+    },
+    text: async (sessionId: string, artifactId: string) => {
+      const pending = this.pendingArtifacts.get(artifactId);
+      if (pending && pending.row.session_id === sessionId) return new TextDecoder().decode(pending.row.bytes);
+      return getArtifactText(this.deps.log.store.db, sessionId, artifactId);
+    },
   };
+
+  /** The pending artifacts these events reference (by id, anywhere in their payloads). */
+  private referencedArtifacts(sessionId: string, drafts: EventDraft[]): PendingArtifact[] {
+    if (this.pendingArtifacts.size === 0) return [];
+    const text = JSON.stringify(drafts);
+    return [...this.pendingArtifacts.values()].filter(
+      (pending) => pending.row.session_id === sessionId && text.includes(pending.stored.artifactId),
+    );
+  }
 
   async append(
     sessionId: string,
@@ -526,11 +549,15 @@ class ThreadEngine implements Engine {
     }
     const held = this.deferred;
     this.deferred = [];
+    const all = [...held, ...drafts];
+    const artifacts = this.referencedArtifacts(sessionId, all);
     // If this append fails, the held facts go with it rather than being re-queued behind later facts: a lost
     // model-call completion only means the call is made again after a restart (that is why it may be deferred).
-    await this.deps.log.append(sessionId, [...held, ...drafts], {
+    await this.deps.log.append(sessionId, all, {
       fence: this.fence,
       ...(options.guard ? { guard: options.guard } : {}),
+      ...(artifacts.length > 0 ? { artifacts } : {}),
     });
+    for (const artifact of artifacts) this.pendingArtifacts.delete(artifact.stored.artifactId);
   }
 }
