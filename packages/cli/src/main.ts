@@ -1,5 +1,5 @@
 import { oarError, SCHEMA_NAMES, schemaFor } from '@oar/protocol';
-import { OarRuntimeError } from '@oar/runtime';
+import { EXIT, exitCodeFor, OarRuntimeError } from '@oar/runtime';
 import { Command, CommanderError } from 'commander';
 import { registerDemoCommand } from './demo.js';
 import { printJson, UsageError } from './io.js';
@@ -30,7 +30,8 @@ export async function main(argv: string[]): Promise<number> {
     .description('OAR, the Open Agent Runtime')
     .version(VERSION)
     .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+    // Commander's own prose for a usage mistake is replaced by the structured error below (exit 2).
+    .configureOutput({ writeErr: (text) => process.stderr.write(text), outputError: () => undefined });
 
   registerDemoCommand(program, setExit);
   registerRuntimeCommands(program, setExit);
@@ -55,21 +56,25 @@ export async function main(argv: string[]): Promise<number> {
   } catch (error) {
     if (error instanceof CommanderError) {
       // --help and --version end through exitOverride with code 0; anything else is a usage error.
-      return error.exitCode === 0 ? 0 : 2;
+      if (error.exitCode === 0) return 0;
+      const message = error.message.replace(/^error: /, '');
+      const usage = oarError('usage_error', message, { details: { reason: error.code, hint: 'oar --help' } });
+      process.stderr.write(`${JSON.stringify({ error: usage })}\n`);
+      return EXIT.usage;
     }
     if (error instanceof UsageError) {
       process.stderr.write(`${JSON.stringify({ error: error.error })}\n`);
-      return 2;
+      return EXIT.usage;
     }
     if (error instanceof OarRuntimeError) {
-      // Bad input to a runtime command (unknown id, invalid config): a structured error, exit 2.
+      // A structured error with its code's exit status (docs/errors.md): bad input 2, store 74, busy 75, bug 70.
       const hint = CLI_HINTS[error.code];
       const structured = hint ? { ...error.error, details: { ...error.error.details, hint } } : error.error;
       process.stderr.write(`${JSON.stringify({ error: structured })}\n`);
-      return 2;
+      return exitCodeFor(error.code);
     }
     const message = error instanceof Error ? error.message : String(error);
     process.stderr.write(`${JSON.stringify({ error: oarError('internal_error', message) })}\n`);
-    return 70;
+    return EXIT.internal;
   }
 }

@@ -7,6 +7,7 @@ import {
   type BindingUpdate,
   bindingModel,
   buildRuntime,
+  EXIT,
   loadConfig,
   PERMISSION_MODES,
   type PermissionMode,
@@ -242,8 +243,8 @@ function report(
     process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
   }
   // Interrupted here (Ctrl-C) or from anywhere else (`oar interrupt`): the turn was cancelled either way.
-  if (interrupted || result.status === 'cancelled') return 130;
-  return result.status === 'completed' ? 0 : result.status === 'waiting' ? 3 : 1;
+  if (interrupted || result.status === 'cancelled') return EXIT.cancelled;
+  return result.status === 'completed' ? EXIT.ok : result.status === 'waiting' ? EXIT.waiting : EXIT.failed;
 }
 
 interface ResumeOptions extends RunOptions {

@@ -34,6 +34,7 @@ export type {
   SubmitTurnResult,
 } from './control-plane/commands.js';
 export type { BoundConfig, Engine } from './engine.js';
+export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './error-codes.js';
 export { notFound, OarRuntimeError, toOarError } from './errors.js';
 export { newId } from './ids.js';
 export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';

@@ -1,5 +1,5 @@
-import { realpathSync } from 'node:fs';
-import { ACTION_DECISIONS, type ActionDecision, oarError } from '@oar/protocol';
+import { realpathSync, statSync } from 'node:fs';
+import { ACTION_DECISIONS, type ActionDecision, oarError, type RuntimeEvent } from '@oar/protocol';
 import {
   applyBindingUpdate,
   type BindingUpdate,
@@ -342,6 +342,49 @@ export class Commands {
   }
 
   /** Resolve a pending human or policy decision: the only way a paused action continues. */
+  /**
+   * Why a decision cannot be taken: it was resolved already (how, by whom, when), or no pending request has this
+   * id (the pending ones are listed, so a typo is one look away from the right id).
+   */
+  private async notPending(sessionId: string, actionId: string, views: ThreadView[]): Promise<OarRuntimeError> {
+    const resolved = await this.log.store.db
+      .selectFrom('oar_events')
+      .select(['body'])
+      .where('session_id', '=', sessionId)
+      .where('type', '=', 'action.resolved')
+      .execute();
+    for (const row of resolved) {
+      const event = JSON.parse(row.body) as RuntimeEvent;
+      if ((event as { actionId?: string }).actionId !== actionId) continue;
+      const payload = event.payload as { decision?: string; resolvedBy?: string };
+      return new OarRuntimeError(
+        'decision_already_resolved',
+        `decision "${actionId}" was already resolved: ${payload.decision} by ${payload.resolvedBy ?? 'user'} at ${event.timestamp}`,
+        {
+          details: {
+            actionId,
+            decision: payload.decision,
+            resolvedBy: payload.resolvedBy,
+            resolvedAt: event.timestamp,
+            sequence: event.sequence,
+          },
+        },
+      );
+    }
+    const open = views.flatMap((t) =>
+      t.pending.map((p) => ({
+        actionId: p.actionId,
+        threadId: t.threadId,
+        actionType: p.actionType,
+        prompt: p.prompt,
+      })),
+    );
+    const list = open.length > 0 ? `pending: ${open.map((p) => p.actionId).join(', ')}` : 'nothing is pending';
+    return new OarRuntimeError('action_not_found', `no pending decision has id "${actionId}" (${list})`, {
+      details: { actionId, pending: open },
+    });
+  }
+
   async respondAction(input: RespondActionInput): Promise<{ threadId: string; decision: ActionDecision }> {
     if (!ACTION_DECISIONS.includes(input.decision)) {
       throw new OarRuntimeError('invalid_decision', `decision must be one of ${ACTION_DECISIONS.join(', ')}`, {
@@ -350,9 +393,10 @@ export class Commands {
     }
     const models = await loadAllReadModels(this.log.store.db, input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
-    const thread = threadViews(models).find((t) => t.pending.some((p) => p.actionId === input.actionId));
+    const views = threadViews(models);
+    const thread = views.find((t) => t.pending.some((p) => p.actionId === input.actionId));
     const pending = thread?.pending.find((p) => p.actionId === input.actionId);
-    if (!thread || !pending) throw notFound('action', input.actionId);
+    if (!thread || !pending) throw await this.notPending(input.sessionId, input.actionId, views);
     const run = thread.runs[pending.runId];
     const action = run?.declaration.actions.find((a) => a.id === pending.graphActionId);
     if (!run || !action) throw notFound('action', input.actionId);
@@ -583,6 +627,11 @@ export function bindingWith(base: SessionBinding, update: BindingUpdate | undefi
     workspaceRoot = realpathSync(merged.workspaceRoot);
   } catch {
     throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} does not exist`, {
+      details: { workspace: merged.workspaceRoot },
+    });
+  }
+  if (!statSync(workspaceRoot).isDirectory()) {
+    throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} is not a directory`, {
       details: { workspace: merged.workspaceRoot },
     });
   }

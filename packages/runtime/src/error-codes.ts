@@ -1,0 +1,180 @@
+/**
+ * Every error code OAR produces, in one table: what it means, whether the same request may succeed later, the
+ * `oar` exit status when a command fails with it, and what to do. docs/errors.md is this table in prose; a test
+ * keeps the two, and the codes used in the source, in step.
+ *
+ * `exit: null` marks a code that is recorded, not thrown at the caller: it lands on an action, a turn or a
+ * warning in the log (the model sees it, `inspect` shows it), and `oar run` reports the turn's outcome instead
+ * (exit 1 when the turn failed, 130 when it was cancelled).
+ */
+export interface ErrorCodeInfo {
+  exit: number | null;
+  retryable: boolean;
+  /** What it means and what to do, in one or two sentences. */
+  help: string;
+}
+
+/** The exit statuses of `oar`, by meaning (sysexits.h where one fits). */
+export const EXIT = {
+  ok: 0,
+  /** The turn failed, the checked input is not ok, replay found differences. */
+  failed: 1,
+  /** Bad input: a usage mistake, an invalid argument, config or id. Fix the input; retrying will not help. */
+  usage: 2,
+  /** The turn waits for a decision (`oar respond`). */
+  waiting: 3,
+  /** A bug in OAR (EX_SOFTWARE). */
+  internal: 70,
+  /** The store failed (EX_IOERR): full, read-only, unreachable. */
+  store: 74,
+  /** Try again later (EX_TEMPFAIL): somebody else is driving the thread, or the runtime is closing. */
+  later: 75,
+  /** The turn was interrupted (128 + SIGINT). */
+  cancelled: 130,
+} as const;
+
+const usage = (help: string): ErrorCodeInfo => ({ exit: EXIT.usage, retryable: false, help });
+const recorded = (help: string, retryable = false): ErrorCodeInfo => ({ exit: null, retryable, help });
+
+export const ERROR_CODES = {
+  // Configuration, arguments and ids (exit 2).
+  usage_error: usage('The command line is wrong (unknown option, missing argument); details.reason says how.'),
+  invalid_option: usage('A CLI option has an invalid value or contradicts another. The message names the option.'),
+  invalid_config: usage('The configuration file does not match its schema; details list each problem with its path.'),
+  config_unreadable: usage('The configuration file cannot be read or is not JSON. Check the path and its syntax.'),
+  invalid_json: usage('An input file is not valid JSON.'),
+  file_unreadable: usage('An input file named on the command line cannot be read.'),
+  file_unwritable: usage('An output file named on the command line cannot be written.'),
+  input_too_large: usage('An input is larger than its documented limit (details: limit, size). Pass a smaller one.'),
+  unknown_schema: usage('`oar schema` was asked for a schema it does not have; the message lists them.'),
+  invalid_catalog: usage('A tool/agent catalog file does not match the catalog schema.'),
+  invalid_transcript_input: usage('The input of `oar protocol transcript` is not a transcript.'),
+  model_required: usage('No model is configured for the agent. Pass --model or set "model" in the configuration.'),
+  unknown_model: usage('The model spec names a provider or model entry that does not exist.'),
+  invalid_model_config: usage('A model entry in the configuration is invalid (for example a key given as a value).'),
+  model_credentials_missing: usage("The model's API key variable is not set in the environment."),
+  invalid_model_script: usage('A scripted model file (script:FILE) does not match the script schema.'),
+  unknown_agent: usage('The agent name is not in the binding. `oar session show` lists the agents.'),
+  invalid_tool_module: usage('A tool module does not export valid tools.'),
+  tool_module_unloadable: usage('A tool module failed to load (not found, or it threw on import).'),
+  duplicate_tool: usage('Two tools have the same name.'),
+  invalid_tool_schema: usage("A tool's input schema is not a valid JSON Schema."),
+  unsupported_store: usage('The store URL has a scheme OAR does not support (only postgres:// and SQLite files).'),
+  invalid_store: usage('The store URL is malformed, or its schema name is invalid.'),
+  workspace_unavailable: usage('The workspace is missing or not a directory. Pass an existing directory.'),
+  binding_unavailable: usage("The session's binding cannot run here (a tool module it names is missing)."),
+  binding_conflict: usage(
+    'A flag contradicts the binding of the session it continues. Use `oar session update` to change it.',
+  ),
+  binding_changed: usage('The binding changed since it was read; read it again and retry the update.'),
+  invalid_binding: usage('A binding update is invalid (unknown field or value).'),
+  invalid_input: usage('A command argument is invalid (an empty prompt, a malformed id).'),
+  invalid_decision: usage('The decision does not fit the pending request (for example approve_for_session).'),
+  invalid_state_key: usage('A state key is invalid.'),
+  invalid_state_value: usage('A state value is not JSON-serializable or too large.'),
+  session_exists: usage('A session with this id already exists.'),
+  session_not_found: usage('No session has this id in this store. `oar sessions` lists them.'),
+  thread_not_found: usage('No thread of the session has this id.'),
+  action_not_found: usage('No pending decision has this id; the details list the pending ones.'),
+  decision_already_resolved: usage('The decision was already resolved (details: how and when); nothing changed.'),
+  task_not_found: usage('No task of the session has this id.'),
+  subagent_not_found: usage('No sub-agent of the session has this id.'),
+  queued_turn_not_found: usage('No queued turn has this id.'),
+  task_not_active: usage('The task is not running, so it cannot be cancelled.'),
+  task_not_retryable: usage('The task did not fail retryably, so it cannot be retried.'),
+  thread_closed: usage('The thread is closed and takes no new turns.'),
+
+  // Conflicts: somebody else is acting (exit 75: try again later).
+  thread_busy: { exit: EXIT.later, retryable: true, help: 'Another worker holds the thread. Wait, or queue.' },
+  thread_changed: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'The thread changed while the command was prepared; it is retried internally, then reported.',
+  },
+  runtime_closing: { exit: EXIT.later, retryable: true, help: 'The runtime is shutting down; run the command again.' },
+  lease_lost: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'This worker lost the lease of the thread it was driving; another worker carries on. Nothing was written.',
+  },
+
+  // The store (exit 74).
+  store_unavailable: {
+    exit: EXIT.store,
+    retryable: true,
+    help: 'The store cannot be reached or opened (connection refused or dropped, missing directory, damaged file).',
+  },
+  store_full: {
+    exit: EXIT.store,
+    retryable: true,
+    help: 'The store (disk or database) is full. Free space and resume.',
+  },
+  store_read_only: {
+    exit: EXIT.store,
+    retryable: false,
+    help: 'The store refuses writes (a read-only file or replica). Point OAR at a writable store and resume.',
+  },
+  store_migration_failed: {
+    exit: EXIT.store,
+    retryable: true,
+    help: "The store's schema could not be created or upgraded; the message says why.",
+  },
+
+  // Bugs (exit 70).
+  internal_error: { exit: EXIT.internal, retryable: false, help: 'A bug in OAR. Please report it with the message.' },
+  contradictory_fact: {
+    exit: EXIT.internal,
+    retryable: false,
+    help: 'A write would contradict the log (a second terminal fact for a task or turn); it was refused.',
+  },
+
+  // Recorded on turns and actions.
+  interrupted: recorded('The turn or action was cancelled by an interrupt.'),
+  model_error: recorded('The model provider failed; details carry the provider status.', true),
+  no_model: recorded('No model could serve the agent when the turn ran.'),
+  protocol_violation: recorded('The model answered outside the Agent Protocol even after a corrective retry.', true),
+  protocol_fallback_plain_text: recorded('A warning: plain model text was accepted as the answer (policy plain_text).'),
+  step_budget_exceeded: recorded('The turn used its maximum number of model steps (limits.maxSteps).'),
+  actions_failed: recorded('Actions of the graph failed and the model ended the turn on them.'),
+  dependency_failed: recorded('The action was skipped because an action it depends on failed.'),
+  graph_aborted: recorded('The action was cancelled because the graph was aborted (failure policy abort).'),
+  awaiting_model_decision: recorded('The action was skipped so the model can decide (failure policy ask_model).'),
+  lost: recorded('A non-idempotent action was running when its worker died; it was not run again.'),
+  executor_unavailable: recorded('No executor can run this kind of action.'),
+  no_agent: recorded('The delegated agent is not in the binding.'),
+  subagent_depth_exceeded: recorded('Delegation went deeper than limits.maxDepth.'),
+  invalid_human_action: recorded('A human action is malformed.'),
+  unknown_reference: recorded('A runtime operation referred to something that does not exist.'),
+  unknown_runtime_operation: recorded('The runtime operation is not one OAR knows.'),
+  script_exhausted: recorded('The scripted model ran out of steps.'),
+  script_agent_missing: recorded('The scripted model has no steps for this agent.'),
+  artifact_too_large: recorded("A tool's output is larger than limits.maxArtifactBytes."),
+  unknown_tool: recorded('The model called a tool that is not in the binding.'),
+  invalid_tool_input: recorded("The tool input does not match the tool's schema; the model is told what to fix.", true),
+  invalid_tool_args: recorded('The tool input is outside what the tool accepts (for example an unsafe pattern).', true),
+  invalid_pattern: recorded('A search pattern is invalid or outside the safe subset; the message says why.', true),
+  pattern_worker_failed: recorded('The pattern matcher could not run.', true),
+  permission_denied: recorded('A permission rule, the mode or a person denied the action.'),
+  declined: recorded('A person declined to answer the question the model asked.'),
+  path_outside_workspace: recorded('A path resolves outside the workspace (.., a symlink or a hard link).'),
+  invalid_path: recorded('A path is empty or malformed.'),
+  not_found: recorded('The file or directory does not exist.'),
+  is_directory: recorded('A file was expected; the path is a directory.'),
+  not_a_directory: recorded('A directory was expected; the path is a file.'),
+  not_a_file: recorded('The path is not a regular file.'),
+  binary_file: recorded('The file is binary; it is not shown as text.'),
+  io_error: recorded('The file system failed.', true),
+  no_match: recorded('edit: the text to replace was not found.', true),
+  ambiguous_match: recorded('edit: the text to replace occurs more than once; give more context.', true),
+  no_change: recorded('edit: the replacement equals the original.'),
+  tool_timeout: recorded('The tool ran longer than its timeout.', true),
+  aborted: recorded('The tool did not start or was stopped because the turn was interrupted.'),
+} as const satisfies Record<string, ErrorCodeInfo>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The exit status for an error a command failed with (unknown codes are treated as bugs). */
+export function exitCodeFor(code: string): number {
+  const info = (ERROR_CODES as Record<string, ErrorCodeInfo>)[code];
+  return info?.exit ?? (info ? EXIT.failed : EXIT.internal);
+}
