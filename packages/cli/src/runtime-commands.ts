@@ -21,7 +21,7 @@ import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
 import { printJson, UsageError } from './io.js';
 import { renderEvent } from './render.js';
-import { type ApprovalMode, attachPrinter, type DriveResult, driveSession } from './session-driver.js';
+import { type ApprovalMode, attachPrinter, type DriveResult, driveSession, requestDetails } from './session-driver.js';
 
 export interface GlobalOptions {
   config?: string;
@@ -237,7 +237,9 @@ function report(
       for (const p of result.threads.flatMap((t) => t.pendingRequests)) {
         // The session carries its own binding: the follow-up needs no --model, --workspace or config.
         const answer = p.actionType === 'user_input' ? `approve --text '<your answer>'` : 'approve|deny';
-        process.stdout.write(`  ${p.prompt}\n  → oar respond ${sessionId} ${p.actionId} ${answer}${store}\n`);
+        process.stdout.write(`  ${p.prompt}\n`);
+        for (const line of result.details?.get(p.actionId) ?? []) process.stdout.write(`    ${line}\n`);
+        process.stdout.write(`  → oar respond ${sessionId} ${p.actionId} ${answer}${store}\n`);
       }
     }
     process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
@@ -536,9 +538,13 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
           return;
         }
         process.stdout.write(`session ${snapshot.sessionId}${snapshot.title ? ` — ${snapshot.title}` : ''}\n`);
+        const details = await requestDetails(runtime, sessionId);
         for (const thread of snapshot.threads) {
           process.stdout.write(`  thread ${thread.threadId} [${thread.status}] ${thread.turns.length} turn(s)\n`);
-          for (const p of thread.pendingRequests) process.stdout.write(`    pending ${p.actionId}: ${p.prompt}\n`);
+          for (const p of thread.pendingRequests) {
+            process.stdout.write(`    pending ${p.actionId}: ${p.prompt}\n`);
+            for (const line of details.get(p.actionId) ?? []) process.stdout.write(`      ${line}\n`);
+          }
           for (const q of thread.queuedTurns) process.stdout.write(`    queued ${q.queuedTurnId} #${q.position}\n`);
           for (const i of thread.incidents) process.stdout.write(`    ${i.severity} ${i.code}: ${i.message}\n`);
         }

@@ -18,6 +18,42 @@ export interface DriveResult {
   answer?: string;
   error?: { code: string; message: string };
   threads: ThreadReadModel[];
+  /** For each pending decision: what a person needs to decide it (see `requestDetails`). */
+  details?: Map<string, string[]>;
+}
+
+/** How much of a tool's input a decision shows (it is in the log whole, already redacted). */
+const INPUT_PREVIEW_CHARS = 400;
+
+/**
+ * What a person needs to decide each pending request of a session: the tool's input (bounded; the log holds it
+ * redacted) and the permission rule or mode that asked. Read from the `action.required` and `permission.evaluated`
+ * facts, so `run`, `respond` and `inspect` show the same thing.
+ */
+export async function requestDetails(runtime: Runtime, sessionId: string): Promise<Map<string, string[]>> {
+  const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
+  const evaluated = new Map<string, Record<string, unknown>>();
+  const details = new Map<string, string[]>();
+  for (const event of events) {
+    const payload = (event.payload ?? {}) as Record<string, unknown>;
+    const toolCallId = (event as { toolCallId?: string }).toolCallId;
+    if (event.type === 'permission.evaluated' && toolCallId) evaluated.set(toolCallId, payload);
+    if (event.type !== 'action.required' || !event.actionId) continue;
+    const lines: string[] = [];
+    if (payload.input !== undefined) {
+      const input = JSON.stringify(payload.input);
+      const shown =
+        input.length > INPUT_PREVIEW_CHARS ? `${input.slice(0, INPUT_PREVIEW_CHARS)}… (${input.length} chars)` : input;
+      lines.push(`input: ${shown}`);
+    }
+    const evaluation = toolCallId ? evaluated.get(toolCallId) : undefined;
+    if (evaluation) {
+      const rule = typeof evaluation.rule === 'string' ? evaluation.rule : undefined;
+      lines.push(rule ? `rule: ${rule}` : `mode: ${String(evaluation.mode ?? evaluation.source ?? 'default')}`);
+    }
+    details.set(event.actionId, lines);
+  }
+  return details;
 }
 
 /**
@@ -102,7 +138,9 @@ export async function driveSession(
         | { turnId?: string; answer?: string; error?: { code: string; message: string } }
         | undefined;
       const mine = outcome?.turnId === turnId ? outcome : undefined;
-      if (pending.length > 0) return { status: 'waiting', threads: snapshot.threads };
+      if (pending.length > 0) {
+        return { status: 'waiting', threads: snapshot.threads, details: await requestDetails(runtime, sessionId) };
+      }
       return {
         status: turn?.status === 'completed' ? 'completed' : turn?.status === 'cancelled' ? 'cancelled' : 'failed',
         ...(mine?.answer !== undefined ? { answer: mine.answer } : {}),
@@ -111,6 +149,7 @@ export async function driveSession(
       };
     }
     await options.printer?.flush();
+    const details = await requestDetails(runtime, sessionId);
     for (const request of pending) {
       const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
       const required = events.find((e) => e.type === 'action.required' && e.actionId === request.actionId);
@@ -126,7 +165,8 @@ export async function driveSession(
             payload: { text },
           });
         } else {
-          const { decision } = await ask(request.prompt ?? 'Approve?', choices);
+          const shown = (details.get(request.actionId) ?? []).map((line) => `\n  ${line}`).join('');
+          const { decision } = await ask(`${request.prompt ?? 'Approve?'}${shown}`, choices);
           await runtime.respondAction({ sessionId, actionId: request.actionId, decision });
         }
         continue;

@@ -81,6 +81,10 @@ describe('answering a decision', { timeout: 120_000 }, () => {
     expect(run.code).toBe(3);
     const result = JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as { result: { sessionId: string } };
     const sessionId = result.result.sessionId;
+    // The decision shows what the tool would do and why it asks (text output of run and inspect).
+    const inspect = oarIn(cwd, ['inspect', sessionId, '--store', store]);
+    expect(inspect.stdout).toContain('input: {"filePath":"out.md","content":"x"}');
+    expect(inspect.stdout).toMatch(/(rule|mode): /);
     const show = oarIn(cwd, ['inspect', sessionId, '--store', store, '--json']);
     const actionId = /"actionId":\s*"([^"]+)"/.exec(show.stdout)?.[1] ?? '';
     expect(actionId).not.toBe('');
