@@ -34,11 +34,12 @@ export interface ScriptedModelOptions {
 }
 
 /**
- * Reads the durable step index the runtime passes as `providerOptions.oar.scriptStep`. It exists so a resumed
- * process continues where the script left off instead of replaying from the first step.
+ * The step to replay: the thread's durable model-call count, which the runtime passes to every model as
+ * `providerOptions.oar.modelCall`, so a resumed process continues where the script left off instead of replaying
+ * from the first step. The runtime keeps no state for the script.
  */
 function requestedStep(options: LanguageModelV3CallOptions): number | undefined {
-  const value = options.providerOptions?.oar?.scriptStep;
+  const value = options.providerOptions?.oar?.modelCall;
   return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
 }
 
@@ -85,7 +86,7 @@ interface ScriptedResponse {
 
 /**
  * A LanguageModelV3 that replays a model script. Each call consumes one step: the one named by
- * `providerOptions.oar.scriptStep` when given, else the next one after the previous call.
+ * `providerOptions.oar.modelCall` when given, else the next one after the previous call.
  */
 export class ScriptedModel implements LanguageModelV3 {
   readonly specificationVersion = 'v3' as const;
@@ -197,7 +198,7 @@ export class ScriptedModel implements LanguageModelV3 {
         type: 'tool-call',
         toolCallId: callId(0),
         toolName: AGENT_PROTOCOL_TOOL_NAME,
-        input: JSON.stringify(step.protocol),
+        input: wireJson(step.protocol),
       });
     }
     const offset = step.protocol !== undefined ? 1 : 0;
@@ -206,7 +207,7 @@ export class ScriptedModel implements LanguageModelV3 {
         type: 'tool-call',
         toolCallId: call.id ?? callId(n + offset),
         toolName: call.name,
-        input: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments),
+        input: typeof call.arguments === 'string' ? call.arguments : wireJson(call.arguments),
       });
     });
     return content;
@@ -236,4 +237,46 @@ export function createScriptedModel(script: ModelScript, options: ScriptedModelO
     `model script ${source} (agent "${options.agent}")`,
     `${name}:${options.agent}`,
   );
+}
+
+/** Literal JSON text in wireJson's work stack (everything else on it is a value still to write). */
+class JsonToken {
+  constructor(readonly text: string) {}
+}
+
+/**
+ * The JSON a provider would put on the wire for scripted arguments. JSON.stringify recurses, so arguments nested
+ * deeper than the stack allows (a script that exercises the protocol's depth limit) are written iteratively
+ * instead of failing the call as a model error: a real model can send such text, and the script stands in for one.
+ */
+function wireJson(value: unknown): string {
+  try {
+    return JSON.stringify(value);
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+  }
+  const out: string[] = [];
+  const work: unknown[] = [value];
+  while (work.length > 0) {
+    const item = work.pop();
+    if (item instanceof JsonToken) {
+      out.push(item.text);
+      continue;
+    }
+    if (item === null || typeof item !== 'object') {
+      out.push(JSON.stringify(item) ?? 'null');
+      continue;
+    }
+    const array = Array.isArray(item);
+    const parts: unknown[] = [new JsonToken(array ? '[' : '{')];
+    const entries = array ? item.map((v) => ['', v] as const) : Object.entries(item).filter(([, v]) => v !== undefined);
+    entries.forEach(([key, child], index) => {
+      if (index > 0) parts.push(new JsonToken(','));
+      if (!array) parts.push(new JsonToken(`${JSON.stringify(key)}:`));
+      parts.push(child);
+    });
+    parts.push(new JsonToken(array ? ']' : '}'));
+    for (let i = parts.length - 1; i >= 0; i -= 1) work.push(parts[i]);
+  }
+  return out.join('');
 }

@@ -20,8 +20,12 @@ export interface ModelRequest {
   transcript: string;
   carrier: 'tool' | 'text';
   signal: AbortSignal;
-  /** Durable index of this call in the thread (the scripted model's cursor on resume). */
-  step: number;
+  /**
+   * How many model calls the thread made before this one (durable: it survives a restart). Passed to the
+   * provider as `providerOptions.oar.modelCall`, call metadata any model may use (a deterministic model replays
+   * by it, a proxy may log it); hosted providers ignore it.
+   */
+  modelCall: number;
   maxOutputTokens?: number;
 }
 
@@ -66,7 +70,7 @@ export async function callModel(handle: ModelHandle, request: ModelRequest, retr
           : {}),
         ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
         abortSignal: request.signal,
-        providerOptions: { oar: { scriptStep: request.step } },
+        providerOptions: { oar: { modelCall: request.modelCall } },
       });
       let text = '';
       const toolCalls: ModelOutput['toolCalls'] = [];

@@ -466,7 +466,7 @@ async function callStep(
     transcript: context.transcript.text,
     carrier: agent.carrier,
     signal,
-    step: thread.modelCalls,
+    modelCall: thread.modelCalls,
   });
   if (!call.ok) {
     const failed: EventDraft = {

@@ -180,7 +180,7 @@ describe('scripted model through generateText', () => {
     expect(third.isRetryable).toBe(true);
   });
 
-  it('lets the SDK retry consume the next step when no scriptStep is given (fail once, then succeed)', async () => {
+  it('lets the SDK retry consume the next step when no modelCall is given (fail once, then succeed)', async () => {
     const m = model({ steps: [{ error: { message: 'rate limited', statusCode: 429 } }, { protocol: answer }] });
     const result = await generateText({ model: m, tools, prompt: 'hi', maxRetries: 1 });
     expect(result.toolCalls[0]?.input).toEqual(answer);
@@ -210,12 +210,12 @@ describe('scripted model through generateText', () => {
     expect(error.name).toBe('AbortError');
   });
 
-  it('selects the step from providerOptions.oar.scriptStep and continues counting from there', async () => {
+  it('selects the step from providerOptions.oar.modelCall and continues counting from there', async () => {
     const m = model({ steps: [{ text: 'zero' }, { text: 'one' }, { text: 'two' }] });
-    const resumed = await generateText({ model: m, prompt: 'hi', providerOptions: { oar: { scriptStep: 1 } } });
+    const resumed = await generateText({ model: m, prompt: 'hi', providerOptions: { oar: { modelCall: 1 } } });
     expect(resumed.text).toBe('one');
     expect((await generateText({ model: m, prompt: 'hi' })).text).toBe('two');
-    const again = await generateText({ model: m, prompt: 'hi', providerOptions: { oar: { scriptStep: 0 } } });
+    const again = await generateText({ model: m, prompt: 'hi', providerOptions: { oar: { modelCall: 0 } } });
     expect(again.text).toBe('zero');
   });
 
