@@ -23,6 +23,7 @@ const CLI_HINTS: Record<string, string> = {
  */
 export async function main(argv: string[]): Promise<number> {
   let exitCode = 0;
+  let commanderText = '';
   const setExit = (code: number) => {
     exitCode = code;
   };
@@ -30,8 +31,14 @@ export async function main(argv: string[]): Promise<number> {
     .description('OAR, the Open Agent Runtime')
     .version(VERSION)
     .exitOverride()
-    // Commander's own prose for a usage mistake is replaced by the structured error below (exit 2).
-    .configureOutput({ writeErr: (text) => process.stderr.write(text), outputError: () => undefined });
+    // Commander's own prose for a usage mistake (and the help it shows for a group without its subcommand) is
+    // replaced by one structured error below (exit 2), the help carried in its details.
+    .configureOutput({
+      writeErr: (text) => {
+        commanderText += text;
+      },
+      outputError: () => undefined,
+    });
 
   registerDemoCommand(program, setExit);
   registerRuntimeCommands(program, setExit);
@@ -57,8 +64,11 @@ export async function main(argv: string[]): Promise<number> {
     if (error instanceof CommanderError) {
       // --help and --version end through exitOverride with code 0; anything else is a usage error.
       if (error.exitCode === 0) return 0;
-      const message = error.message.replace(/^error: /, '');
-      const usage = oarError('usage_error', message, { details: { reason: error.code, hint: 'oar --help' } });
+      const helpShown = error.message === '(outputHelp)';
+      const message = helpShown ? 'a command is required (see details.usage)' : error.message.replace(/^error: /, '');
+      const usage = oarError('usage_error', message, {
+        details: { reason: error.code, hint: 'oar --help', ...(helpShown ? { usage: commanderText.trim() } : {}) },
+      });
       process.stderr.write(`${JSON.stringify({ error: usage })}\n`);
       return EXIT.usage;
     }

@@ -1,6 +1,7 @@
 import {
   type CatalogInput,
   CatalogSchema,
+  jsonTextTooDeep,
   oarError,
   type ParseOutcome,
   parseAssistantText,
@@ -9,7 +10,7 @@ import {
   TranscriptInputSchema,
 } from '@oar/protocol';
 import type { Command } from 'commander';
-import { printJson, readInput, readJsonFile, UsageError } from './io.js';
+import { INPUT_LIMITS, printJson, readInput, readJsonFile, UsageError } from './io.js';
 
 interface CheckOptions {
   carrier: string;
@@ -25,7 +26,7 @@ async function check(file: string | undefined, options: CheckOptions): Promise<n
   }
   let catalog: CatalogInput = {};
   if (options.catalog !== undefined) {
-    const parsed = CatalogSchema.safeParse(await readJsonFile(options.catalog, 'catalog'));
+    const parsed = CatalogSchema.safeParse(await readJsonFile(options.catalog, 'catalog', INPUT_LIMITS.catalog));
     if (!parsed.success) {
       throw new UsageError(
         oarError('invalid_catalog', `catalog ${options.catalog} does not match {tools, agents}`, {
@@ -45,17 +46,20 @@ async function check(file: string | undefined, options: CheckOptions): Promise<n
     ...(options.allowPlain ? { allowPlainText: true } : {}),
     ...(options.validate === false ? { validate: false } : {}),
   };
-  const text = await readInput(file);
+  const text = await readInput(file, INPUT_LIMITS.declaration, 'model output');
   let outcome: ParseOutcome;
   if (options.carrier === 'text') {
     outcome = parseAssistantText(text, parseOptions);
   } else {
-    let value: unknown;
-    try {
-      value = JSON.parse(text);
-    } catch {
-      // A provider may hand over the arguments string as-is; the parser reports (or repairs) its JSON.
-      value = text;
+    // A provider may hand over the arguments string as-is; the parser reports (or repairs) its JSON, and reports
+    // nesting past its depth limit, which is checked here before JSON.parse builds the value.
+    let value: unknown = text;
+    if (!jsonTextTooDeep(text)) {
+      try {
+        value = JSON.parse(text);
+      } catch {
+        value = text;
+      }
     }
     outcome = parseToolCall(value, parseOptions);
   }
@@ -70,7 +74,7 @@ async function check(file: string | undefined, options: CheckOptions): Promise<n
 }
 
 async function transcript(file: string, options: { mode?: string; budget?: string }): Promise<number> {
-  const parsed = TranscriptInputSchema.safeParse(await readJsonFile(file, 'transcript input'));
+  const parsed = TranscriptInputSchema.safeParse(await readJsonFile(file, 'transcript input', INPUT_LIMITS.transcript));
   if (!parsed.success) {
     throw new UsageError(
       oarError('invalid_transcript_input', `${file} is not a transcript input (see docs/protocol.md)`, {

@@ -2,6 +2,7 @@ import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { removeAfterFile } from '../../runtime/test/support/temp-dirs.js';
 
 export const repoRoot = resolve(import.meta.dirname, '../../..');
 export const bin = resolve(repoRoot, 'node_modules/.bin/oar');
@@ -28,8 +29,9 @@ export function spawnOar(cwd: string, args: string[]) {
   return spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
+/** A new directory under os.tmpdir(), removed after the test file (kept when one of its tests failed). */
 export function tempDir(prefix = 'oar-cli-'): string {
-  return mkdtempSync(join(tmpdir(), prefix));
+  return removeAfterFile(mkdtempSync(join(tmpdir(), prefix)));
 }
 
 export function writeJson(dir: string, name: string, value: unknown): string {

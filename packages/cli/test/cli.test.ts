@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
+import { removeAfterFile } from '../../runtime/test/support/temp-dirs.js';
 
 const repoRoot = resolve(import.meta.dirname, '../../..');
 const bin = resolve(repoRoot, 'node_modules/.bin/oar');
@@ -14,7 +15,7 @@ function oar(args: string[], input?: string) {
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-const tmp = mkdtempSync(join(tmpdir(), 'oar-cli-'));
+const tmp = removeAfterFile(mkdtempSync(join(tmpdir(), 'oar-cli-')));
 function file(name: string, content: string): string {
   const path = join(tmp, name);
   writeFileSync(path, content);

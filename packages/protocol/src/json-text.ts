@@ -6,7 +6,55 @@
 
 export type JsonRead =
   | { ok: true; value: unknown; controlCharactersEscaped: boolean }
-  | { ok: false; message: string; truncated: boolean };
+  | { ok: false; message: string; truncated: boolean; tooDeep?: boolean };
+
+/**
+ * The deepest nesting of arrays and objects accepted in JSON a model wrote. Real declarations need a handful of
+ * levels (the carrier itself uses four before `args`); thousands of levels crash recursive code (JSON.stringify,
+ * schema validators, deep comparisons) with a stack overflow. Checked by a linear scan before anything parses.
+ */
+export const MAX_JSON_DEPTH = 128;
+
+/** Does JSON text nest arrays/objects deeper than `limit`? One pass, strings skipped; stops at the first excess. */
+export function jsonTextTooDeep(text: string, limit = MAX_JSON_DEPTH): boolean {
+  let depth = 0;
+  let inString = false;
+  let escaped = false;
+  for (let i = 0; i < text.length; i += 1) {
+    const ch = text.charCodeAt(i);
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch === 0x5c) escaped = true;
+      else if (ch === 0x22) inString = false;
+    } else if (ch === 0x22) inString = true;
+    else if (ch === 0x5b || ch === 0x7b) {
+      depth += 1;
+      if (depth > limit) return true;
+    } else if (ch === 0x5d || ch === 0x7d) depth -= 1;
+  }
+  return false;
+}
+
+/**
+ * Does an already-parsed value (a provider may hand over arguments as an object) nest deeper than `limit`?
+ * Iterative, and never looks below `limit + 1` levels, so neither depth nor a cycle (which counts as too deep) can
+ * make it recurse or loop. An object reached again is walked again only when reached deeper, so shared
+ * substructures cost at most `limit` walks each.
+ */
+export function valueTooDeep(value: unknown, limit = MAX_JSON_DEPTH): boolean {
+  const deepest = new Map<object, number>();
+  const stack: { value: unknown; depth: number }[] = [{ value, depth: 0 }];
+  while (stack.length > 0) {
+    const item = stack.pop() as { value: unknown; depth: number };
+    if (typeof item.value !== 'object' || item.value === null) continue;
+    const depth = item.depth + 1;
+    if (depth > limit) return true;
+    if ((deepest.get(item.value) ?? 0) >= depth) continue;
+    deepest.set(item.value, depth);
+    for (const child of Object.values(item.value)) stack.push({ value: child, depth });
+  }
+  return false;
+}
 
 const CONTROL_ESCAPES: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
 
@@ -58,6 +106,14 @@ export function looksTruncated(text: string): boolean {
 }
 
 export function readJson(text: string): JsonRead {
+  if (jsonTextTooDeep(text)) {
+    return {
+      ok: false,
+      message: `arrays and objects are nested deeper than ${MAX_JSON_DEPTH} levels`,
+      truncated: false,
+      tooDeep: true,
+    };
+  }
   try {
     return { ok: true, value: JSON.parse(text), controlCharactersEscaped: false };
   } catch (error) {

@@ -63,7 +63,28 @@ export function normalizeSectionId(heading: string): string {
   return heading.replace(/`/g, '').trim().toLowerCase().replace(/\s+/g, '_');
 }
 
-const HEADING = /^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$/;
+const HEADING_OPEN = /^ {0,3}(#{1,6})[ \t]+/;
+
+const isBlank = (ch: string | undefined) => ch === ' ' || ch === '\t';
+
+/**
+ * An ATX heading: level and text without the optional closing `#`s. Scanned by hand: the equivalent regex
+ * (`(.*?)(?:[ \t]+#+)?[ \t]*$`) backtracks quadratically on a long line of spaces, and lines come from the model.
+ */
+function atxHeading(line: string): { level: number; heading: string } | undefined {
+  const open = HEADING_OPEN.exec(line);
+  if (!open?.[1]) return undefined;
+  const text = line.slice(open[0].length);
+  let end = text.length;
+  while (end > 0 && isBlank(text[end - 1])) end -= 1;
+  let hashes = end;
+  while (hashes > 0 && text[hashes - 1] === '#') hashes -= 1;
+  if (hashes < end && hashes > 0 && isBlank(text[hashes - 1])) {
+    end = hashes;
+    while (end > 0 && isBlank(text[end - 1])) end -= 1;
+  }
+  return { level: open[1].length, heading: text.slice(0, end) };
+}
 
 /**
  * Headings outside fenced blocks and their bodies. A section runs until the next heading of the same or a
@@ -72,28 +93,30 @@ const HEADING = /^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$/;
 export function findSections(text: string, blocks: FencedBlock[] = findFencedBlocks(text)): MarkdownSection[] {
   const lines = splitLines(text);
   const inFence = new Set<number>();
-  for (const block of blocks) for (let l = block.startLine; l <= block.endLine; l++) inFence.add(l);
+  const protocolLines = new Set<number>();
+  for (const block of blocks) {
+    const lineSet = isProtocolFence(block.info) ? protocolLines : inFence;
+    for (let l = block.startLine; l <= block.endLine; l++) lineSet.add(l);
+  }
   const headings: { line: number; level: number; heading: string }[] = [];
   lines.forEach((line, index) => {
-    if (inFence.has(index)) return;
-    const match = HEADING.exec(line);
-    if (match?.[1] && match[2] !== undefined) headings.push({ line: index, level: match[1].length, heading: match[2] });
+    if (inFence.has(index) || protocolLines.has(index)) return;
+    const found = atxHeading(line);
+    if (found) headings.push({ line: index, ...found });
   });
+  // Index loops, not slice().find(): a message of many headings must cost linear time, not quadratic.
   return headings.map((h, k) => {
-    const next = headings.slice(k + 1).find((other) => other.level <= h.level);
-    const endLine = next ? next.line : lines.length;
+    let next = k + 1;
+    while (next < headings.length && (headings[next]?.level ?? 0) > h.level) next++;
+    const endLine = headings[next]?.line ?? lines.length;
     // The protocol block is not part of any section's text.
     const body = lines
       .slice(h.line + 1, endLine)
-      .filter((_, offset) => !inFence.has(h.line + 1 + offset) || !isProtocolLine(blocks, h.line + 1 + offset))
+      .filter((_, offset) => !protocolLines.has(h.line + 1 + offset))
       .join('\n')
       .trim();
     return { id: normalizeSectionId(h.heading), heading: h.heading, level: h.level, body };
   });
-}
-
-function isProtocolLine(blocks: FencedBlock[], line: number): boolean {
-  return blocks.some((b) => isProtocolFence(b.info) && line >= b.startLine && line <= b.endLine);
 }
 
 /** The explicit protocol fence: its info string carries the `agent-protocol` token (e.g. "json agent-protocol"). */

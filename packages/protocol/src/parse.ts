@@ -3,12 +3,12 @@ import { AGENT_PROTOCOL_TOOL_NAME, ProtocolOutputSchema } from './carrier.js';
 import { type Catalog, type CatalogInput, CatalogSchema } from './catalog.js';
 import { type Declaration, DeclarationSchema } from './declaration.js';
 import { DSL_TYPE, DslEnvelopeSchema } from './dsl.js';
-import { type ProtocolIssue, ProtocolIssueSchema, type Repair, RepairSchema } from './errors.js';
-import { isRecord } from './json-text.js';
+import { type ProtocolIssue, ProtocolIssueSchema, pointer, type Repair, RepairSchema } from './errors.js';
+import { isRecord, valueTooDeep } from './json-text.js';
 import { findFencedBlocks, findSections, isProtocolFence } from './markdown.js';
 import { normalizeCarrier, normalizeDsl } from './normalize.js';
 import { asNativeCall, findTextCalls, type NativeCall, recoveredCallId } from './recovery.js';
-import { readStringified, repairCarrierArguments } from './repair.js';
+import { nestingTooDeep, readStringified, repairCarrierArguments } from './repair.js';
 import { schemaIssues } from './schema-issues.js';
 import { type ValidationLimits, validateDeclaration } from './validate.js';
 
@@ -67,7 +67,41 @@ export const PARSE_CODES = {
   callsNotAllowed: 'calls_not_allowed',
   messageRequired: 'message_required',
   intentPayloadMismatch: 'intent_payload_mismatch',
+  outputTooLarge: 'output_too_large',
+  nestingTooDeep: 'nesting_too_deep',
 } as const;
+
+/**
+ * The most characters of model output one parse accepts: the assistant text, or the tool-call arguments of one
+ * message taken together. Well above any real declaration (validation allows 64 KiB of input per action) and any
+ * provider's output-token limit; checked before anything else so an oversized output costs one length comparison.
+ */
+export const MAX_OUTPUT_CHARS = 1024 * 1024;
+
+export { jsonTextTooDeep, MAX_JSON_DEPTH, valueTooDeep } from './json-text.js';
+
+function outputTooLarge(size: number): ParseOutcome {
+  return failure([
+    {
+      code: PARSE_CODES.outputTooLarge,
+      path: '',
+      message: `the model output has ${size} characters; at most ${MAX_OUTPUT_CHARS} are accepted (the limit is ${MAX_OUTPUT_CHARS})`,
+      hint: 'Send a much shorter declaration: fewer calls, and no large content inline (write big files in parts).',
+    },
+  ]);
+}
+
+/** Characters of the strings a tool-call input carries (arguments strings, or the input itself). */
+function toolCallChars(input: unknown): number {
+  if (typeof input === 'string') return input.length;
+  if (!Array.isArray(input)) {
+    const call = asNativeCall(input);
+    return typeof call?.arguments === 'string' ? call.arguments.length : 0;
+  }
+  let total = 0;
+  for (const item of input) total += toolCallChars(asNativeCall(item)?.arguments);
+  return total;
+}
 
 const CARRIER_HINT = `Call ${AGENT_PROTOCOL_TOOL_NAME} with {"kind":"act","calls":[{"id":"…","type":"tool","name":"<catalog tool>","args":{…}}]}, or {"kind":"answer","message":"…"} when you are done.`;
 
@@ -128,6 +162,14 @@ function carrierDeclaration(
   source: Pick<Declaration['source'], 'carrier' | 'form' | 'recovered'>,
   basePath: (string | number)[] = [],
 ): ParseOutcome {
+  // Text is depth-checked before JSON.parse (readJson); an object that arrived parsed is checked here, before zod.
+  if (typeof raw !== 'string' && valueTooDeep(raw)) {
+    return failure(
+      [nestingTooDeep(pointer(basePath), `the ${AGENT_PROTOCOL_TOOL_NAME} arguments`)],
+      [],
+      source.recovered,
+    );
+  }
   const repaired = repairCarrierArguments(raw);
   if (repaired.issues.length > 0) return failure(repaired.issues, repaired.repairs, source.recovered);
   const parsed = ProtocolOutputSchema.safeParse(repaired.value);
@@ -199,6 +241,8 @@ export function parseToolCall(input: unknown, options: ParseOptions = {}): Parse
       },
     ]);
   }
+  const chars = toolCallChars(input);
+  if (chars > MAX_OUTPUT_CHARS) return outputTooLarge(chars);
   const single = asNativeCall(input);
   const calls = Array.isArray(input) ? input.map(asNativeCall) : single ? [single] : undefined;
   if (calls === undefined)
@@ -275,6 +319,7 @@ export function parseAssistantText(text: string, options: ParseOptions = {}): Pa
   }
   // Protocol-looking text from an agent not enabled for the protocol is content, never instructions.
   if (options.protocolEnabled === false) return plainText(text);
+  if (text.length > MAX_OUTPUT_CHARS) return outputTooLarge(text.length);
 
   const blocks = findFencedBlocks(text);
   const protocolBlocks = blocks.filter((b) => isProtocolFence(b.info));

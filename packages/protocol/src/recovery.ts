@@ -42,10 +42,33 @@ function callsIn(value: unknown): NativeCall[] | undefined {
   return calls.length > 0 && calls.every((c) => c !== undefined) ? (calls as NativeCall[]) : undefined;
 }
 
-const XML_INVOKE = /<invoke\s+name\s*=\s*"([^"]+)"\s*>([\s\S]*?)<\/invoke>/g;
-const XML_PARAMETER = /<parameter\s+name\s*=\s*"([^"]+)"\s*>([\s\S]*?)<\/parameter>/g;
-const XML_TOOL_CALL = /<(tool_call|function_call)>([\s\S]*?)<\/\1>/g;
-const MARKER = /\[TOOL_CALL\]([\s\S]*?)\[\/TOOL_CALL\]/g;
+const XML_INVOKE = /<invoke\s+name\s*=\s*"([^"]+)"\s*>/g;
+const XML_PARAMETER = /<parameter\s+name\s*=\s*"([^"]+)"\s*>/g;
+const XML_TOOL_CALL = /<(tool_call|function_call)>/g;
+const MARKER = /\[TOOL_CALL\]/g;
+
+/**
+ * Each `open` tag with the text up to its closing tag (the first one after it), like `open([\s\S]*?)close` but in
+ * linear time: with the lazy regex, every unclosed opening tag scans to the end of the text, so a message of many
+ * opening tags costs quadratic time (seconds for a few hundred KB). A closing tag missing after one opening tag is
+ * missing after every later one too, so each kind of closing tag is searched for in vain at most once.
+ */
+function* tagged(text: string, open: RegExp, close: (opening: RegExpExecArray) => string) {
+  const missing = new Set<string>();
+  open.lastIndex = 0;
+  for (let opening = open.exec(text); opening !== null; opening = open.exec(text)) {
+    const closing = close(opening);
+    if (missing.has(closing)) continue;
+    const start = opening.index + opening[0].length;
+    const end = text.indexOf(closing, start);
+    if (end < 0) {
+      missing.add(closing);
+      continue;
+    }
+    yield { opening, body: text.slice(start, end) };
+    open.lastIndex = end + closing.length;
+  }
+}
 
 /** A parameter value is JSON when it parses as JSON (numbers, objects, arrays), otherwise the literal text. */
 function parameterValue(raw: string): unknown {
@@ -69,10 +92,12 @@ export function findTextCalls(text: string): { calls: TextCall[]; issues: Protoc
       hint: `Do not write tool calls as text. Call ${AGENT_PROTOCOL_TOOL_NAME} with {"kind":"act","calls":[{"id":"…","type":"tool","name":"…","args":{…}}]}.`,
     });
 
-  for (const match of text.matchAll(XML_INVOKE)) {
+  for (const { opening, body } of tagged(text, XML_INVOKE, () => '</invoke>')) {
     const args: Record<string, unknown> = {};
-    for (const p of (match[2] ?? '').matchAll(XML_PARAMETER)) args[p[1] ?? ''] = parameterValue(p[2] ?? '');
-    calls.push({ name: match[1] ?? '', arguments: args, form: 'xml_invoke' });
+    for (const p of tagged(body, XML_PARAMETER, () => '</parameter>')) {
+      args[p.opening[1] ?? ''] = parameterValue(p.body);
+    }
+    calls.push({ name: opening[1] ?? '', arguments: args, form: 'xml_invoke' });
   }
   const jsonCalls = (body: string, form: TextCallForm) => {
     const read = readJson(body.trim());
@@ -80,8 +105,8 @@ export function findTextCalls(text: string): { calls: TextCall[]; issues: Protoc
     if (found) calls.push(...found.map((c) => ({ ...c, form })));
     else unreadable(form, read.ok ? 'no {"name", "arguments"} object inside' : read.message);
   };
-  for (const match of text.matchAll(XML_TOOL_CALL)) jsonCalls(match[2] ?? '', 'xml_tool_call');
-  for (const match of text.matchAll(MARKER)) jsonCalls(match[1] ?? '', 'tool_call_marker');
+  for (const { body } of tagged(text, XML_TOOL_CALL, (opening) => `</${opening[1]}>`)) jsonCalls(body, 'xml_tool_call');
+  for (const { body } of tagged(text, MARKER, () => '[/TOOL_CALL]')) jsonCalls(body, 'tool_call_marker');
 
   // Fenced JSON is ordinary content unless it has the shape of a call; only that shape is treated as one.
   for (const block of findFencedBlocks(text)) {

@@ -1,5 +1,5 @@
 import type { ProtocolIssue, Repair } from './errors.js';
-import { isRecord, readJson } from './json-text.js';
+import { isRecord, MAX_JSON_DEPTH, readJson } from './json-text.js';
 
 /**
  * Repairs of the known carrier malformations. Each is applied only where its meaning is unambiguous and is
@@ -44,6 +44,7 @@ export function readStringified(
     }
     return { ok: true, value: read.value };
   }
+  if (read.tooDeep) return { ok: false, issue: nestingTooDeep(path, what) };
   return {
     ok: false,
     issue: {
@@ -54,6 +55,16 @@ export function readStringified(
         ? 'Your output was cut off before the JSON closed. Send a shorter declaration (fewer calls, shorter message).'
         : 'Send the arguments as one valid JSON object: double-quoted keys and strings, no comments, no trailing commas.',
     },
+  };
+}
+
+/** The issue for JSON nested deeper than MAX_JSON_DEPTH (checked before parsing; see json-text.ts). */
+export function nestingTooDeep(path: string, what: string): ProtocolIssue {
+  return {
+    code: 'nesting_too_deep',
+    path,
+    message: `${what} nests arrays and objects deeper than ${MAX_JSON_DEPTH} levels (the limit is ${MAX_JSON_DEPTH})`,
+    hint: `Keep JSON nesting within ${MAX_JSON_DEPTH} levels; pass deeply structured data as a string instead.`,
   };
 }
 

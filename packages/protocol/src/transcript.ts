@@ -194,7 +194,8 @@ function oneLine(text: string): string {
 
 /** Drop leading blank lines and trailing whitespace; keep leading indentation (it may be code). */
 function tidy(text: string): string {
-  return text.replace(/^(?:[ \t]*\r?\n)+/, '').replace(/\s+$/, '');
+  // trimEnd, not /\s+$/: that regex is quadratic on a long run of spaces that does not end the text.
+  return text.replace(/^(?:[ \t]*\r?\n)+/, '').trimEnd();
 }
 
 function isJsonContainer(text: string): boolean {

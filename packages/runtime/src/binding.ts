@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { ModelsConfigSchema } from './models/resolve.js';
+import { EnvVarNameSchema, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 
 /**
@@ -56,6 +56,15 @@ export const AgentSchema = z.strictObject({
 });
 export type AgentConfig = z.infer<typeof AgentSchema>;
 
+/**
+ * Which environment variables hold secrets beyond the provider keys (those are always secret): their values are
+ * redacted wherever output is recorded or shown (docs/security.md). Names only, never values.
+ */
+export const SecretsConfigSchema = z.strictObject({
+  env: z.array(EnvVarNameSchema).default([]),
+});
+export type SecretsConfig = z.infer<typeof SecretsConfigSchema>;
+
 export const SessionBindingSchema = z.strictObject({
   mainAgent: AgentSchema,
   agents: z.array(AgentSchema),
@@ -75,6 +84,11 @@ export const SessionBindingSchema = z.strictObject({
   queuePolicy: z.enum(['queue', 'reject']),
   /** After a failed corrective retry: fail the turn or show the model's text as the answer. */
   onProtocolFailure: z.enum(['fail', 'plain_text']),
+  /**
+   * Environment variables named as secrets (names only). Absent in bindings recorded before the field existed and
+   * when the list is empty, so such bindings keep their hash.
+   */
+  secrets: SecretsConfigSchema.optional(),
 });
 export type SessionBinding = z.infer<typeof SessionBindingSchema>;
 

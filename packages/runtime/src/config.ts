@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import { type AgentConfig, AgentSchema, RuntimeLimitsSchema } from './binding.js';
+import { type AgentConfig, AgentSchema, RuntimeLimitsSchema, SecretsConfigSchema } from './binding.js';
 import { OarRuntimeError } from './errors.js';
 import { absoluteModelSpec, absoluteModels, bindingModel, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
@@ -43,6 +43,8 @@ export const OarConfigSchema = z.strictObject({
   /** The worker of a process using this config: how long a thread lease lasts without renewal. */
   worker: z.strictObject({ leaseTtlMs: z.number().int().min(100).max(3_600_000).optional() }).default({}),
   onProtocolFailure: z.enum(['fail', 'plain_text']).default('fail'),
+  /** Environment variables (NAMES) whose values are secrets, beyond the provider keys which always are. */
+  secrets: SecretsConfigSchema.default({ env: [] }),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
 
@@ -63,7 +65,8 @@ export async function loadConfig(
   }
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    // A UTF-8 byte-order mark (some Windows editors write one) is not JSON but means nothing here: drop it.
+    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {
     throw new OarRuntimeError('invalid_config', `config ${file} is not valid JSON: ${(error as Error).message}`);
   }
@@ -146,6 +149,7 @@ export async function buildRuntime(
     limits: config.limits,
     queuePolicy: config.queuePolicy,
     onProtocolFailure: config.onProtocolFailure,
+    secrets: config.secrets,
     worker:
       options.worker === false
         ? false

@@ -3,6 +3,7 @@ import type { AgentConfig, RuntimeLimits, SessionBinding } from './binding.js';
 import type { AppendGuard, EventDraft } from './log/event-log.js';
 import type { PermissionsConfig, SessionGrant } from './policy/permission-schema.js';
 import type { ThreadView } from './read-models/thread-state.js';
+import type { Redactor } from './redaction/redactor.js';
 import type { ModelHandle } from './runner/model-call.js';
 import type { ToolRegistry } from './tools/registry.js';
 
@@ -23,6 +24,8 @@ export interface BoundConfig {
   readonly permissions: PermissionsConfig;
   readonly limits: RuntimeLimits;
   readonly onProtocolFailure: 'fail' | 'plain_text';
+  /** What never enters the record under this binding: its secret variables' values, its `.env*` values, key shapes. */
+  readonly redactor: Redactor;
   model(agent: AgentConfig): Promise<ModelHandle>;
 }
 

@@ -46,6 +46,7 @@ export const ERROR_CODES = {
   file_unreadable: usage('An input file named on the command line cannot be read.'),
   file_unwritable: usage('An output file named on the command line cannot be written.'),
   input_too_large: usage('An input is larger than its documented limit (details: limit, size). Pass a smaller one.'),
+  input_too_deep: usage('A JSON input nests arrays and objects deeper than the documented limit (details: limit).'),
   unknown_schema: usage('`oar schema` was asked for a schema it does not have; the message lists them.'),
   invalid_catalog: usage('A tool/agent catalog file does not match the catalog schema.'),
   invalid_transcript_input: usage('The input of `oar protocol transcript` is not a transcript.'),

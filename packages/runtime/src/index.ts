@@ -23,6 +23,8 @@ export {
   DEFAULT_LIMITS,
   type RuntimeLimits,
   RuntimeLimitsSchema,
+  type SecretsConfig,
+  SecretsConfigSchema,
   type SessionBinding,
   SessionBindingSchema,
 } from './binding.js';
@@ -53,6 +55,8 @@ export {
 } from './models/resolve.js';
 export { loadModelScript, type ModelScript, ModelScriptSchema, parseModelScript } from './models/script-schema.js';
 export {
+  DEFAULT_DENY_RULES,
+  type DefaultDenyRule,
   evaluatePermission,
   grantFor,
   PERMISSION_MODES,
@@ -68,6 +72,19 @@ export { type ReadModels, replay } from './read-models/project.js';
 export type { SessionState } from './read-models/session.js';
 export { toSessionSnapshot, toThreadReadModel } from './read-models/snapshots.js';
 export type { RunState, ThreadState, ThreadView, TurnState } from './read-models/thread-state.js';
+export {
+  bindingSecrets,
+  type LiteralSecret,
+  maskConnectionUrl,
+  REDACTION_KINDS,
+  type RedactionCounts,
+  type RedactionKind,
+  type RedactionSink,
+  RedactionTally,
+  Redactor,
+  redactionFact,
+  secretEnvNames,
+} from './redaction/index.js';
 export type { ModelHandle } from './runner/model-call.js';
 export { Runtime, type RuntimeOptions } from './runtime.js';
 export { type Fence, type LeaseHolder, LeaseLostError } from './store/leases.js';

@@ -18,6 +18,7 @@ import {
   type SubmitTurnInput,
   type SubmitTurnResult,
 } from './control-plane/commands.js';
+import { type ControlInput, checkInput } from './control-plane/inputs.js';
 import { Queries } from './control-plane/queries.js';
 import type { BoundConfig } from './engine.js';
 import { notFound } from './errors.js';
@@ -66,7 +67,7 @@ export interface RuntimeOptions {
   queuePolicy?: 'queue' | 'reject';
   /** After a failed corrective retry: fail the turn (default) or show the model's text as the answer. */
   onProtocolFailure?: 'fail' | 'plain_text';
-  /** Environment variables (names) whose values are secrets, beyond the provider keys (docs/security-redaction.md). */
+  /** Environment variables (names) whose values are secrets, beyond the provider keys (docs/security.md). */
   secrets?: Partial<SecretsConfig>;
   // ---- this process ----
   /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
@@ -175,43 +176,71 @@ export class Runtime {
   // ----- commands ----------------------------------------------------------------------------------------------
 
   createSession(input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate } = {}) {
-    return this.commands.createSession(input);
+    return this.checked('createSession', 'createSession', input, (i) => this.commands.createSession(i));
   }
 
   updateBinding(input: { sessionId: string; update: BindingUpdate }) {
-    return this.commands.updateBinding(input);
+    return this.checked('updateBinding', 'updateBinding', input, (i) => this.commands.updateBinding(i));
   }
 
   submitTurn(input: SubmitTurnInput): Promise<SubmitTurnResult> {
-    return this.afterCommand(input.sessionId, this.commands.submitTurn(input));
+    return this.checked('submitTurn', 'submitTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.submitTurn(i)),
+    );
   }
 
   removeQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }) {
-    return this.afterCommand(input.sessionId, this.commands.removeQueuedTurn(input));
+    return this.checked('removeQueuedTurn', 'queuedTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.removeQueuedTurn(i)),
+    );
   }
 
   promoteQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }) {
-    return this.afterCommand(input.sessionId, this.commands.promoteQueuedTurn(input));
+    return this.checked('promoteQueuedTurn', 'queuedTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.promoteQueuedTurn(i)),
+    );
   }
 
   interruptTurn(input: { sessionId: string; threadId?: string; reason?: string; waitMs?: number }) {
-    return this.afterCommand(input.sessionId, this.commands.interruptTurn(input));
+    return this.checked('interruptTurn', 'interruptTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.interruptTurn(i)),
+    );
   }
 
   respondAction(input: RespondActionInput) {
-    return this.afterCommand(input.sessionId, this.commands.respondAction(input));
+    return this.checked('respondAction', 'respondAction', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.respondAction(i)),
+    );
   }
 
   closeSubagent(input: { sessionId: string; subagentId: string; reason?: string }) {
-    return this.afterCommand(input.sessionId, this.commands.closeSubagent(input));
+    return this.checked('closeSubagent', 'closeSubagent', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.closeSubagent(i)),
+    );
   }
 
   cancelTask(input: { sessionId: string; taskId: string; reason?: string }) {
-    return this.afterCommand(input.sessionId, this.commands.cancelTask(input));
+    return this.checked('cancelTask', 'cancelTask', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.cancelTask(i)),
+    );
   }
 
   retryTask(input: { sessionId: string; taskId: string }) {
-    return this.afterCommand(input.sessionId, this.commands.retryTask(input));
+    return this.checked('retryTask', 'retryTask', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.retryTask(i)),
+    );
+  }
+
+  /**
+   * Check an input's shape before anything reads it (a JSON caller can send what TypeScript would refuse): a bad
+   * one rejects with `invalid_input` — always as a rejected promise, never a synchronous throw.
+   */
+  private checked<I, T>(method: string, kind: ControlInput, input: I, run: (input: I) => Promise<T>): Promise<T> {
+    try {
+      return run(checkInput(method, kind, input));
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /**
@@ -227,7 +256,7 @@ export class Runtime {
   }
 
   setState(input: { sessionId: string; threadId?: string; key: string; value: unknown }) {
-    return this.commands.setState(input);
+    return this.checked('setState', 'setState', input, (i) => this.commands.setState(i));
   }
 
   // ----- queries -----------------------------------------------------------------------------------------------
@@ -237,27 +266,27 @@ export class Runtime {
   }
 
   getSession(input: { sessionId: string; cursor?: number; limit?: number }) {
-    return this.queries.getSession(input);
+    return this.checked('getSession', 'getSession', input, (i) => this.queries.getSession(i));
   }
 
   getThreadRead(input: { sessionId: string; threadId: string }) {
-    return this.queries.getThreadRead(input);
+    return this.checked('getThreadRead', 'getThreadRead', input, (i) => this.queries.getThreadRead(i));
   }
 
   getBinding(sessionId: string) {
-    return this.queries.getBinding(sessionId);
+    return this.checked('getBinding', 'sessionId', sessionId, (i) => this.queries.getBinding(i));
   }
 
   getToolInventory(input: { sessionId: string; threadId?: string }) {
-    return this.queries.getToolInventory(input);
+    return this.checked('getToolInventory', 'onThread', input, (i) => this.queries.getToolInventory(i));
   }
 
   getState(input: { sessionId: string; threadId?: string; key?: string }) {
-    return this.queries.getState(input);
+    return this.checked('getState', 'getState', input, (i) => this.queries.getState(i));
   }
 
   listSubagents(input: { sessionId: string; threadId?: string }) {
-    return this.queries.listSubagents(input);
+    return this.checked('listSubagents', 'onThread', input, (i) => this.queries.listSubagents(i));
   }
 
   resumableSessions() {
@@ -269,6 +298,7 @@ export class Runtime {
    * and every agent's model resolves — so a missing key or module fails now, not in the middle of a turn.
    */
   async checkBinding(sessionId?: string): Promise<void> {
+    checkInput('checkBinding', 'optionalSessionId', sessionId);
     const session = sessionId ? (await this.log.readModels(sessionId, [])).session : undefined;
     if (sessionId && !session) throw notFound('session', sessionId);
     const config = await this.configFor(session);
@@ -281,15 +311,15 @@ export class Runtime {
   }
 
   replaySession(sessionId: string) {
-    return this.queries.replaySession(sessionId);
+    return this.checked('replaySession', 'sessionId', sessionId, (i) => this.queries.replaySession(i));
   }
 
   exportReplay(sessionId: string) {
-    return this.queries.exportReplay(sessionId);
+    return this.checked('exportReplay', 'sessionId', sessionId, (i) => this.queries.exportReplay(i));
   }
 
   exportEvidence(sessionId: string) {
-    return this.queries.exportEvidence(sessionId);
+    return this.checked('exportEvidence', 'sessionId', sessionId, (i) => this.queries.exportEvidence(i));
   }
 
   /**

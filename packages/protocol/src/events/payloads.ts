@@ -400,6 +400,19 @@ export const OutputTruncatedPayloadSchema = z.looseObject({
   strategy: z.string().optional(),
   artifactId: Id.optional(),
 });
+/**
+ * Secrets were replaced by `[REDACTED:<kind>]` before an output was recorded or shown: how many, of which kinds —
+ * never the values. `kinds` maps each kind (`env_secret`, `dotenv`, `openai_key`, `private_key`, `url_password`…)
+ * to its count; `count` is their sum. `sink` says where the redacted output went (event, artifact, export,
+ * cli_output, log, stream), `source` what it was (tool_output, model_output, provider_error…).
+ */
+export const OutputRedactedPayloadSchema = z.looseObject({
+  count: Count,
+  kinds: z.record(z.string(), Count),
+  sink: z.string().optional(),
+  source: z.string().optional(),
+  artifactId: Id.optional(),
+});
 export const EvidenceChangedPayloadSchema = z.looseObject({
   packRef: Ref.optional(),
   replayRef: Ref.optional(),
@@ -502,6 +515,7 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'artifact.changed': ArtifactChangedPayloadSchema,
   'output.spilled': OutputSpilledPayloadSchema,
   'output.truncated': OutputTruncatedPayloadSchema,
+  'output.redacted': OutputRedactedPayloadSchema,
   'evidence.changed': EvidenceChangedPayloadSchema,
   'run.status': RunStatusPayloadSchema,
   'queue.changed': QueueChangedPayloadSchema,

@@ -180,7 +180,14 @@ export function arbitraryFromSchema(schema: Schema, root: Schema = schema): fc.A
     }
     case 'object': {
       const open = schema.additionalProperties !== false;
-      if (!schema.properties) return fc.dictionary(key, anyJson, { maxKeys: 3, noNullPrototype: true });
+      if (!schema.properties) {
+        // A record (`additionalProperties: {schema}`): its values follow that schema.
+        const value =
+          typeof schema.additionalProperties === 'object' && Object.keys(schema.additionalProperties).length > 0
+            ? arbitraryFromSchema(schema.additionalProperties, root)
+            : anyJson;
+        return fc.dictionary(key, value, { maxKeys: 3, noNullPrototype: true });
+      }
       const model: Record<string, fc.Arbitrary<unknown>> = {};
       for (const [name, property] of Object.entries(schema.properties))
         model[name] = arbitraryFromSchema(property, root);

@@ -4,7 +4,7 @@ import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
-import { evaluatePermission, ruleMatches, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import { defaultDenial, evaluatePermission, ruleMatches, toPermissionEvaluatedPayload } from '../policy/permissions.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import {
   type ActionContext,
@@ -57,11 +57,16 @@ export async function toolPermissionRequest(
   };
 }
 
-/** The per-path check handed to tools that find files themselves: no path a deny or ask rule names for this call. */
+/**
+ * The per-path check handed to tools that find files themselves: no path a deny or ask rule names for this call,
+ * and no credential file a default deny rule names (`.env`, `*.pem`…) unless an allow rule names it.
+ */
 export function pathFilter(rules: readonly PermissionRule[], request: PermissionRequest): (path: string) => boolean {
   const guarding = rules.filter((rule) => rule.paths && (rule.decision === 'deny' || rule.decision === 'ask'));
-  if (guarding.length === 0) return () => true;
-  return (path) => !guarding.some((rule) => ruleMatches(rule, { ...request, paths: [path] }));
+  return (path) => {
+    const single = { ...request, paths: [path] };
+    return !guarding.some((rule) => ruleMatches(rule, single)) && defaultDenial(single, rules) === undefined;
+  };
 }
 
 /**

@@ -14,6 +14,9 @@ import {
 } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import type { RunState, ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { Redactor } from '../redaction/redactor.js';
+import { envSecrets, secretEnvNames } from '../redaction/sources.js';
+import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
 import type { Db, Store } from '../store/store.js';
 
@@ -33,6 +36,11 @@ export type AppendGuard = (tx: Db) => Promise<void>;
 
 export interface AppendOptions {
   guard?: AppendGuard;
+  /**
+   * Who redacts these events (the writer's binding knows its secrets). Default: the log's own, which knows the
+   * credential shapes and the provider key variables of this process.
+   */
+  redactor?: Redactor;
   /** Artifact rows the events reference, written in the same transaction (no orphan row, no dangling ref). */
   artifacts?: readonly PendingArtifact[];
   /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
@@ -48,6 +56,8 @@ export const NOTIFY_CHANNEL = 'oar_events';
  * touch — all in one transaction. Subscribers hear about events only after they are durable.
  */
 export class EventLog {
+  /** Credential shapes and this process's provider keys: what every append is cleaned of, whoever writes it. */
+  readonly redactor = Redactor.create({ secrets: envSecrets(secretEnvNames({ models: {} }), process.env) });
   private readonly listeners = new Set<EventListener>();
   /** Per session: read models as of `sequence` (see `cached`). Only models in `loaded` are known. */
   private readonly cache = new Map<string, { sequence: number; models: ReadModels; loaded: Set<string> }>();
@@ -80,6 +90,7 @@ export class EventLog {
     options: AppendOptions & { create?: { title: string | undefined } },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
+    drafts = this.redacted(drafts, options.redactor ?? this.redactor);
     const written = await this.store.transaction(async (tx) => {
       const timestamp = this.now().toISOString();
       if (options.create) {
@@ -160,6 +171,27 @@ export class EventLog {
       }
     }
     return events;
+  }
+
+  /**
+   * The drafts with every secret replaced by `[REDACTED:<kind>]`, plus one `output.redacted` fact (counts and
+   * kinds, never values) when anything was: the single point where data enters the log, so no writer can forget.
+   */
+  private redacted(drafts: EventDraft[], redactor: Redactor): EventDraft[] {
+    const tally = new RedactionTally();
+    const clean = redactor.redactJson(drafts, tally);
+    const fact = redactionFact(tally, { sink: 'event' });
+    if (!fact) return clean;
+    const first = clean.find((draft, index) => draft !== drafts[index]) ?? clean[0];
+    return [
+      ...clean,
+      {
+        type: 'output.redacted',
+        ...(first?.threadId ? { threadId: first.threadId } : {}),
+        ...(first?.turnId ? { turnId: first.turnId } : {}),
+        payload: fact,
+      } as EventDraft,
+    ];
   }
 
   /**

@@ -18,7 +18,7 @@ export const DEFAULT_API_KEY_ENV = { openai: 'OPENAI_API_KEY', anthropic: 'ANTHR
 
 // The env var NAME pattern doubles as a guard: a pasted key (sk-..., with dashes) fails it, so keys cannot be
 // smuggled into config files that get committed, logged or shown in the console.
-const envName = z
+export const EnvVarNameSchema = z
   .string()
   .regex(
     /^[A-Za-z_][A-Za-z0-9_]*$/,
@@ -34,7 +34,7 @@ export const ModelConfigSchema = z
     /** API base URL; required for openai-compatible, optional override (proxies, gateways) otherwise. */
     baseURL: z.url().optional(),
     /** Name of the env var holding the API key. Defaults: OPENAI_API_KEY, ANTHROPIC_API_KEY; none for compatible. */
-    apiKeyEnv: envName.optional(),
+    apiKeyEnv: EnvVarNameSchema.optional(),
     /** Script file for provider `script`, relative to the working directory. */
     file: z.string().min(1).optional(),
     /** Provider name for openai-compatible (the providerOptions key, shown in events); defaults to the entry name. */
@@ -42,7 +42,7 @@ export const ModelConfigSchema = z
     /** Extra, non-secret HTTP headers. */
     headers: z.record(z.string(), z.string()).optional(),
     /** Secret HTTP headers: header name → env var name (e.g. Azure's `api-key`). */
-    headersEnv: z.record(z.string(), envName).optional(),
+    headersEnv: z.record(z.string(), EnvVarNameSchema).optional(),
     /** Whether the endpoint accepts a forced tool choice; set false for openai-compatible servers that reject it. */
     forcedToolChoice: z.boolean().optional(),
   })

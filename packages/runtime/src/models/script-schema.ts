@@ -112,7 +112,8 @@ export async function loadModelScript(path: string): Promise<ModelScript> {
   }
   let json: unknown;
   try {
-    json = JSON.parse(text);
+    // Without a UTF-8 byte-order mark, which some editors write and JSON.parse rejects.
+    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new OarRuntimeError('invalid_model_script', `model script ${path} is not valid JSON: ${reason}`, {

@@ -92,11 +92,27 @@ export const PermissionRequestSchema = z.object({
 });
 export type PermissionRequest = z.infer<typeof PermissionRequestSchema>;
 
+/**
+ * One of the runtime's default deny rules (policy/sensitive-paths.ts): files that hold credentials. Not written by
+ * users; lifted for a path only by a user allow rule that names it.
+ */
+export const DefaultDenyRuleSchema = z.object({
+  /** Stable name, shown in the record as `defaults.<name>`. */
+  name: NonEmpty,
+  paths: z.array(NonEmpty).readonly(),
+  /** Globs the rule leaves alone (`.env.example`, `*.pub`). */
+  except: z.array(NonEmpty).readonly().optional(),
+  reason: z.string(),
+});
+export type DefaultDenyRule = z.infer<typeof DefaultDenyRuleSchema>;
+
 /** What the evaluator reads: the mode, the config rules and the grants approved earlier in the session. */
 export interface PermissionPolicy {
   mode: PermissionMode;
   rules: readonly PermissionRule[];
   grants?: readonly SessionGrant[];
+  /** The runtime's default deny rules; `DEFAULT_DENY_RULES` when omitted, none with `[]` (tests, trusted hosts). */
+  defaultRules?: readonly DefaultDenyRule[];
 }
 
 /**
@@ -113,6 +129,8 @@ export const PermissionEvaluationSchema = z.object({
   rule: IndexedPermissionRuleSchema.optional(),
   /** The session grant that allowed the call, when `source` is `human`. */
   grant: SessionGrantSchema.optional(),
+  /** The default deny rule that denied the call (`source` is `default`), and the path it names. */
+  defaultRule: DefaultDenyRuleSchema.extend({ path: NonEmpty }).optional(),
   mode: PermissionModeSchema,
   reason: z.string(),
   /**

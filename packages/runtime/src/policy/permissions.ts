@@ -11,22 +11,35 @@ import type {
   PermissionRule,
   SessionGrant,
 } from './permission-schema.js';
+import { DEFAULT_DENY_RULES, defaultDenial, describeDefaultRule } from './sensitive-paths.js';
 
 export { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
 export * from './permission-schema.js';
+export {
+  DEFAULT_DENY_RULES,
+  defaultDenial,
+  describeDefaultRule,
+  explicitlyAllowed,
+  globNamesPath,
+  sensitivePathRule,
+} from './sensitive-paths.js';
 
 /**
  * The permission evaluator: pure, synchronous, no I/O. Precedence (docs/permissions.md "Precedence"):
  *
  *   1. a matching deny rule            → deny   (in every mode, bypass included)
  *   2. the read-only mode ceiling      → deny   (anything not known to be read-only; no rule or grant lifts it)
- *   3. a matching ask rule             → ask    (beats grants, allow rules and the mode, bypass included)
- *   4. a session grant covering it     → allow
- *   5. a matching allow rule           → allow
- *   6. the mode's default for the kind of action
+ *   3. a default deny rule             → deny   (credential files: .env*, *.pem, id_*, .ssh/; lifted only by an
+ *                                               allow rule that names the path — never by a grant or the mode)
+ *   4. a matching ask rule             → ask    (beats grants, allow rules and the mode, bypass included)
+ *   5. a session grant covering it     → allow
+ *   6. a matching allow rule           → allow
+ *   7. the mode's default for the kind of action
  *
- * Restrictions (1–3) come before permissions (4–6) so that adding an allow rule or a grant can never loosen a deny,
- * and a user's deny/ask rule always overrides an automatic allow (the spec's "deny/ask 规则需要可覆盖自动 allow").
+ * Restrictions (1–4) come before permissions (5–7) so that adding a grant can never loosen a deny, and a user's
+ * deny/ask rule always overrides an automatic allow (the spec's "deny/ask 规则需要可覆盖自动 allow"). The one
+ * deny an allow rule can lift is the default one (3), and only for a path the rule names: that is what makes it a
+ * default rather than a user's decision.
  */
 
 /** What an action is, for the mode table. A tool with no facts has unknown effects and is treated as destructive. */
@@ -146,6 +159,12 @@ export function evaluatePermission(request: PermissionRequest, policy: Permissio
     return { decision: 'deny', source: 'mode', mode, reason };
   }
 
+  const denial = defaultDenial(request, rules, policy.defaultRules ?? DEFAULT_DENY_RULES);
+  if (denial) {
+    const reason = `default rule "${denial.rule.name}" denies ${denial.path}: ${denial.rule.reason} (an allow rule naming the path lifts it)`;
+    return { decision: 'deny', source: 'default', defaultRule: { ...denial.rule, path: denial.path }, mode, reason };
+  }
+
   const ask = firstMatching(rules, 'ask', request);
   if (ask) {
     const reason = ruleReason(ask, 'requires approval for');
@@ -202,6 +221,7 @@ export function toPermissionEvaluatedPayload(
     decision: evaluation.decision,
     ...(toolName ? { toolName } : {}),
     ...(evaluation.rule ? { rule: describeRule(evaluation.rule) } : {}),
+    ...(evaluation.defaultRule ? { rule: describeDefaultRule(evaluation.defaultRule) } : {}),
     mode: evaluation.mode,
     source: evaluation.source,
     reason: evaluation.reason,

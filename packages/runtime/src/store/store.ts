@@ -4,6 +4,7 @@ import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
 import { OarRuntimeError } from '../errors.js';
+import { maskConnectionUrl } from '../redaction/connection-url.js';
 import { faultNamingDialect, storeFault } from './faults.js';
 import { migrateStore, storeUpToDate } from './migrate.js';
 import type { Database } from './schema.js';
@@ -206,9 +207,4 @@ function makeDirectory(path: string): void {
       );
     }
   }
-}
-
-/** Store URLs may carry passwords (`user:PW@host`, `?password=PW`); they never reach logs, events or errors. */
-function maskConnectionUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):[^@/]*@/, '//$1:***@').replace(/([?&]password=)[^&#]*/gi, '$1***');
 }

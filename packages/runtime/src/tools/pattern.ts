@@ -15,11 +15,7 @@ export interface LinePattern {
  * backreferences.
  */
 export function compileLinePattern(pattern: string, options: { caseInsensitive?: boolean } = {}): LinePattern {
-  if (pattern.length > MAX_PATTERN_LENGTH) {
-    throw new ToolError('invalid_pattern', `The pattern is longer than ${MAX_PATTERN_LENGTH} characters.`, {
-      details: { length: pattern.length },
-    });
-  }
+  checkPatternLength(pattern);
   try {
     const compiled = RE2JS.compile(pattern, options.caseInsensitive ? RE2JS.CASE_INSENSITIVE : 0);
     return { test: (line) => compiled.matcher(line).find() };
@@ -29,6 +25,15 @@ export function compileLinePattern(pattern: string, options: { caseInsensitive?:
       `Invalid regular expression (RE2 syntax: no lookaround or backreferences): ${(error as Error).message}`,
       { details: { pattern } },
     );
+  }
+}
+
+/** `invalid_pattern` for a pattern over MAX_PATTERN_LENGTH characters. */
+export function checkPatternLength(pattern: string, what = 'pattern'): void {
+  if (pattern.length > MAX_PATTERN_LENGTH) {
+    throw new ToolError('invalid_pattern', `The ${what} is longer than ${MAX_PATTERN_LENGTH} characters.`, {
+      details: { length: pattern.length },
+    });
   }
 }
 

@@ -2,6 +2,8 @@ import { existsSync } from 'node:fs';
 import type { AgentConfig, SessionBinding } from '../binding.js';
 import type { BoundConfig } from '../engine.js';
 import { OarRuntimeError } from '../errors.js';
+import { Redactor } from '../redaction/redactor.js';
+import { bindingSecrets } from '../redaction/sources.js';
 import type { ModelHandle } from '../runner/model-call.js';
 import { loadToolModule } from '../tools/modules.js';
 import { ToolRegistry } from '../tools/registry.js';
@@ -39,7 +41,10 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
     tools.register(tool);
   }
   const models = new Map<string, Promise<ModelHandle>>();
+  // The secrets are read once per binding in this process (a `.env` created later is matched from the next start).
+  const redactor = Redactor.create({ secrets: await bindingSecrets(binding, process.env) });
   return {
+    redactor,
     binding,
     bindingHash,
     workspaceRoot: binding.workspaceRoot,

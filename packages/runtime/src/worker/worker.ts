@@ -7,6 +7,7 @@ import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
 import type { SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
 import { isStoreFault } from '../store/faults.js';
@@ -489,6 +490,9 @@ class ThreadEngine implements Engine {
   get onProtocolFailure() {
     return this.bound.onProtocolFailure;
   }
+  get redactor() {
+    return this.bound.redactor;
+  }
   model(agent: Parameters<BoundConfig['model']>[0]) {
     return this.bound.model(agent);
   }
@@ -514,12 +518,25 @@ class ThreadEngine implements Engine {
    * it, so a crash between storing an output and recording it leaves no orphan row. One nobody references (the
    * step failed before recording it) is never written.
    */
-  private readonly pendingArtifacts = new Map<string, PendingArtifact>();
+  private readonly pendingArtifacts = new Map<string, PendingArtifact & { redaction?: EventDraft }>();
 
   readonly artifacts = {
+    // An output is redacted before it is stored (and hashed): the artifact never holds what the log may not.
     put: async (sessionId: string, content: Parameters<typeof prepareArtifact>[1], maxBytes?: number) => {
-      const pending = prepareArtifact(sessionId, content, maxBytes);
-      this.pendingArtifacts.set(pending.stored.artifactId, pending);
+      const tally = new RedactionTally();
+      const clean = {
+        ...content,
+        ...(content.text !== undefined ? { text: this.redactor.redactText(content.text, tally) } : {}),
+        ...(content.bytes !== undefined ? { bytes: this.redactor.redactBytes(content.bytes, tally) } : {}),
+      };
+      const pending = prepareArtifact(sessionId, clean, maxBytes);
+      const fact = redactionFact(tally, { sink: 'artifact', artifactId: pending.stored.artifactId });
+      this.pendingArtifacts.set(pending.stored.artifactId, {
+        ...pending,
+        ...(fact
+          ? { redaction: { type: 'output.redacted', threadId: this.threadId, payload: fact } as EventDraft }
+          : {}),
+      });
       return pending.stored;
     },
     text: async (sessionId: string, artifactId: string) => {
@@ -530,7 +547,10 @@ class ThreadEngine implements Engine {
   };
 
   /** The pending artifacts these events reference (by id, anywhere in their payloads). */
-  private referencedArtifacts(sessionId: string, drafts: EventDraft[]): PendingArtifact[] {
+  private referencedArtifacts(
+    sessionId: string,
+    drafts: EventDraft[],
+  ): (PendingArtifact & { redaction?: EventDraft })[] {
     if (this.pendingArtifacts.size === 0) return [];
     const text = JSON.stringify(drafts);
     return [...this.pendingArtifacts.values()].filter(
@@ -549,12 +569,14 @@ class ThreadEngine implements Engine {
     }
     const held = this.deferred;
     this.deferred = [];
-    const all = [...held, ...drafts];
-    const artifacts = this.referencedArtifacts(sessionId, all);
+    const artifacts = this.referencedArtifacts(sessionId, [...held, ...drafts]);
+    const redactions = artifacts.flatMap((artifact) => (artifact.redaction ? [artifact.redaction] : []));
     // If this append fails, the held facts go with it rather than being re-queued behind later facts: a lost
     // model-call completion only means the call is made again after a restart (that is why it may be deferred).
-    await this.deps.log.append(sessionId, all, {
+    await this.deps.log.append(sessionId, [...held, ...drafts, ...redactions], {
       fence: this.fence,
+      // Before the first step is prepared (recovery, a failure to bind) the log's own redactor applies.
+      ...(this.config ? { redactor: this.config.redactor } : {}),
       ...(options.guard ? { guard: options.guard } : {}),
       ...(artifacts.length > 0 ? { artifacts } : {}),
     });

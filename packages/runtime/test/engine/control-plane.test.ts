@@ -42,7 +42,7 @@ describe('control-plane errors', () => {
     expect((await allEvents(h, sessionId)).map((e) => e.type)).toEqual(['session.created', 'thread.started']);
   });
 
-  it('an already answered decision is gone: responding twice is action_not_found', async () => {
+  it('an answered decision says so: responding twice is decision_already_resolved', async () => {
     h = await harness({
       steps: [act([{ id: 'w', type: 'tool', name: 'write', args: { filePath: 'a.txt', content: 'a' } }]), answer('ok')],
     });
@@ -53,7 +53,7 @@ describe('control-plane errors', () => {
     const actionId = read.pendingRequests[0]?.actionId as string;
     await h.runtime.respondAction({ sessionId, actionId, decision: 'approve' });
     expect(await errorCode(h.runtime.respondAction({ sessionId, actionId, decision: 'deny' }))).toBe(
-      'action_not_found',
+      'decision_already_resolved',
     );
     await h.runtime.settled(sessionId);
     expect(ofType(await allEvents(h, sessionId), 'action.resolved')).toHaveLength(1);

@@ -1,8 +1,8 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentConfig, type ModelScript, Runtime, type RuntimeOptions, Store } from '../../src/index.js';
 import { createScriptedModel } from '../../src/testing.js';
+import { tempDir } from '../support/temp-dirs.js';
 
 export interface Harness {
   runtime: Runtime;
@@ -16,8 +16,9 @@ export async function harness(
   script: ModelScript,
   options: Partial<RuntimeOptions> & { storeUrl?: string; files?: Record<string, string> } = {},
 ): Promise<Harness> {
-  const dir = mkdtempSync(join(tmpdir(), 'oar-engine-'));
-  const workspace = mkdtempSync(join(tmpdir(), 'oar-ws-'));
+  // Removed after the test file (support/temp-dirs.ts).
+  const dir = tempDir('oar-engine-');
+  const workspace = tempDir('oar-ws-');
   for (const [name, content] of Object.entries(
     options.files ?? { 'README.md': '# Sample\n\nHello from the sample workspace.\n' },
   )) {

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { putArtifact, Store } from '../../src/index.js';
+import { removeAfterFile } from '../support/temp-dirs.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, errorCode, ofType, payload } from './helpers.js';
 
@@ -73,7 +74,7 @@ describe('path rules cannot be bypassed', () => {
 
 describe('artifacts never cross sessions', () => {
   it('expand_ref of another session’s artifact (same store) fails as an unknown reference', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'oar-xsession-'));
+    const dir = removeAfterFile(mkdtempSync(join(tmpdir(), 'oar-xsession-')));
     const store = await Store.open(join(dir, 'oar.db'));
     const foreign = await putArtifact(store.db, 'ses_other', { text: 'TOPSECRET=hunter2' });
     const expand = {

@@ -8,6 +8,7 @@ import { type AnyTool, defineTool, ToolRegistry, workspaceTools } from '../../sr
 import { sessionLeases } from '../../src/store/leases.js';
 import type { Store } from '../../src/store/store.js';
 import { describeStores, type StoreFactory, type TestDatabase } from '../support/stores.js';
+import { removeAfterFile } from '../support/temp-dirs.js';
 import { harness } from './harness.js';
 import {
   act,
@@ -250,7 +251,7 @@ describeStores('session bindings', (factory) => {
     await first.runtime.submitTurn({ sessionId, input: 'write' });
     await first.runtime.settled(sessionId);
     await first.runtime.close();
-    const elsewhere = mkdtempSync(join(tmpdir(), 'oar-elsewhere-'));
+    const elsewhere = removeAfterFile(mkdtempSync(join(tmpdir(), 'oar-elsewhere-')));
     const second = await harness(script, { store: await secondStore(db), workspaceRoot: elsewhere });
     factory.defer(() => second.runtime.close());
     const bound = await second.runtime.getBinding(sessionId);

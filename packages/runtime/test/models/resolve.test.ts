@@ -4,8 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { OarRuntimeError } from '../../src/errors.js';
 import { type ModelConfig, parseModelSpec, resolveModel } from '../../src/models/resolve.js';
+import { removeAfterFile } from '../support/temp-dirs.js';
 
-const cwd = mkdtempSync(join(tmpdir(), 'oar-resolve-'));
+const cwd = removeAfterFile(mkdtempSync(join(tmpdir(), 'oar-resolve-')));
 writeFileSync(
   join(cwd, 'hello.json'),
   JSON.stringify({ steps: [{ text: 'main' }], agents: { reviewer: { steps: [{ text: 'review' }] } } }),

@@ -15,6 +15,7 @@ import {
 import { describe, expect, it } from 'vitest';
 import { OarRuntimeError } from '../../src/errors.js';
 import { createScriptedModel, loadModelScript, type ModelScript, parseModelScript } from '../../src/models/script.js';
+import { removeAfterFile } from '../support/temp-dirs.js';
 
 const tools = {
   [AGENT_PROTOCOL_TOOL_NAME]: tool({
@@ -27,7 +28,7 @@ const answer = { kind: 'answer', message: 'Hello from the script.' };
 const model = (script: ModelScript, options: Parameters<typeof createScriptedModel>[1] = {}) =>
   createScriptedModel(script, { name: 'test', ...options });
 
-const tmp = mkdtempSync(join(tmpdir(), 'oar-script-'));
+const tmp = removeAfterFile(mkdtempSync(join(tmpdir(), 'oar-script-')));
 function file(name: string, content: string): string {
   const path = join(tmp, name);
   writeFileSync(path, content);

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import {
   describeRule,
   evaluatePermission,
+  globNamesPath,
   grantCovers,
   grantFor,
   PERMISSION_MODES,
@@ -476,14 +477,24 @@ describe('properties', () => {
     );
   });
 
-  it('adding an allow rule or a grant never turns a deny into allow', () => {
+  it('adding an allow rule or a grant never turns a deny into allow (a default deny: only an allow rule naming the path)', () => {
     fc.assert(
       fc.property(requestArb, policyArb, ruleArb, fc.nat(), (request, policy, extra, position) => {
-        fc.pre(evaluatePermission(request, policy).decision === 'deny');
+        const before = evaluatePermission(request, policy);
+        fc.pre(before.decision === 'deny');
         const rules = [...policy.rules];
-        rules.splice(position % (rules.length + 1), 0, { ...extra, decision: 'allow' });
+        const allow: PermissionRule = { ...extra, decision: 'allow' };
+        rules.splice(position % (rules.length + 1), 0, allow);
         const grants = [...policy.grants, grantFor(request)];
-        expect(evaluatePermission(request, { ...policy, rules }).decision).toBe('deny');
+        const after = evaluatePermission(request, { ...policy, rules });
+        if (before.source === 'default' && before.defaultRule) {
+          // The one deny an allow rule may lift: the default one, by a rule that names the denied path.
+          if (after.decision !== 'deny') {
+            expect(allow.paths?.some((glob) => globNamesPath(glob, before.defaultRule!.path))).toBe(true);
+          }
+        } else {
+          expect(after.decision).toBe('deny');
+        }
         expect(evaluatePermission(request, { ...policy, grants }).decision).toBe('deny');
       }),
     );

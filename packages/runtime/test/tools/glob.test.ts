@@ -114,3 +114,43 @@ describe('glob', () => {
     expect(globTool.paths?.({ pattern: '*', path: 'src/' })).toEqual(['src']);
   });
 });
+
+describe('glob patterns cannot freeze the runtime', () => {
+  const NESTED_EXTGLOB = '**/*(a*)*(a*)*(a*)*(a*)*(a*)*(a*)!';
+
+  it('matches nested extglob stars against a long file name in linear time', async () => {
+    // picomatch's backtracking RegExp took 25 s for a 20-character name and minutes beyond; RE2 takes one pass.
+    const { root } = await sandbox();
+    const name = 'a'.repeat(100);
+    await files(root, { [`d/${name}`]: '', [`d/${name}!`]: '', 'd/b!': '' });
+    const started = Date.now();
+    const { list } = await glob(root, { pattern: NESTED_EXTGLOB });
+    expect(list).toEqual([`d/${name}!`]);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('an interrupt ends a glob over a big tree promptly', async () => {
+    const { root } = await sandbox();
+    const tree: Record<string, string> = {};
+    for (let d = 0; d < 40; d += 1) {
+      for (let f = 0; f < 50; f += 1) tree[`dir${d}/${'a'.repeat(60)}${f}`] = '';
+    }
+    await files(root, tree);
+    const controller = new AbortController();
+    const started = Date.now();
+    const globbing = run(globTool, { pattern: NESTED_EXTGLOB }, toolContext(root, controller.signal));
+    setTimeout(() => controller.abort(), 50);
+    await toolError(globbing, 'aborted');
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('refuses !( ) with invalid_pattern that says what is allowed; a leading ! inverts the pattern', async () => {
+    const { root } = await sandbox();
+    await layout(root);
+    const error = await toolError(run(globTool, { pattern: 'src/!(*.ts)' }, toolContext(root)), 'invalid_pattern');
+    expect(error.message).toContain('"!(…)" are not supported');
+    expect((await glob(root, { pattern: '!**/*.ts' })).list).toEqual(['README.md', 'src/c.js']);
+    expect((await glob(root, { pattern: 'src/@(a|c).*' })).list).toEqual(['src/a.ts', 'src/c.js']);
+    await toolError(run(globTool, { pattern: `${'*'.repeat(1001)}` }, toolContext(root)), 'invalid_pattern');
+  });
+});

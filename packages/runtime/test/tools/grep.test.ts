@@ -121,3 +121,35 @@ describe('grep patterns run in linear time (RE2)', () => {
     expect(error.message).toContain('RE2');
   });
 });
+
+describe('grep cannot freeze the runtime', () => {
+  it('a glob filter with nested extglob stars against a long file name finishes', async () => {
+    const { root } = await sandbox();
+    const name = 'a'.repeat(100);
+    await files(root, { [`d/${name}`]: 'needle', [`d/${name}!`]: 'needle' });
+    const started = Date.now();
+    const out = await run(grepTool, { pattern: 'needle', glob: '*(a*)*(a*)*(a*)*(a*)*(a*)*(a*)!' }, toolContext(root));
+    expect(out.text).toBe(`d/${name}!:1: needle`);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('an abort stops a match that runs long inside one line (the match runs in a worker thread)', async () => {
+    // Linear time is not short time: this 117-character RE2 pattern needs over a minute for this one line, in a
+    // single synchronous call that no per-file abort check could interrupt.
+    const { root } = await sandbox();
+    await files(root, { 'long.txt': `${'a'.repeat(100_000)}\n` });
+    const controller = new AbortController();
+    const started = Date.now();
+    const grepping = run(grepTool, { pattern: `${'a{0,1000}'.repeat(12)}[0-9]` }, toolContext(root, controller.signal));
+    setTimeout(() => controller.abort(), 1_000);
+    await toolError(grepping, 'aborted');
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('long matching lines are cut at 500 characters', async () => {
+    const { root } = await sandbox();
+    await files(root, { 'wide.txt': `needle${'x'.repeat(600)}\n` });
+    const out = await run(grepTool, { pattern: 'needle' }, toolContext(root));
+    expect(out.text).toBe(`wide.txt:1: needle${'x'.repeat(494)}… [106 more characters]`);
+  });
+});

@@ -1,8 +1,14 @@
-import { writeFile } from 'node:fs/promises';
 import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
-import { defineTool, ToolError } from '../tool.js';
-import { filePathInput, filePathOf, readTextFile, resolveExistingFile } from './files.js';
+import { defineTool, ToolError, type ToolOutput } from '../tool.js';
+import {
+  type ExistingFile,
+  filePathInput,
+  filePathOf,
+  openExistingFile,
+  readTextFile,
+  replaceContent,
+} from './files.js';
 import { plural } from './format.js';
 
 const EditInputSchema = z.strictObject({
@@ -41,50 +47,59 @@ export const editTool = defineTool<EditInput>({
         details: { path: input.filePath },
       });
     }
-    const file = await resolveExistingFile(context.workspaceRoot, input.filePath);
-    const content = await readTextFile(file);
-    const positions = occurrences(content, input.oldString);
-    const first = positions[0];
-    if (first === undefined) {
-      throw new ToolError(
-        'no_match',
-        `oldString was not found in ${file.relative}. Read the file again and copy the text exactly, including ` +
-          'whitespace and indentation.',
-        { details: { path: file.relative } },
-      );
-    }
-    if (positions.length > 1 && !input.replaceAll) {
-      throw new ToolError(
-        'ambiguous_match',
-        `oldString occurs ${positions.length} times in ${file.relative}. Include more surrounding text to make it ` +
-          'unique, or set replaceAll to replace every occurrence.',
-        { details: { path: file.relative, count: positions.length } },
-      );
-    }
-    // Spliced by position, not String.replace: `$&` and `$1` in newString must stay literal text.
-    const updated = input.replaceAll
-      ? content.split(input.oldString).join(input.newString)
-      : content.slice(0, first) + input.newString + content.slice(first + input.oldString.length);
-    throwIfAborted(context.signal);
+    const file = await openExistingFile(context.workspaceRoot, input.filePath, 'update');
     try {
-      await writeFile(file.absolute, updated, 'utf8');
-    } catch (error) {
-      throw fsToolError(error, file.relative);
+      return await applyEdit(file, input, context.signal);
+    } finally {
+      await file.handle.close();
     }
-    const firstLine = lineOf(content, first);
-    const summary = `Edited ${file.relative}: ${plural(positions.length, 'replacement')} (first at line ${firstLine})`;
-    return {
-      text: summary,
-      summary,
-      structured: {
-        path: file.relative,
-        replacements: positions.length,
-        firstLine,
-        bytes: Buffer.byteLength(updated, 'utf8'),
-      },
-    };
   },
 });
+
+async function applyEdit(file: ExistingFile, input: EditInput, signal: AbortSignal): Promise<ToolOutput> {
+  const content = await readTextFile(file);
+  const positions = occurrences(content, input.oldString);
+  const first = positions[0];
+  if (first === undefined) {
+    throw new ToolError(
+      'no_match',
+      `oldString was not found in ${file.relative}. Read the file again and copy the text exactly, including ` +
+        'whitespace and indentation.',
+      { details: { path: file.relative } },
+    );
+  }
+  if (positions.length > 1 && !input.replaceAll) {
+    throw new ToolError(
+      'ambiguous_match',
+      `oldString occurs ${positions.length} times in ${file.relative}. Include more surrounding text to make it ` +
+        'unique, or set replaceAll to replace every occurrence.',
+      { details: { path: file.relative, count: positions.length } },
+    );
+  }
+  // Spliced by position, not String.replace: `$&` and `$1` in newString must stay literal text.
+  const updated = input.replaceAll
+    ? content.split(input.oldString).join(input.newString)
+    : content.slice(0, first) + input.newString + content.slice(first + input.oldString.length);
+  throwIfAborted(signal);
+  try {
+    // Through the descriptor the content was read from: the file replaced is the file that was read.
+    await replaceContent(file.handle, updated);
+  } catch (error) {
+    throw fsToolError(error, file.relative);
+  }
+  const firstLine = lineOf(content, first);
+  const summary = `Edited ${file.relative}: ${plural(positions.length, 'replacement')} (first at line ${firstLine})`;
+  return {
+    text: summary,
+    summary,
+    structured: {
+      path: file.relative,
+      replacements: positions.length,
+      firstLine,
+      bytes: Buffer.byteLength(updated, 'utf8'),
+    },
+  };
+}
 
 /** Start offsets of the non-overlapping occurrences of `needle`, the same ones `split` replaces. */
 function occurrences(haystack: string, needle: string): number[] {

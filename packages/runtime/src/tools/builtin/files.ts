@@ -1,9 +1,8 @@
-import type { Stats } from 'node:fs';
-import { open, readFile, stat } from 'node:fs/promises';
+import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { fsToolError } from '../errors.js';
 import { ToolError } from '../tool.js';
-import { realWorkspaceRoot, requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
+import { openWorkspaceFile, requestedWorkspacePath, type WorkspaceFile } from '../workspace.js';
 
 /** How much of a file is inspected for a NUL byte, the same heuristic git and grep use. */
 export const BINARY_SNIFF_BYTES = 8192;
@@ -19,38 +18,19 @@ export function filePathOf(input: { filePath: string }, workspaceRoot?: string):
   return [requestedWorkspacePath(input.filePath, workspaceRoot)];
 }
 
-export interface ExistingFile {
-  /** Real absolute path. */
-  absolute: string;
-  /** Workspace-relative path of the real file, for outputs and summaries. */
-  relative: string;
-  stats: Stats;
-}
+/** An open existing regular file of the workspace (see `openWorkspaceFile`); the caller closes `handle`. */
+export type ExistingFile = WorkspaceFile;
 
 /**
- * Resolve a requested path to an existing regular file inside the workspace. Directories, FIFOs and devices are
- * refused up front: reading a FIFO would block the call until something writes to it.
+ * Open an existing regular file inside the workspace for reading (`read`) or reading and rewriting (`update`).
+ * Directories, FIFOs, devices and hard links are refused on the opened descriptor, before anything is read.
  */
-export async function resolveExistingFile(root: string, requested: string): Promise<ExistingFile> {
-  const realRoot = await realWorkspaceRoot(root);
-  // The configured root, not the real one: an absolute request may be written against either.
-  const absolute = await resolveWorkspacePath(root, requested, { mustExist: true });
-  const relative = toWorkspaceRelative(realRoot, absolute);
-  let stats: Stats;
-  try {
-    stats = await stat(absolute);
-  } catch (error) {
-    throw fsToolError(error, relative);
-  }
-  if (stats.isDirectory()) {
-    throw new ToolError('is_directory', `${relative} is a directory; use glob to list files.`, {
-      details: { path: relative },
-    });
-  }
-  if (!stats.isFile()) {
-    throw new ToolError('not_a_file', `${relative} is not a regular file.`, { details: { path: relative } });
-  }
-  return { absolute, relative, stats };
+export async function openExistingFile(
+  root: string,
+  requested: string,
+  mode: 'read' | 'update' = 'read',
+): Promise<ExistingFile> {
+  return openWorkspaceFile(root, requested, mode);
 }
 
 /** A NUL byte means binary: text encodings the tools handle (UTF-8, ASCII) never contain one. */
@@ -59,18 +39,13 @@ export function looksBinary(bytes: Uint8Array): boolean {
 }
 
 /** Check the head of a file for binary content without reading the whole file. */
-export async function sniffBinary(absolute: string, relative: string): Promise<boolean> {
+export async function sniffBinary(file: ExistingFile): Promise<boolean> {
   try {
-    const handle = await open(absolute, 'r');
-    try {
-      const buffer = Buffer.alloc(BINARY_SNIFF_BYTES);
-      const { bytesRead } = await handle.read(buffer, 0, BINARY_SNIFF_BYTES, 0);
-      return looksBinary(buffer.subarray(0, bytesRead));
-    } finally {
-      await handle.close();
-    }
+    const buffer = Buffer.alloc(BINARY_SNIFF_BYTES);
+    const { bytesRead } = await file.handle.read(buffer, 0, BINARY_SNIFF_BYTES, 0);
+    return looksBinary(buffer.subarray(0, bytesRead));
   } catch (error) {
-    throw fsToolError(error, relative);
+    throw fsToolError(error, file.relative);
   }
 }
 
@@ -78,12 +53,27 @@ export async function sniffBinary(absolute: string, relative: string): Promise<b
 export async function readTextFile(file: ExistingFile): Promise<string> {
   let bytes: Buffer;
   try {
-    bytes = await readFile(file.absolute);
+    bytes = await file.handle.readFile();
   } catch (error) {
     throw fsToolError(error, file.relative);
   }
   if (looksBinary(bytes)) throw binaryFileError(file.relative);
   return bytes.toString('utf8');
+}
+
+/**
+ * Replace the whole content of an open file: truncate through the descriptor, then write at explicit positions (the
+ * descriptor's own position may be anywhere after a read). Only called once the open is verified, so a refused
+ * open never truncates anything.
+ */
+export async function replaceContent(handle: FileHandle, content: string): Promise<number> {
+  const bytes = Buffer.from(content, 'utf8');
+  await handle.truncate(0);
+  for (let written = 0; written < bytes.length; ) {
+    const { bytesWritten } = await handle.write(bytes, written, bytes.length - written, written);
+    written += bytesWritten;
+  }
+  return bytes.length;
 }
 
 export function binaryFileError(relative: string): ToolError {

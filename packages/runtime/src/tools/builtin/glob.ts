@@ -1,13 +1,14 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
-import picomatch from 'picomatch';
 import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
+import { globSubject, translateGlob } from '../glob-pattern.js';
+import { PatternMatcher } from '../match-worker.js';
 import { defineTool, ToolError } from '../tool.js';
 import { realWorkspaceRoot, requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
 import { READ_ONLY_FILE_TOOL } from './files.js';
 import { plural } from './format.js';
-import { newWalkStats, walkFiles, walkPolicyFor } from './walk.js';
+import { batches, newWalkStats, walkFiles, walkPolicyFor } from './walk.js';
 
 export const GLOB_MAX_RESULTS = 1000;
 
@@ -17,7 +18,8 @@ const GlobInputSchema = z.strictObject({
     .min(1)
     .describe(
       'Glob pattern matched against file paths relative to `path`, e.g. "**/*.ts" or "src/**/index.{js,ts}". ' +
-        'Dot files, .git and node_modules are included only when the pattern names them.',
+        'Dot files, .git and node_modules are included only when the pattern names them. Supports *, **, ?, ' +
+        '[abc], {a,b}, @(a|b), ?(a), *(a), +(a) and a leading ! to invert; not !(a). At most 1000 characters.',
     ),
   path: z
     .string()
@@ -39,29 +41,44 @@ export const globTool = defineTool<GlobInput>({
   async execute(input, context) {
     throwIfAborted(context.signal);
     checkRelativePattern(input.pattern);
+    const program = translateGlob(input.pattern);
     const root = await realWorkspaceRoot(context.workspaceRoot);
     const base = await resolveWorkspacePath(context.workspaceRoot, input.path ?? '.', { mustExist: true });
     const baseRelative = toWorkspaceRelative(root, base);
     await requireDirectory(base, baseRelative);
 
-    const isMatch = picomatch(input.pattern, { dot: false });
     const stats = newWalkStats();
-    const files: string[] = [];
-    let truncated = false;
-    for await (const file of walkFiles({
+    const walk = walkFiles({
       root,
       base,
       policy: walkPolicyFor(input.pattern),
       signal: context.signal,
       stats,
       mayAccess: context.mayAccess,
-    })) {
-      if (!isMatch(file.fromBase)) continue;
-      if (files.length === GLOB_MAX_RESULTS) {
-        truncated = true;
-        break;
+    });
+    const files: string[] = [];
+    let truncated = false;
+    const matcher = await PatternMatcher.start(
+      [{ source: program.source, what: 'glob pattern', pattern: input.pattern }],
+      context.signal,
+    );
+    try {
+      search: for await (const batch of batches(walk)) {
+        const matched = await matcher.fullMatches(
+          0,
+          batch.map((file) => globSubject(file.fromBase, false)),
+        );
+        for (const [index, file] of batch.entries()) {
+          if (matched[index] === program.negated) continue;
+          if (files.length === GLOB_MAX_RESULTS) {
+            truncated = true;
+            break search;
+          }
+          files.push(file.relative);
+        }
       }
-      files.push(file.relative);
+    } finally {
+      matcher.close();
     }
     files.sort();
 

@@ -1,13 +1,13 @@
-import { readFile, stat } from 'node:fs/promises';
-import picomatch from 'picomatch';
 import { z } from 'zod';
 import { fsToolError, isMissing, throwIfAborted } from '../errors.js';
-import { compileLinePattern } from '../pattern.js';
-import { defineTool } from '../tool.js';
-import { realWorkspaceRoot } from '../workspace.js';
+import { type GlobProgram, globSubject, translateGlob } from '../glob-pattern.js';
+import { type MatchProgram, PatternMatcher } from '../match-worker.js';
+import { checkPatternLength } from '../pattern.js';
+import { defineTool, ToolError } from '../tool.js';
+import { openWorkspaceFile, realWorkspaceRoot } from '../workspace.js';
 import { looksBinary, READ_ONLY_FILE_TOOL } from './files.js';
-import { clip, plural } from './format.js';
-import { newWalkStats, type WalkedFile, walkFiles, walkPolicyFor } from './walk.js';
+import { plural } from './format.js';
+import { batches, newWalkStats, type WalkedFile, walkFiles, walkPolicyFor } from './walk.js';
 
 export const GREP_DEFAULT_MATCHES = 200;
 export const GREP_MAX_MATCHES = 2000;
@@ -20,7 +20,9 @@ const GrepInputSchema = z.strictObject({
   pattern: z
     .string()
     .min(1)
-    .describe('JavaScript regular expression searched for in each line, e.g. "function\\s+\\w+" or "TODO".'),
+    .describe(
+      'Regular expression (RE2 syntax: JavaScript without lookaround or backreferences) searched for in each line, e.g. "function\\s+\\w+" or "TODO".',
+    ),
   glob: z
     .string()
     .min(1)
@@ -43,7 +45,7 @@ export type GrepInput = z.infer<typeof GrepInputSchema>;
 export const grepTool = defineTool<GrepInput>({
   name: 'grep',
   description:
-    'Search the contents of text files in the workspace with a JavaScript regular expression. Returns one ' +
+    'Search the contents of text files in the workspace with a regular expression (RE2 syntax). Returns one ' +
     '`path:line: text` line per matching line. Binary files and files over 1 MiB are skipped; dot files, .git and ' +
     'node_modules are searched only when the glob names them.',
   input: GrepInputSchema,
@@ -53,9 +55,9 @@ export const grepTool = defineTool<GrepInput>({
   paths: () => ['.'],
   async execute(input, context) {
     throwIfAborted(context.signal);
-    const regex = compileLinePattern(input.pattern, { caseInsensitive: input.caseInsensitive });
+    checkPatternLength(input.pattern, 'regular expression');
+    const glob = input.glob === undefined ? undefined : globProgram(input.glob);
     const root = await realWorkspaceRoot(context.workspaceRoot);
-    const inGlob = input.glob === undefined ? () => true : globFilter(input.glob);
     const walkStats = newWalkStats();
     const walk = walkFiles({
       root,
@@ -68,28 +70,44 @@ export const grepTool = defineTool<GrepInput>({
 
     const lines: string[] = [];
     const matchedFiles: string[] = [];
-    const skipped = { binary: 0, tooLarge: 0 };
+    const skipped = { binary: 0, tooLarge: 0, refused: 0 };
     let filesSearched = 0;
     let truncated = false;
-    search: for await (const file of walk) {
-      if (!inGlob(file.relative)) continue;
-      throwIfAborted(context.signal);
-      const text = await readSearchable(file, skipped);
-      if (text === undefined) continue;
-      filesSearched += 1;
-      let fileMatched = false;
-      const fileLines = text.split(/\r?\n/);
-      for (let index = 0; index < fileLines.length; index += 1) {
-        const line = fileLines[index] ?? '';
-        if (!regex.test(line)) continue;
-        if (lines.length === input.maxMatches) {
-          truncated = true;
-          break search;
+    // Program 0 is the regular expression, program 1 the glob (see match-worker.ts for why both run in a worker).
+    const programs: MatchProgram[] = [
+      {
+        source: input.pattern,
+        caseInsensitive: input.caseInsensitive,
+        what: 'regular expression',
+        pattern: input.pattern,
+      },
+      ...(glob ? [{ source: glob.source, what: 'glob pattern', pattern: input.glob ?? '' }] : []),
+    ];
+    const matcher = await PatternMatcher.start(programs, context.signal);
+    try {
+      search: for await (const batch of batches(walk)) {
+        const selected = glob ? await globFilter(matcher, glob, batch) : batch;
+        for (const file of selected) {
+          throwIfAborted(context.signal);
+          const text = await readSearchable(root, file, skipped);
+          if (text === undefined) continue;
+          filesSearched += 1;
+          // One more than still fits, so a further match shows that the output is truncated.
+          const hits = await matcher.matchingLines(0, text, input.maxMatches - lines.length + 1, GREP_MAX_LINE_CHARS);
+          for (const hit of hits) {
+            if (lines.length === input.maxMatches) {
+              truncated = true;
+              break search;
+            }
+            if (matchedFiles.at(-1) !== file.relative) matchedFiles.push(file.relative);
+            const cut =
+              hit.length > GREP_MAX_LINE_CHARS ? `… [${hit.length - GREP_MAX_LINE_CHARS} more characters]` : '';
+            lines.push(`${file.relative}:${hit.line + 1}: ${hit.text}${cut}`);
+          }
         }
-        if (!fileMatched) matchedFiles.push(file.relative);
-        fileMatched = true;
-        lines.push(`${file.relative}:${index + 1}: ${clip(line, GREP_MAX_LINE_CHARS)}`);
       }
+    } finally {
+      matcher.close();
     }
 
     return {
@@ -104,6 +122,7 @@ export const grepTool = defineTool<GrepInput>({
         filesSearched,
         skippedBinary: skipped.binary,
         skippedLarge: skipped.tooLarge,
+        skippedRefused: skipped.refused,
         skippedSymlinks: walkStats.skippedSymlinks,
         truncated,
       },
@@ -112,33 +131,54 @@ export const grepTool = defineTool<GrepInput>({
 });
 
 /**
- * A glob without "/" matches the file name at any depth, as in grep's --include. picomatch's `basename` option is
- * applied only then: with it, a pattern that has a slash would be matched against the bare file name and fail.
+ * A glob without "/" matches the file name at any depth, as in grep's --include (picomatch's `basename` rule); one
+ * with a slash matches the workspace-relative path.
  */
-function globFilter(glob: string): (relative: string) => boolean {
-  return picomatch(glob, { dot: false, basename: !glob.includes('/') });
+function globProgram(glob: string): GlobProgram {
+  return translateGlob(glob, { basename: !glob.includes('/') });
 }
 
-/** The file's text, or undefined (and counted) when it is too large or binary. */
+async function globFilter(matcher: PatternMatcher, glob: GlobProgram, batch: WalkedFile[]): Promise<WalkedFile[]> {
+  const matched = await matcher.fullMatches(
+    1,
+    batch.map((file) => globSubject(file.relative, glob.basename)),
+  );
+  return batch.filter((_, index) => matched[index] !== glob.negated);
+}
+
+/**
+ * The file's text, or undefined (and counted) when it is too large, binary, or refused by confinement. It is read
+ * through the descriptor `openWorkspaceFile` verified (inside the workspace, one link, nothing swapped on its path),
+ * like `read`: a hard link to a file outside, or a symlink swapped in after the walk, is skipped, never searched.
+ */
 async function readSearchable(
+  root: string,
   file: WalkedFile,
-  skipped: { binary: number; tooLarge: number },
+  skipped: { binary: number; tooLarge: number; refused: number },
 ): Promise<string | undefined> {
+  let opened: Awaited<ReturnType<typeof openWorkspaceFile>> | undefined;
   try {
-    if ((await stat(file.absolute)).size > GREP_MAX_FILE_BYTES) {
+    opened = await openWorkspaceFile(root, file.relative, 'read');
+    if (opened.stats.size > GREP_MAX_FILE_BYTES) {
       skipped.tooLarge += 1;
       return undefined;
     }
-    const bytes = await readFile(file.absolute);
+    const bytes = await opened.handle.readFile();
     if (looksBinary(bytes)) {
       skipped.binary += 1;
       return undefined;
     }
     return bytes.toString('utf8');
   } catch (error) {
+    if (error instanceof ToolError && error.code === 'path_outside_workspace') {
+      skipped.refused += 1;
+      return undefined;
+    }
     // Deleted between the directory listing and the read: nothing left to search.
-    if (isMissing(error)) return undefined;
+    if (isMissing(error) || (error instanceof ToolError && error.code === 'not_found')) return undefined;
     throw fsToolError(error, file.relative);
+  } finally {
+    await opened?.handle.close().catch(() => undefined);
   }
 }
 

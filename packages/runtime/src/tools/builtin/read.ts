@@ -1,4 +1,3 @@
-import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
@@ -8,8 +7,8 @@ import {
   type ExistingFile,
   filePathInput,
   filePathOf,
+  openExistingFile,
   READ_ONLY_FILE_TOOL,
-  resolveExistingFile,
   sniffBinary,
 } from './files.js';
 
@@ -46,9 +45,14 @@ export const readTool = defineTool<ReadInput>({
   paths: filePathOf,
   async execute(input, context) {
     throwIfAborted(context.signal);
-    const file = await resolveExistingFile(context.workspaceRoot, input.filePath);
-    if (await sniffBinary(file.absolute, file.relative)) throw binaryFileError(file.relative);
-    const page = await readPage(file, input.offset, input.limit, context.signal);
+    const file = await openExistingFile(context.workspaceRoot, input.filePath);
+    let page: Page;
+    try {
+      if (await sniffBinary(file)) throw binaryFileError(file.relative);
+      page = await readPage(file, input.offset, input.limit, context.signal);
+    } finally {
+      await file.handle.close();
+    }
     return {
       text: page.lines.join('\n'),
       summary: summarize(file.relative, input.offset, page),
@@ -83,7 +87,8 @@ interface Page {
  * soon as the page is full.
  */
 async function readPage(file: ExistingFile, offset: number, limit: number, signal: AbortSignal): Promise<Page> {
-  const stream = createReadStream(file.absolute, { encoding: 'utf8', signal });
+  // From the descriptor the confinement check verified, never from the path again; the caller closes it.
+  const stream = file.handle.createReadStream({ encoding: 'utf8', start: 0, autoClose: false, signal });
   const reader = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
   const lines: string[] = [];
   let bytes = 0;

@@ -9,8 +9,8 @@ import { isInside } from '../workspace.js';
  *
  * - `.git` and `node_modules` are skipped at any depth unless the pattern names them: they are huge and almost never
  *   what the model is looking for.
- * - Dot entries are skipped unless the pattern mentions a dot segment; picomatch (with `dot: false`) would not match
- *   them anyway, so pruning them only saves work.
+ * - Dot entries are skipped unless the pattern mentions a dot segment; the glob matcher (which matches dot files
+ *   only by a literal leading dot) would not match them anyway, so pruning them only saves work.
  * - Symlinks are never descended into (no cycles, no duplicates). A symlink to a file is listed only if its real
  *   path is inside the workspace; one that leaves the workspace is counted and ignored.
  * - Entries are visited in name order, so output and truncation are deterministic.
@@ -147,4 +147,17 @@ function isDefaultSkipped(name: string): boolean {
 function namesSegment(pattern: string, segment: string): boolean {
   const escaped = segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return new RegExp(`(^|[/{,])${escaped}($|[/},])`).test(pattern);
+}
+
+/** Paths go to the matching thread in batches: one message per file would cost more than the matching. */
+export async function* batches(walk: AsyncIterable<WalkedFile>, size = 256): AsyncGenerator<WalkedFile[]> {
+  let batch: WalkedFile[] = [];
+  for await (const file of walk) {
+    batch.push(file);
+    if (batch.length === size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
 }

@@ -1,10 +1,8 @@
-import { mkdir, stat, writeFile } from 'node:fs/promises';
-import path from 'node:path';
 import { z } from 'zod';
-import { fsToolError, isMissing, throwIfAborted } from '../errors.js';
-import { defineTool, ToolError } from '../tool.js';
-import { realWorkspaceRoot, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
-import { filePathInput, filePathOf } from './files.js';
+import { fsToolError, throwIfAborted } from '../errors.js';
+import { defineTool } from '../tool.js';
+import { openWorkspaceFile } from '../workspace.js';
+import { filePathInput, filePathOf, replaceContent } from './files.js';
 import { plural } from './format.js';
 
 const WriteInputSchema = z.strictObject({
@@ -33,40 +31,25 @@ export const writeTool = defineTool<WriteInput>({
   capabilities: ['filesystem', 'write'],
   paths: filePathOf,
   async execute(input, context) {
+    // The last point where stopping leaves nothing half done: the open below may create the file.
     throwIfAborted(context.signal);
-    const root = await realWorkspaceRoot(context.workspaceRoot);
-    const absolute = await resolveWorkspacePath(context.workspaceRoot, input.filePath, { forWrite: true });
-    const relative = toWorkspaceRelative(root, absolute);
-    const existed = await existsAsFile(absolute, relative);
-    // The last point where stopping leaves nothing half done.
-    throwIfAborted(context.signal);
+    // Opened without truncating and verified (inside the workspace, a regular file, one link) before any byte is
+    // written; only then is the old content replaced, through the same descriptor.
+    const file = await openWorkspaceFile(context.workspaceRoot, input.filePath, 'write');
+    let bytes: number;
     try {
-      if (!existed) await mkdir(path.dirname(absolute), { recursive: true });
-      await writeFile(absolute, input.content, 'utf8');
+      bytes = await replaceContent(file.handle, input.content);
     } catch (error) {
-      throw fsToolError(error, relative);
+      throw fsToolError(error, file.relative);
+    } finally {
+      await file.handle.close();
     }
-    const bytes = Buffer.byteLength(input.content, 'utf8');
-    const summary = `${existed ? 'Overwrote' : 'Created'} ${relative} (${plural(bytes, 'byte')})`;
+    const existed = !file.created;
+    const summary = `${existed ? 'Overwrote' : 'Created'} ${file.relative} (${plural(bytes, 'byte')})`;
     return {
       text: summary,
       summary,
-      structured: { path: relative, bytes, created: !existed, action: existed ? 'overwrote' : 'created' },
+      structured: { path: file.relative, bytes, created: !existed, action: existed ? 'overwrote' : 'created' },
     };
   },
 });
-
-/** True for an existing regular file, false for nothing there; anything else cannot be written as a file. */
-async function existsAsFile(absolute: string, relative: string): Promise<boolean> {
-  try {
-    const stats = await stat(absolute);
-    if (stats.isFile()) return true;
-    if (stats.isDirectory()) {
-      throw new ToolError('is_directory', `${relative} is a directory.`, { details: { path: relative } });
-    }
-    throw new ToolError('not_a_file', `${relative} is not a regular file.`, { details: { path: relative } });
-  } catch (error) {
-    if (isMissing(error)) return false;
-    throw fsToolError(error, relative);
-  }
-}

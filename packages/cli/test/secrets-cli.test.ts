@@ -1,0 +1,122 @@
+import { randomBytes } from 'node:crypto';
+import { rmSync } from 'node:fs';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import {
+  type PlantedSecrets,
+  plantedSecrets,
+  SecretScanner,
+  writeSecretWorkspace,
+} from '../../runtime/test/support/secret-scan.js';
+import { POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
+import { oarIn, tempDir, writeJson } from './cli-helpers.js';
+
+/**
+ * Secrets never reach what the `oar` binary prints or stores. Seen: a `.env` read by the `read` tool was printed
+ * verbatim on stdout and stored in the events, the read models and the exports. Here known secrets are planted in
+ * the environment and in the workspace, `oar demo` and a scripted `oar run` go over them, and stdout, stderr,
+ * `oar events`, `oar inspect`, both exports and the store are scanned: zero hits.
+ */
+
+const dirs: string[] = [];
+afterAll(() => {
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+async function project(planted: PlantedSecrets, store?: string): Promise<string> {
+  const cwd = tempDir('oar-secrets-');
+  dirs.push(cwd);
+  await writeSecretWorkspace(cwd, planted);
+  const github = planted.byLabel('github_pat').value;
+  writeJson(cwd, 'script.json', {
+    steps: [
+      {
+        protocol: {
+          kind: 'act',
+          message: 'Reading the configuration.',
+          calls: [
+            { id: 'config', type: 'tool', name: 'read', args: { filePath: 'src/config.ts' } },
+            { id: 'dotenv', type: 'tool', name: 'read', args: { filePath: '.env' } },
+            { id: 'search', type: 'tool', name: 'grep', args: { pattern: 'password|Bearer' } },
+          ],
+        },
+      },
+      { protocol: { kind: 'answer', message: `The token is ${github}; rotate it.` } },
+    ],
+  });
+  writeJson(cwd, 'oar.config.json', {
+    model: 'script:script.json',
+    permissions: { mode: 'bypass' },
+    secrets: { env: planted.secretEnvNames },
+    ...(store ? { store } : {}),
+  });
+  return cwd;
+}
+
+async function runAndScan(
+  planted: PlantedSecrets,
+  store: string | undefined,
+  scanStore: (cwd: string) => Promise<unknown[]>,
+) {
+  const cwd = await project(planted, store);
+  const scanner = new SecretScanner(planted.all);
+  const run = oarIn(cwd, ['run', 'review the config'], undefined, planted.env);
+  expect(run.code, run.stderr).toBe(0);
+  const json = oarIn(cwd, ['run', '--json', 'review the config again'], undefined, planted.env);
+  const sessionId = /"sessionId":"(ses_[a-z0-9]+)"/.exec(json.stdout)?.[1] ?? '';
+  expect(sessionId).not.toBe('');
+  const outputs = [
+    ['run', run],
+    ['run --json', json],
+    ['events', oarIn(cwd, ['events', sessionId, '--json'], undefined, planted.env)],
+    ['inspect', oarIn(cwd, ['inspect', sessionId], undefined, planted.env)],
+    ['export', oarIn(cwd, ['export', sessionId], undefined, planted.env)],
+    ['export --evidence', oarIn(cwd, ['export', sessionId, '--evidence'], undefined, planted.env)],
+  ] as const;
+  // The secrets were read and said (so a leak was possible): the record says what it redacted.
+  expect(outputs[2][1].stdout).toContain('output.redacted');
+  const hits = outputs.flatMap(([name, result]) => [
+    ...scanner.text(result.stdout, `${name} stdout`),
+    ...scanner.text(result.stderr, `${name} stderr`),
+  ]);
+  expect([...hits, ...(await scanStore(cwd))]).toEqual([]);
+}
+
+describe('the oar binary leaks no secret', { timeout: 180_000 }, () => {
+  it('oar demo with secrets in the environment prints none of them', () => {
+    const planted = plantedSecrets();
+    const cwd = tempDir('oar-secrets-demo-');
+    dirs.push(cwd);
+    const demo = oarIn(cwd, ['demo'], undefined, planted.env);
+    expect(demo.code, demo.stderr).toBe(0);
+    const scanner = new SecretScanner(planted.all);
+    expect([...scanner.text(demo.stdout, 'demo stdout'), ...scanner.text(demo.stderr, 'demo stderr')]).toEqual([]);
+  });
+
+  it('on SQLite: output, exports and the store file hold none of the planted secrets', async () => {
+    const planted = plantedSecrets();
+    await runAndScan(planted, undefined, (cwd) => new SecretScanner(planted.all).sqlite(join(cwd, '.oar', 'oar.db')));
+  });
+
+  it('on PostgreSQL: output, exports and the store schema hold none of the planted secrets', async () => {
+    const unavailable = await postgresUnavailable();
+    if (unavailable && process.env.CI) throw new Error(`PostgreSQL is required in CI: ${unavailable.message}`);
+    if (unavailable) {
+      console.warn(`SKIPPED PostgreSQL secret scan: ${unavailable.message}`);
+      return;
+    }
+    const schema = `oar_t_${randomBytes(6).toString('hex')}`;
+    const planted = plantedSecrets();
+    try {
+      await runAndScan(planted, `${POSTGRES_URL}?schema=${schema}`, () =>
+        new SecretScanner(planted.all).postgres(POSTGRES_URL, schema),
+      );
+    } finally {
+      const client = new pg.Client({ connectionString: POSTGRES_URL });
+      await client.connect();
+      await client.query(`drop schema if exists ${schema} cascade`);
+      await client.end();
+    }
+  });
+});

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { BindingUpdateSchema } from '../binding.js';
+import { OarRuntimeError } from '../errors.js';
+
+/**
+ * The shapes of the control plane's inputs, checked where they enter (`Runtime`'s methods): TypeScript callers
+ * cannot pass anything else, but an HTTP or JSON caller can, and an id that is an object or a limit that is 1.5
+ * must be refused as `invalid_input` (`invalid_binding` for a binding), never reach SQL or the event schemas as
+ * a TypeError or a driver error. Only types and basic bounds here; what the commands know better (a session id's
+ * characters, a decision's values, a state value's size) they check themselves.
+ */
+const Id = z.string().min(1).max(256);
+const Text = z.string();
+const Count = z.number().int().min(0);
+
+const SessionOnly = z.object({ sessionId: Id });
+const OnThread = z.object({ sessionId: Id, threadId: Id.optional() });
+
+export const CONTROL_INPUTS = {
+  createSession: z
+    .strictObject({
+      title: Text.optional(),
+      sessionId: Id.optional(),
+      agent: Id.optional(),
+      binding: BindingUpdateSchema.optional(),
+    })
+    .optional(),
+  updateBinding: z.object({ sessionId: Id, update: BindingUpdateSchema }),
+  submitTurn: z.object({
+    sessionId: Id,
+    threadId: Id.optional(),
+    turnId: Id.optional(),
+    input: Text,
+    source: Text.optional(),
+  }),
+  queuedTurn: z.object({ sessionId: Id, threadId: Id, turnId: Id }),
+  interruptTurn: z.object({
+    sessionId: Id,
+    threadId: Id.optional(),
+    reason: Text.optional(),
+    waitMs: z.number().min(0).max(3_600_000).optional(),
+  }),
+  respondAction: z.object({
+    sessionId: Id,
+    actionId: Id,
+    decision: Text,
+    reason: Text.optional(),
+    payload: z.record(z.string(), z.unknown()).optional(),
+    resolvedBy: Id.optional(),
+  }),
+  closeSubagent: z.object({ sessionId: Id, subagentId: Id, reason: Text.optional() }),
+  cancelTask: z.object({ sessionId: Id, taskId: Id, reason: Text.optional() }),
+  retryTask: z.object({ sessionId: Id, taskId: Id }),
+  setState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text, value: z.unknown() }),
+  getSession: z.object({ sessionId: Id, cursor: Count.optional(), limit: Count.optional() }),
+  getThreadRead: z.object({ sessionId: Id, threadId: Id }),
+  onThread: OnThread,
+  getState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text.optional() }),
+  sessionId: Id,
+  optionalSessionId: Id.optional(),
+  session: SessionOnly,
+} as const;
+
+export type ControlInput = keyof typeof CONTROL_INPUTS;
+
+/**
+ * `input` if it has the shape of `kind`; otherwise an OarRuntimeError `invalid_input` (`invalid_binding` when the
+ * binding is what is wrong) naming each problem with its path. Returns the input itself, unchanged.
+ */
+export function checkInput<T>(method: string, kind: ControlInput, input: T): T {
+  const parsed = CONTROL_INPUTS[kind].safeParse(input);
+  if (parsed.success) return input;
+  const issues = parsed.error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+  const binding = parsed.error.issues.some((i) => i.path[0] === 'binding' || i.path[0] === 'update');
+  const first = issues[0];
+  throw new OarRuntimeError(
+    binding ? 'invalid_binding' : 'invalid_input',
+    `invalid input to ${method}${first ? `: ${first.path || 'the input'}: ${first.message}` : ''}`,
+    { details: { method, issues } },
+  );
+}
