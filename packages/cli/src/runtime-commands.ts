@@ -494,9 +494,8 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         if (!Number.isInteger(after) || after < 0)
           throw new UsageError(oarError('invalid_option', '--after must be a sequence number'));
         const agents = new Map<string, string>();
-        const first = await runtime.log.read(sessionId, { after, limit: 1 });
-        if (first.length === 0 && after === 0)
-          throw new UsageError(oarError('session_not_found', `unknown session id "${sessionId}"`));
+        // An unknown session is an error whatever the cursor (with --follow it used to poll forever).
+        await runtime.getSession({ sessionId, limit: 0 });
         let stop = false;
         const onSignal = () => {
           stop = true;

@@ -64,6 +64,12 @@ describe('store and input errors have their own codes and exit statuses', { time
     expect(result.stderr).not.toContain(':pw@');
   });
 
+  it('following the events of an unknown session is session_not_found, not an endless poll', () => {
+    const result = oarIn(cwd, ['events', 'ses_nope', '--after', '3', '--follow']);
+    expect(result.code).toBe(2);
+    expect(structured(result).code).toBe('session_not_found');
+  });
+
   it('a usage mistake is a structured error with exit 2, not prose', () => {
     for (const args of [['run', '--no-such-flag', 'x'], ['respond'], ['nope']]) {
       const result = oarIn(cwd, args);
