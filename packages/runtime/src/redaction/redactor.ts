@@ -16,6 +16,9 @@ export interface RedactorOptions {
   secrets?: readonly LiteralSecret[];
 }
 
+/** Scans of one text at most (see `untilClean`). */
+const MAX_PASSES = 4;
+
 /** JSON deeper than this is walked with an explicit stack instead of by recursion (no stack overflow). */
 const MAX_WALK_DEPTH = 256;
 
@@ -50,7 +53,23 @@ export class Redactor {
 
   /** `text` redacted; the very same string when nothing matched. */
   redactText(text: string, tally?: RedactionTally): string {
-    return scanText(this.scanner, text, tally);
+    return this.untilClean(text, tally);
+  }
+
+  /**
+   * Scan until nothing more is found. One pass picks one of two overlapping matches (`…key` glued to
+   * `password: …`); the one it left can become a whole match once the other is replaced, so the text is scanned
+   * again — only when the pass changed something, and at most a few times (each pass only shortens secrets into
+   * markers, so this ends).
+   */
+  private untilClean(text: string, tally?: RedactionTally): string {
+    let current = text;
+    for (let pass = 0; pass < MAX_PASSES; pass++) {
+      const next = scanText(this.scanner, current, tally);
+      if (next === current) return current;
+      current = next;
+    }
+    return current;
   }
 
   /**

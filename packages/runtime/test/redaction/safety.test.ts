@@ -2,6 +2,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { CREDENTIAL_PATTERNS, Redactor } from '../../src/redaction/index.js';
 
+/** Fixed so a run is repeatable; set OAR_FUZZ_SEED to explore other inputs. */
+const FUZZ_SEED = Number(process.env.OAR_FUZZ_SEED ?? 1511);
+
 /**
  * The redactor sits on every path output takes to the record, so no input may make it slow: every pattern is
  * anchored and bounded (no nested quantifiers), literal secrets are found by a rolling hash. These inputs are
@@ -113,7 +116,8 @@ describe('properties', () => {
         const once = redactor.redactText(text);
         expect(redactor.redactText(once)).toBe(once);
       }),
-      { numRuns: 500 },
+      // Found by a random run in CI: a key glued to `password: …` overlapped two matches, and one pass left half.
+      { numRuns: 500, seed: FUZZ_SEED, examples: [['ghp_sk-sk-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4zpassword: sk-']] },
     );
   });
 
@@ -124,7 +128,7 @@ describe('properties', () => {
         expect(out.includes('aaaaaaaaab')).toBe(false);
         if (!out.includes('[REDACTED:')) expect(out).toBe(text);
       }),
-      { numRuns: 500 },
+      { numRuns: 500, seed: FUZZ_SEED },
     );
   });
 });
