@@ -238,7 +238,7 @@ function report(
         // The session carries its own binding: the follow-up needs no --model, --workspace or config.
         const answer = p.actionType === 'user_input' ? `approve --text '<your answer>'` : 'approve|deny';
         process.stdout.write(`  ${p.prompt}\n`);
-        for (const line of result.details?.get(p.actionId) ?? []) process.stdout.write(`    ${line}\n`);
+        for (const line of result.details?.get(p.actionId)?.lines ?? []) process.stdout.write(`    ${line}\n`);
         process.stdout.write(`  → oar respond ${sessionId} ${p.actionId} ${answer}${store}\n`);
       }
     }
@@ -542,7 +542,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
           process.stdout.write(`  thread ${thread.threadId} [${thread.status}] ${thread.turns.length} turn(s)\n`);
           for (const p of thread.pendingRequests) {
             process.stdout.write(`    pending ${p.actionId}: ${p.prompt}\n`);
-            for (const line of details.get(p.actionId) ?? []) process.stdout.write(`      ${line}\n`);
+            for (const line of details.get(p.actionId)?.lines ?? []) process.stdout.write(`      ${line}\n`);
           }
           for (const q of thread.queuedTurns) process.stdout.write(`    queued ${q.queuedTurnId} #${q.position}\n`);
           for (const i of thread.incidents) process.stdout.write(`    ${i.severity} ${i.code}: ${i.message}\n`);

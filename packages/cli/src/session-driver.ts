@@ -19,7 +19,16 @@ export interface DriveResult {
   error?: { code: string; message: string };
   threads: ThreadReadModel[];
   /** For each pending decision: what a person needs to decide it (see `requestDetails`). */
-  details?: Map<string, string[]>;
+  details?: Map<string, RequestDetails>;
+}
+
+/** A pending request as a person sees it: what it would do and why it asks, and how it can be answered. */
+export interface RequestDetails {
+  /** `input: …` and `rule: …` / `mode: …` lines. */
+  lines: string[];
+  choices: ActionDecision[];
+  /** A question (`ask_user`) answered with text, not an approval. */
+  question: boolean;
 }
 
 /** How much of a tool's input a decision shows (it is in the log whole, already redacted). */
@@ -30,10 +39,10 @@ const INPUT_PREVIEW_CHARS = 400;
  * redacted) and the permission rule or mode that asked. Read from the `action.required` and `permission.evaluated`
  * facts, so `run`, `respond` and `inspect` show the same thing.
  */
-export async function requestDetails(runtime: Runtime, sessionId: string): Promise<Map<string, string[]>> {
+export async function requestDetails(runtime: Runtime, sessionId: string): Promise<Map<string, RequestDetails>> {
   const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
   const evaluated = new Map<string, Record<string, unknown>>();
-  const details = new Map<string, string[]>();
+  const details = new Map<string, RequestDetails>();
   for (const event of events) {
     const payload = (event.payload ?? {}) as Record<string, unknown>;
     const toolCallId = (event as { toolCallId?: string }).toolCallId;
@@ -51,7 +60,11 @@ export async function requestDetails(runtime: Runtime, sessionId: string): Promi
       const rule = typeof evaluation.rule === 'string' ? evaluation.rule : undefined;
       lines.push(rule ? `rule: ${rule}` : `mode: ${String(evaluation.mode ?? evaluation.source ?? 'default')}`);
     }
-    details.set(event.actionId, lines);
+    details.set(event.actionId, {
+      lines,
+      choices: (payload.decisions as ActionDecision[] | undefined) ?? ['approve', 'deny'],
+      question: payload.actionType === 'user_input',
+    });
   }
   return details;
 }
@@ -151,12 +164,10 @@ export async function driveSession(
     await options.printer?.flush();
     const details = await requestDetails(runtime, sessionId);
     for (const request of pending) {
-      const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
-      const required = events.find((e) => e.type === 'action.required' && e.actionId === request.actionId);
-      const payload = (required?.payload ?? {}) as { decisions?: ActionDecision[]; actionType?: string };
-      const choices = payload.decisions ?? ['approve', 'deny'];
+      const detail = details.get(request.actionId);
+      const choices = detail?.choices ?? ['approve', 'deny'];
       if (options.approvals === 'ask') {
-        if (payload.actionType === 'user_input') {
+        if (detail?.question) {
           const text = await askText(request.prompt ?? 'Input needed');
           await runtime.respondAction({
             sessionId,
@@ -165,7 +176,7 @@ export async function driveSession(
             payload: { text },
           });
         } else {
-          const shown = (details.get(request.actionId) ?? []).map((line) => `\n  ${line}`).join('');
+          const shown = (detail?.lines ?? []).map((line) => `\n  ${line}`).join('');
           const { decision } = await ask(`${request.prompt ?? 'Approve?'}${shown}`, choices);
           await runtime.respondAction({ sessionId, actionId: request.actionId, decision });
         }
@@ -179,7 +190,7 @@ export async function driveSession(
         decision,
         reason: options.autoNote ?? `--${decision}-all`,
         resolvedBy: 'cli-auto',
-        ...(payload.actionType === 'user_input' ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
+        ...(detail?.question ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
       });
     }
   }

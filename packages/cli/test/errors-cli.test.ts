@@ -1,4 +1,4 @@
-import { rmSync, writeFileSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { type CliResult, oarIn, tempDir, writeJson } from './cli-helpers.js';
@@ -109,6 +109,5 @@ describe('answering a decision', { timeout: 120_000 }, () => {
     const resolved = structured(again);
     expect(resolved.code).toBe('decision_already_resolved');
     expect(resolved.details).toMatchObject({ actionId, decision: 'deny', resolvedAt: expect.any(String) });
-    writeFileSync(join(cwd, 'done'), '');
   });
 });

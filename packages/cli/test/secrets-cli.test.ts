@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   type PlantedSecrets,
@@ -9,7 +8,7 @@ import {
   SecretScanner,
   writeSecretWorkspace,
 } from '../../runtime/test/support/secret-scan.js';
-import { POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
+import { dropSchema, POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
 import { oarIn, tempDir, writeJson } from './cli-helpers.js';
 
 /**
@@ -113,10 +112,7 @@ describe('the oar binary leaks no secret', { timeout: 180_000 }, () => {
         new SecretScanner(planted.all).postgres(POSTGRES_URL, schema),
       );
     } finally {
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`drop schema if exists ${schema} cascade`);
-      await client.end();
+      await dropSchema(schema);
     }
   });
 });

@@ -16,7 +16,7 @@ import type { Dialect } from './store.js';
  * which waits out another process's opener through busy_timeout.
  */
 export async function migrateStore(db: Kysely<Database>, dialect: Dialect, schema: string | undefined): Promise<void> {
-  const table = schema ? sql`${sql.id(schema)}.oar_migrations` : sql`oar_migrations`;
+  const table = migrationTable(schema);
   await db.connection().execute(async (conn) => {
     await sql.raw(dialect === 'sqlite' ? 'begin immediate' : 'begin').execute(conn);
     try {
@@ -53,7 +53,7 @@ export async function storeUpToDate(
   dialect: Dialect,
   schema: string | undefined,
 ): Promise<boolean> {
-  const table = schema ? sql`${sql.id(schema)}.oar_migrations` : sql`oar_migrations`;
+  const table = migrationTable(schema);
   try {
     const { rows } = await sql<{ name: string }>`select name from ${table}`.execute(db);
     const applied = new Set(rows.map((row) => row.name));
@@ -61,4 +61,9 @@ export async function storeUpToDate(
   } catch {
     return false;
   }
+}
+
+/** OAR's migration table, in the store's schema when it has one. */
+function migrationTable(schema: string | undefined) {
+  return schema ? sql`${sql.id(schema)}.oar_migrations` : sql`oar_migrations`;
 }

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Store } from '../../src/index.js';
 import { type PlantedSecrets, plantedSecrets, SecretScanner, writeSecretWorkspace } from '../support/secret-scan.js';
-import { POSTGRES_URL, postgresUnavailable } from '../support/stores.js';
+import { dropSchema, POSTGRES_URL, postgresUnavailable } from '../support/stores.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer } from './helpers.js';
 
@@ -132,10 +131,7 @@ describe('secrets never enter the record', () => {
       await writeSecretWorkspace(h.workspace, planted);
       await runAndScan(h, planted, () => new SecretScanner(planted.all).postgres(POSTGRES_URL, schema));
     } finally {
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`drop schema if exists ${schema} cascade`);
-      await client.end();
+      await dropSchema(schema);
     }
   });
 });

@@ -4,7 +4,7 @@ import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type AnyTool, defineTool, OarRuntimeError, Store } from '../../src/index.js';
-import { POSTGRES_URL, postgresUnavailable } from '../support/stores.js';
+import { dropSchema, POSTGRES_URL, postgresUnavailable } from '../support/stores.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, ofType, registryWith, waitFor } from './helpers.js';
 
@@ -164,10 +164,7 @@ describe('PostgreSQL connections terminated mid-turn', async () => {
       expect(rows).toEqual([{ one: 1 }]);
     } finally {
       await store.close();
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`drop schema if exists ${schema} cascade`);
-      await client.end();
+      await dropSchema(schema);
     }
   });
 
@@ -225,10 +222,7 @@ describe('PostgreSQL connections terminated mid-turn', async () => {
       if (failed.length > 0) expect(failed[0]?.status).toBe(idempotent ? 'failed' : 'lost');
       expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
     } finally {
-      const client = new pg.Client({ connectionString: POSTGRES_URL });
-      await client.connect();
-      await client.query(`drop schema if exists ${schema} cascade`);
-      await client.end();
+      await dropSchema(schema);
     }
   });
 });

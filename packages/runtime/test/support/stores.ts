@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, describe, it } from 'vitest';
+import { maskConnectionUrl } from '../../src/redaction/connection-url.js';
 import { Store, type StoreOptions } from '../../src/store/store.js';
 
 /**
@@ -43,9 +44,15 @@ export interface StoreFactory {
   defer(fn: () => Promise<void> | void): void;
 }
 
-/** The URL without its password, for messages. */
-function redacted(url: string): string {
-  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+/** Drop a test's PostgreSQL schema and everything in it (a fresh connection, closed after). */
+export async function dropSchema(schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: POSTGRES_URL });
+  await client.connect();
+  try {
+    await client.query(`drop schema if exists "${schema}" cascade`);
+  } finally {
+    await client.end();
+  }
 }
 
 let probe: Promise<Error | undefined> | undefined;
@@ -109,13 +116,7 @@ function postgresFactory(cleanups: (() => Promise<void>)[]): StoreFactory {
       const stores: Store[] = [];
       cleanups.push(async () => {
         await Promise.allSettled(stores.map((s) => s.close()));
-        const client = new pg.Client({ connectionString: POSTGRES_URL });
-        await client.connect();
-        try {
-          await client.query(`drop schema if exists "${schema}" cascade`);
-        } finally {
-          await client.end();
-        }
+        await dropSchema(schema);
       });
       const open = async (options: Omit<StoreOptions, 'schema'> = {}) => {
         const store = await Store.open(POSTGRES_URL, { ...options, schema });
@@ -135,7 +136,7 @@ export function describeStores(name: string, suite: (factory: StoreFactory) => v
   for (const dialect of ['sqlite', 'postgres'] as const) {
     const title = `${name} [${dialect}]`;
     if (dialect === 'postgres' && postgresError) {
-      const reason = `PostgreSQL at ${redacted(POSTGRES_URL)} is unreachable (${postgresError.message})`;
+      const reason = `PostgreSQL at ${maskConnectionUrl(POSTGRES_URL)} is unreachable (${postgresError.message})`;
       if (IN_CI) {
         describe(title, () => {
           it('needs a reachable PostgreSQL server (CI=true)', () => {
