@@ -194,6 +194,8 @@ describe('oar events --follow', () => {
   it('prints the log, then new events as they are committed, until interrupted', async () => {
     const cwd = tempDir();
     const { sessionId } = resultLine(oarIn(cwd, ['demo', '--json']).stdout);
+    // The whole log as it stands, so the follower is known to have printed all of it before anything is added.
+    const logged = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout).length;
     const follower = spawnOar(cwd, ['events', sessionId, '--follow', '--json']);
     let out = '';
     follower.stdout.on('data', (chunk: Buffer) => {
@@ -203,7 +205,7 @@ describe('oar events --follow', () => {
     const waitFor = async (check: () => boolean) => {
       for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 50));
     };
-    await waitFor(() => count() > 50);
+    await waitFor(() => count() >= logged);
     const before = count();
     expect(before).toBeGreaterThan(50);
     // A command in another process appends to the same session: the follower prints it.
