@@ -23,8 +23,11 @@
  *   terminal      at most one ending per turn, per tool call and per task (a retry reopens a task);
  *   dangling      once a turn has ended, every tool call it started has ended too (result, failure or `lost`);
  *   replay        the read models equal a replay of the log, with no contradiction;
- *   side_effects  per action: no effect without a `tool.started`, no more effects than starts, a non-idempotent
- *                 action started at most once, nothing started again after its result, a result has its effect;
+ *   side_effects  per action: a non-idempotent action has no effect without a `tool.started` (its start is written
+ *                 ahead), no more effects than starts, and starts at most once; an idempotent one may have more
+ *                 effects than starts (its start is committed with the step, so a crash before that commit loses
+ *                 the attempt's facts and the work is redone) but is recorded once it had an effect; nothing started
+ *                 again after its result; a result has its effect;
  *   finished      every submitted turn has ended once the resumes are done;
  *   hang          no `oar` process outlived its time limit (60 s; it is then killed).
  *
@@ -498,7 +501,11 @@ function check(
       fail('side_effects', `${label}: not an action of the script`);
       continue;
     }
-    if (times > started.length) fail('side_effects', `${label}: ${times} effect(s) but ${started.length} start(s)`);
+    if (IDEMPOTENT[action.tool]) {
+      if (times > 0 && started.length === 0) fail('side_effects', `${label}: ${times} effect(s) but never recorded`);
+    } else if (times > started.length) {
+      fail('side_effects', `${label}: ${times} effect(s) but ${started.length} start(s)`);
+    }
     if (!IDEMPOTENT[action.tool] && started.length > 1) {
       fail('side_effects', `${label} (not idempotent) started ${started.length} times`);
     }

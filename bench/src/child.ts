@@ -4,11 +4,14 @@ import { type BenchOutput, emit } from './common.js';
 const BENCHMARKS: Record<string, () => Promise<BenchOutput>> = {
   'oar-sqlite': async () => (await import('./oar-steps.js')).run('sqlite'),
   'oar-postgres': async () => (await import('./oar-steps.js')).run('postgres'),
-  langgraph: async () => (await import('./peer-langgraph.js')).run(),
+  langgraph: async () => (await import('./peer-langgraph.js')).run('sqlite'),
+  'langgraph-postgres': async () => (await import('./peer-langgraph.js')).run('postgres'),
   'openai-agents': async () => (await import('./peer-openai-agents.js')).run(),
   replay: async () => (await import('./replay.js')).run(),
   memory: async () => (await import('./memory.js')).run(),
   append: async () => (await import('./append.js')).run(),
+  growth: async () => (await import('./growth.js')).run(),
+  concurrency: async () => (await import('./concurrency.js')).run(),
 };
 
 const name = process.argv[2];

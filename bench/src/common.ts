@@ -10,6 +10,9 @@ export const RUNS = 3;
 /** Small files the trivial `read` tool reads, round robin. */
 export const FILE_COUNT = 10;
 
+/** Context budget large enough that a transcript is never shortened (the peers always send the full history). */
+export const CONTEXT_1M = 1_000_000;
+
 export const POSTGRES_URL = process.env.OAR_BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/test';
 
 const created: string[] = [];
@@ -24,24 +27,28 @@ export function tempDir(prefix: string): string {
   return dir;
 }
 
-/** A temp directory holding a workspace of FILE_COUNT small text files under notes/. */
-export function makeWorkspace(prefix: string): string {
+/**
+ * A temp directory holding a workspace of `files` small (8-line) text files under notes/ (FILE_COUNT by default;
+ * the growth benchmark gives every one of its 1,000 steps its own file).
+ */
+export function makeWorkspace(prefix: string, files = FILE_COUNT): string {
   const dir = tempDir(prefix);
   mkdirSync(join(dir, 'notes'));
-  for (let i = 0; i < FILE_COUNT; i++) {
+  for (let i = 0; i < files; i++) {
     const lines = Array.from({ length: 8 }, (_, n) => `note ${i} line ${n + 1}: the quick brown fox`);
-    writeFileSync(join(dir, 'notes', fileName(i)), `${lines.join('\n')}\n`);
+    writeFileSync(join(dir, 'notes', fileName(i, files)), `${lines.join('\n')}\n`);
   }
   return dir;
 }
 
-export function fileName(i: number): string {
-  return `f${String(i % FILE_COUNT).padStart(3, '0')}.txt`;
+/** The name of the file step `i` reads, round robin over a workspace of `files` files. */
+export function fileName(i: number, files = FILE_COUNT): string {
+  return `f${String(i % files).padStart(Math.max(3, String(files - 1).length), '0')}.txt`;
 }
 
-/** The workspace-relative path step `i` reads. */
-export function stepPath(i: number): string {
-  return `notes/${fileName(i)}`;
+/** The workspace-relative path step `i` reads (in a workspace made with the same `files`). */
+export function stepPath(i: number, files = FILE_COUNT): string {
+  return `notes/${fileName(i, files)}`;
 }
 
 /**
@@ -156,11 +163,67 @@ export interface AppendResult {
   ms: number;
 }
 
+/** One long OAR turn: whether a step's cost grows with the step index. */
+export interface GrowthResult {
+  store: string;
+  steps: number;
+  contextBudgetTokens: number;
+  /** p50 per-step overhead (ms) of steps 1–20, 181–200 and 951–1000 (step n = the gap after model call n). */
+  firstP50: number;
+  midP50: number;
+  lastP50: number;
+  p50: number;
+  p99: number;
+  /** Wall time of the turn (ms) and events it wrote. */
+  runMs: number;
+  events: number;
+  /** The last context.resolved event of the turn: its token estimate and how many omissions it listed. */
+  lastContextTokens?: number;
+  lastContextOmissions?: number;
+}
+
+/** Many sessions running turns at once on one runtime (a fresh runtime, SQLite file and sessions per row). */
+export interface ConcurrencyResult {
+  store: string;
+  sessions: number;
+  /** Delay added to every model call (ms). */
+  latencyMs: number;
+  turnsPerSession: number;
+  /** Model calls per turn (reads + the answer). */
+  stepsPerTurn: number;
+  turns: number;
+  /** Measured phase: from the first submitTurn until every session settled (ms). */
+  ms: number;
+  /** Event-loop delay over the measured phase (monitorEventLoopDelay), its timer resolution subtracted (ms). */
+  lagP50Ms: number;
+  lagP99Ms: number;
+  lagMaxMs: number;
+  lagSamples: number;
+  /** Highest RSS seen during the measured phase (sampled every 100 ms). */
+  rssPeakMb: number;
+}
+
+/** Heap per session with `sessions` of `idleSessions` sessions in the middle of a turn (after a full GC). */
+export interface ConcurrencyMemory {
+  sessions: number;
+  idleSessions: number;
+  bytesPerIdleSession: number;
+  /** Idle bytes per session plus the extra heap of the active sessions divided by their number. */
+  bytesPerActiveSession: number;
+  heapMb: number;
+  rssMb: number;
+}
+
 export interface BenchOutput {
   steps?: StepResult[];
   replay?: ReplayResult[];
   memory?: MemoryResult[];
   append?: AppendResult[];
+  growth?: GrowthResult[];
+  concurrency?: ConcurrencyResult[];
+  concurrencyMemory?: ConcurrencyMemory[];
+  /** Versions of what the benchmark talked to (database servers, SQLite library), by name. */
+  versions?: Record<string, string>;
   notes?: string[];
 }
 

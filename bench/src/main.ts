@@ -1,11 +1,14 @@
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
   type AppendResult,
   type BenchOutput,
+  type ConcurrencyMemory,
+  type ConcurrencyResult,
+  type GrowthResult,
   type MemoryResult,
   RESULT_PREFIX,
   type ReplayResult,
@@ -22,7 +25,18 @@ import {
  *   BENCH_ONLY=replay,append npm run bench     a subset (or `--only replay,append` when running tsx directly)
  *   BENCH_JSON=results.json npm run bench      also write the raw results (or `--json results.json`)
  */
-const ORDER = ['oar-sqlite', 'oar-postgres', 'langgraph', 'openai-agents', 'replay', 'memory', 'append'];
+const ORDER = [
+  'oar-sqlite',
+  'oar-postgres',
+  'langgraph',
+  'langgraph-postgres',
+  'openai-agents',
+  'replay',
+  'memory',
+  'append',
+  'growth',
+  'concurrency',
+];
 
 const { values } = parseArgs({
   options: { only: { type: 'string' }, json: { type: 'string' } },
@@ -114,22 +128,35 @@ function stepsSection(steps: StepResult[]): string[] {
   ];
   const oar = steps.filter((s) => s.system.startsWith('OAR'));
   const peers = steps.filter((s) => !s.system.startsWith('OAR'));
-  if (oar.length > 0 && peers.length > 0) {
+  // Every OAR row against the peers on SQLite or in memory (as in earlier reports); OAR on PostgreSQL against
+  // LangGraph's PostgresSaver rows (same store) in a second table.
+  const groups: [string, StepResult[], StepResult[]][] = [
+    ['Ratios OAR / peer (per-step overhead; > 1 means OAR is slower)', oar, peers.filter((p) => !isPostgres(p))],
+    [
+      'Ratios OAR PostgreSQL / LangGraph PostgresSaver (per-step overhead; > 1 means OAR is slower)',
+      oar.filter(isPostgres),
+      peers.filter(isPostgres),
+    ],
+  ];
+  for (const [title, mine, group] of groups) {
+    if (mine.length === 0 || group.length === 0) continue;
     out.push(
       '',
-      '### Ratios OAR / peer (per-step overhead; > 1 means OAR is slower)',
+      `### ${title}`,
       '',
       table(
-        ['OAR', ...peers.flatMap((p) => [`÷ ${p.system} p50`, 'p99'])],
-        oar.map((o) => [
+        ['OAR', ...group.flatMap((p) => [`÷ ${p.system} p50`, 'p99'])],
+        mine.map((o) => [
           `${o.system}, ${o.store}`,
-          ...peers.flatMap((p) => [ratio(o.p50, p.p50), ratio(o.p99, p.p99)]),
+          ...group.flatMap((p) => [ratio(o.p50, p.p50), ratio(o.p99, p.p99)]),
         ]),
       ),
     );
   }
   return out;
 }
+
+const isPostgres = (s: { store: string }) => s.store.startsWith('PostgreSQL');
 
 function replaySection(replay: ReplayResult[]): string[] {
   const out = [
@@ -208,29 +235,381 @@ function appendSection(append: AppendResult[]): string[] {
   ];
 }
 
+function growthSection(growth: GrowthResult[]): string[] {
+  const g0 = growth[0];
+  return [
+    `## Growth: one OAR turn of ${g0 ? int(g0.steps) : '–'} steps (one read each, every step its own file), context budget 1M`,
+    '',
+    'Per-step overhead as in the agent loop; step n is the gap after model call n.',
+    '',
+    table(
+      [
+        'store',
+        'steps',
+        'p50 1-20',
+        'p50 181-200',
+        'p50 951-1000',
+        '181-200 ÷ 1-20',
+        '951-1000 ÷ 1-20',
+        'p50 all',
+        'p99 all',
+        'turn s',
+        'events',
+        'context at the last step',
+      ],
+      growth.map((g) => [
+        g.store,
+        int(g.steps),
+        f(g.firstP50),
+        f(g.midP50),
+        f(g.lastP50),
+        ratio(g.midP50, g.firstP50),
+        ratio(g.lastP50, g.firstP50),
+        f(g.p50),
+        f(g.p99),
+        f(g.runMs / 1000, 1),
+        int(g.events),
+        g.lastContextTokens === undefined
+          ? '–'
+          : `${int(g.lastContextTokens)} tokens, ${g.lastContextOmissions ?? 0} omissions`,
+      ]),
+      ['l'],
+    ),
+  ];
+}
+
+function concurrencySection(rows: ConcurrencyResult[], memory: ConcurrencyMemory[]): string[] {
+  const out = ['## Concurrency: many sessions running turns at once on one runtime (SQLite)', ''];
+  if (rows.length > 0) {
+    const r0 = rows[0]!;
+    const reads = r0.stepsPerTurn - 1;
+    out.push(
+      'Each row: a fresh runtime on a fresh SQLite file and N fresh sessions, each running its turns one after the',
+      `other, all sessions at once; a turn is ${reads} read step${reads === 1 ? '' : 's'} and an answer ` +
+        `(${r0.stepsPerTurn} model calls).`,
+      'Turns per session are chosen to keep the benchmark under 3 minutes on 2 cores.',
+      'Event-loop lag: monitorEventLoopDelay (10 ms resolution, subtracted) over the measured phase; with fewer than',
+      '100 samples (a loop that seldom reaches its timers) p99 is the largest sample.',
+      '',
+      table(
+        [
+          'sessions',
+          'model ms',
+          'turns/session',
+          'turns',
+          'phase s',
+          'turns/s',
+          'lag p50 ms',
+          'lag p99 ms',
+          'lag max ms',
+          'lag samples',
+          'RSS peak MB',
+        ],
+        rows.map((r) => [
+          int(r.sessions),
+          r.latencyMs,
+          r.turnsPerSession,
+          int(r.turns),
+          f(r.ms / 1000, 1),
+          f((r.turns / r.ms) * 1000, 1),
+          f(r.lagP50Ms, 0),
+          f(r.lagP99Ms, 0),
+          f(r.lagMaxMs, 0),
+          int(r.lagSamples),
+          f(r.rssPeakMb, 0),
+        ]),
+        ['r'],
+      ),
+    );
+  }
+  if (memory.length > 0) {
+    const m0 = memory[0]!;
+    out.push(
+      '',
+      `Heap per session (after a full GC): ${int(m0.idleSessions)} sessions created on one runtime, then N of them in a`,
+      'turn at once, each turn held at its model call; active = idle bytes + extra heap of the active sessions ÷ N.',
+      '',
+      table(
+        ['sessions in a turn', 'sessions', 'bytes/idle session', 'bytes/active session', 'heap MB', 'RSS MB'],
+        memory.map((m) => [
+          int(m.sessions),
+          int(m.idleSessions),
+          int(m.bytesPerIdleSession),
+          int(m.bytesPerActiveSession),
+          f(m.heapMb, 1),
+          f(m.rssMb, 0),
+        ]),
+        ['r'],
+      ),
+    );
+  }
+  return out;
+}
+
+/** The performance issue's targets, each with this run's figure (or "not run"). */
+function summarySection(all: Required<BenchOutput>, ran: readonly string[]): string[] {
+  type Row = [goal: string, measured: string, target: string, met: string, source: string];
+  const rows: Row[] = [];
+  const verdict = (ok: boolean) => (ok ? 'yes' : 'no');
+  const notRun = (goal: string, target: string, source: string): Row => [goal, 'not run', target, '–', source];
+  const find = (system: string, store: (s: string) => boolean) =>
+    all.steps.find((s) => s.system === system && store(s.store));
+  const oarSqlite = find('OAR, context budget 1M', (s) => s.startsWith('SQLite'));
+  const oarPostgres = find('OAR, context budget 1M', (s) => s.startsWith('PostgreSQL'));
+  const lgSqlite = find('LangGraph durability=sync', (s) => s.includes('SqliteSaver'));
+  const lgPostgres = find('LangGraph durability=sync', (s) => s.includes('PostgresSaver'));
+  const agents = all.steps.find((s) => s.system === 'OpenAI Agents SDK');
+  const stepRatio = (goal: string, a: StepResult | undefined, b: StepResult | undefined, max: number, src: string) => {
+    if (!a || !b) return notRun(goal, `≤ ${max.toFixed(2)}×`, src);
+    const value = a.p50 / b.p50;
+    return [
+      goal,
+      `${value.toFixed(2)}× (${f(a.p50)} ÷ ${f(b.p50)} ms)`,
+      `≤ ${max.toFixed(2)}×`,
+      verdict(value <= max),
+      src,
+    ] as Row;
+  };
+  rows.push(
+    stepRatio(
+      'per-step p50: OAR SQLite (context budget 1M) ÷ LangGraph SqliteSaver sync',
+      oarSqlite,
+      lgSqlite,
+      0.2,
+      'oar-sqlite, langgraph',
+    ),
+    stepRatio(
+      'per-step p50: OAR SQLite (context budget 1M) ÷ OpenAI Agents SDK',
+      oarSqlite,
+      agents,
+      0.5,
+      'oar-sqlite, openai-agents',
+    ),
+    stepRatio(
+      'per-step p50: OAR PostgreSQL (context budget 1M) ÷ LangGraph PostgresSaver sync',
+      oarPostgres,
+      lgPostgres,
+      0.5,
+      'oar-postgres, langgraph-postgres',
+    ),
+  );
+
+  const growth = all.growth[0];
+  const growthRow = (goal: string, last: (g: GrowthResult) => number, max: number): Row => {
+    if (growth) {
+      const value = last(growth) / growth.firstP50;
+      return [
+        goal,
+        `${value.toFixed(2)}× (${f(last(growth))} ÷ ${f(growth.firstP50)} ms)`,
+        `≤ ${max}×`,
+        verdict(value <= max),
+        'growth',
+      ];
+    }
+    return notRun(goal, `≤ ${max}×`, 'growth');
+  };
+  if (!growth && oarSqlite) {
+    // Without the growth benchmark, the 200-step turn of oar-sqlite still gives steps 181-200 ÷ 1-20.
+    const value = oarSqlite.lastP50 / oarSqlite.firstP50;
+    rows.push([
+      'growth: p50 steps 181-200 ÷ 1-20 (budget 1M)',
+      `${value.toFixed(2)}× (${f(oarSqlite.lastP50)} ÷ ${f(oarSqlite.firstP50)} ms)`,
+      '≤ 1.3×',
+      verdict(value <= 1.3),
+      'oar-sqlite (200-step turn)',
+    ]);
+  } else {
+    rows.push(growthRow('growth: p50 steps 181-200 ÷ 1-20 (budget 1M)', (g) => g.midP50, 1.3));
+  }
+  rows.push(growthRow('growth: p50 steps 951-1000 ÷ 1-20 of a 1,000-step turn', (g) => g.lastP50, 1.5));
+
+  const largest = Math.max(0, ...all.concurrency.map((c) => c.sessions));
+  const latencies = [...new Set(all.concurrency.map((c) => c.latencyMs))];
+  if (all.concurrency.length === 0) {
+    rows.push(
+      notRun('1,000 concurrent sessions (SQLite): event-loop lag p99', '< 50 ms', 'concurrency'),
+      notRun('1,000 concurrent sessions (SQLite): event-loop lag worst', '< 250 ms', 'concurrency'),
+      notRun('turns/s at 1,000 sessions vs 100 sessions', 'report', 'concurrency'),
+    );
+  } else {
+    for (const latency of latencies) {
+      const big = all.concurrency.find((c) => c.sessions === largest && c.latencyMs === latency);
+      const small = all.concurrency.find((c) => c.sessions === 100 && c.latencyMs === latency);
+      if (!big) continue;
+      const label = `${int(big.sessions)} concurrent sessions (SQLite, model ${latency} ms)`;
+      rows.push(
+        [
+          `${label}: event-loop lag p99`,
+          `${f(big.lagP99Ms, 0)} ms`,
+          '< 50 ms',
+          verdict(big.lagP99Ms < 50),
+          'concurrency',
+        ],
+        [
+          `${label}: event-loop lag worst`,
+          `${f(big.lagMaxMs, 0)} ms`,
+          '< 250 ms',
+          verdict(big.lagMaxMs < 250),
+          'concurrency',
+        ],
+      );
+      const tps = (c: ConcurrencyResult) => (c.turns / c.ms) * 1000;
+      rows.push([
+        `turns/s at ${int(big.sessions)} sessions vs 100 (model ${latency} ms)`,
+        small
+          ? `${f(tps(big), 1)} vs ${f(tps(small), 1)} turns/s (${ratio(tps(big), tps(small))})`
+          : `${f(tps(big), 1)} turns/s`,
+        'report',
+        '–',
+        'concurrency',
+      ]);
+    }
+  }
+
+  const append = (store: (s: string) => boolean) => all.append.find((a) => a.batch === 100 && store(a.store));
+  for (const [name, test, min] of [
+    ['SQLite', (s: string) => s.startsWith('SQLite'), 50_000],
+    ['PostgreSQL', (s: string) => s.startsWith('PostgreSQL'), 10_000],
+  ] as const) {
+    const goal = `event append rate, ${name}, batches of 100`;
+    const a = append(test);
+    if (!a) rows.push(notRun(goal, `≥ ${int(min)} events/s`, 'append'));
+    else {
+      const rate = (a.events / a.ms) * 1000;
+      rows.push([goal, `${int(rate)} events/s`, `≥ ${int(min)} events/s`, verdict(rate >= min), 'append']);
+    }
+  }
+
+  const replay = all.replay.find((r) => r.events === 100_000 && r.replayMs !== undefined);
+  if (!replay) rows.push(notRun('replay 100k events → read models', '≤ 0.3 s', 'replay'));
+  else {
+    rows.push([
+      'replay 100k events → read models',
+      `${((replay.replayMs ?? 0) / 1000).toFixed(2)} s replay() (+ ${(replay.loadMs / 1000).toFixed(2)} s to load them)`,
+      '≤ 0.3 s',
+      verdict((replay.replayMs ?? 0) <= 300),
+      `replay (${replay.store})`,
+    ]);
+  }
+
+  const memoryRow = (phase: string, goal: string) => {
+    const m = all.memory.find((x) => x.phase === phase);
+    if (!m) return notRun(goal, '≤ 2 KB (2,048 B)', 'memory');
+    return [
+      goal,
+      `${int(m.bytesPerSession)} B`,
+      '≤ 2 KB (2,048 B)',
+      verdict(m.bytesPerSession <= 2048),
+      'memory',
+    ] as Row;
+  };
+  rows.push(
+    memoryRow('created, thread idle', 'memory per idle session (just created)'),
+    memoryRow('after one completed turn each', 'memory per idle session (after one completed turn)'),
+  );
+  const active = [...all.concurrencyMemory].sort((a, b) => b.sessions - a.sessions)[0];
+  rows.push(
+    active
+      ? [
+          `memory per active session (${int(active.sessions)} in a turn at once)`,
+          `${int(active.bytesPerActiveSession)} B`,
+          'report',
+          '–',
+          'concurrency',
+        ]
+      : notRun('memory per active session', 'report', 'concurrency'),
+  );
+
+  return [
+    '## Summary: the performance issue’s targets',
+    '',
+    `Benchmarks run: ${ran.join(', ')}.`,
+    '',
+    table(['goal', 'measured', 'target', 'met', 'source'], rows, ['l', 'l', 'l', 'l', 'l']),
+  ];
+}
+
+/** Installed versions of the libraries that take part (peers and OAR's own drivers). */
+function packageVersions(): string {
+  const names = [
+    '@langchain/langgraph',
+    '@langchain/core',
+    '@langchain/langgraph-checkpoint',
+    '@langchain/langgraph-checkpoint-sqlite',
+    '@langchain/langgraph-checkpoint-postgres',
+    '@openai/agents',
+    'better-sqlite3',
+    'pg',
+    'kysely',
+    'ai',
+    'zod',
+  ];
+  const roots = [new URL('../node_modules/', import.meta.url), new URL('../../node_modules/', import.meta.url)];
+  return names
+    .map((name) => {
+      for (const root of roots) {
+        const file = new URL(`${name}/package.json`, root);
+        if (existsSync(file))
+          return `${name} ${(JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version}`;
+      }
+      return `${name} (not installed)`;
+    })
+    .join(', ');
+}
+
 // ----- run -------------------------------------------------------------------------------------------------------
 
 const started = Date.now();
 const cpu = cpus();
 const machine = `${cpu.length} × ${cpu[0]?.model ?? 'unknown CPU'}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, Node ${process.version}, ${process.platform}-${process.arch}`;
 process.stderr.write(`OAR benchmarks on ${machine}\n`);
-const merged: Required<BenchOutput> = { steps: [], replay: [], memory: [], append: [], notes: [] };
-for (const name of ORDER.filter((n) => selected.includes(n))) {
+const merged: Required<BenchOutput> = {
+  steps: [],
+  replay: [],
+  memory: [],
+  append: [],
+  growth: [],
+  concurrency: [],
+  concurrencyMemory: [],
+  versions: {},
+  notes: [],
+};
+const ran = ORDER.filter((n) => selected.includes(n));
+for (const name of ran) {
   process.stderr.write(`\n▶ ${name}\n`);
   const t = Date.now();
   const output = await runChild(name);
   process.stderr.write(`  (${((Date.now() - t) / 1000).toFixed(1)} s)\n`);
-  for (const key of ['steps', 'replay', 'memory', 'append', 'notes'] as const) {
+  for (const key of [
+    'steps',
+    'replay',
+    'memory',
+    'append',
+    'growth',
+    'concurrency',
+    'concurrencyMemory',
+    'notes',
+  ] as const) {
     merged[key].push(...((output[key] ?? []) as never[]));
   }
+  Object.assign(merged.versions, output.versions);
 }
 
-const report: string[] = [`# OAR benchmark report`, '', `Machine: ${machine}`, ''];
+const versions = [
+  packageVersions(),
+  ...Object.entries(merged.versions).map(([name, version]) => `${name} ${version}`),
+].join(', ');
+const report: string[] = [`# OAR benchmark report`, '', `Machine: ${machine}`, '', `Versions: ${versions}`, ''];
 if (merged.steps.length > 0) report.push(...stepsSection(merged.steps), '');
 if (merged.replay.length > 0) report.push(...replaySection(merged.replay), '');
 if (merged.memory.length > 0) report.push(...memorySection(merged.memory), '');
 if (merged.append.length > 0) report.push(...appendSection(merged.append), '');
+if (merged.growth.length > 0) report.push(...growthSection(merged.growth), '');
+if (merged.concurrency.length > 0 || merged.concurrencyMemory.length > 0) {
+  report.push(...concurrencySection(merged.concurrency, merged.concurrencyMemory), '');
+}
 if (merged.notes.length > 0) report.push('## Notes', '', ...merged.notes.map((n) => `- ${n}`), '');
+report.push(...summarySection(merged, ran), '');
 report.push(`Total time: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 process.stdout.write(`\n${report.join('\n')}\n`);
 if (jsonPath) writeFileSync(jsonPath, `${JSON.stringify({ machine, ...merged }, null, 2)}\n`);

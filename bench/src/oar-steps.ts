@@ -1,9 +1,16 @@
 import { performance } from 'node:perf_hooks';
-import { type BenchOutput, log, RUNS, STEPS, StepClock, type StepResult, summarizeSteps } from './common.js';
+import {
+  type BenchOutput,
+  CONTEXT_1M,
+  log,
+  RUNS,
+  STEPS,
+  StepClock,
+  type StepResult,
+  summarizeSteps,
+} from './common.js';
 import { type OpenedStore, openPostgres, openSqlite, readLoopScript, runTurn, scriptedRuntime } from './oar.js';
 
-/** Context budget large enough that the 200-step transcript is never shortened (the peers send full history). */
-const UNBOUNDED_CONTEXT = 1_000_000;
 const WARMUP_STEPS = 20;
 
 interface Variant {
@@ -24,7 +31,7 @@ const VARIANTS: Variant[] = [
     system: 'OAR, context budget 1M',
     label: 'context budget 1M tokens (transcript never shortened, like the peers)',
     runs: RUNS,
-    contextBudgetTokens: UNBOUNDED_CONTEXT,
+    contextBudgetTokens: CONTEXT_1M,
   },
 ];
 

@@ -2,19 +2,22 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentConfig, type ModelHandle, Runtime, Store } from '@oar/runtime';
 import { createScriptedModel, type ModelScript } from '@oar/runtime/testing';
-import { makeWorkspace, POSTGRES_URL, type StepClock, stepPath, tempDir } from './common.js';
+import { FILE_COUNT, makeWorkspace, POSTGRES_URL, type StepClock, stepPath, tempDir } from './common.js';
 
-type LanguageModel = ModelHandle['model'];
+export type LanguageModel = ModelHandle['model'];
 
-/** A model script of `steps` act steps (one `read` each) followed by an answer. */
-export function readLoopScript(steps: number): ModelScript {
+/**
+ * A model script of `steps` act steps (one `read` each) followed by an answer; step `i` reads `stepPath(i, files)`,
+ * so pass the file count of the workspace (makeWorkspace) when it is not FILE_COUNT.
+ */
+export function readLoopScript(steps: number, files = FILE_COUNT): ModelScript {
   return {
     description: `bench: ${steps} act steps reading a small file each, then an answer`,
     steps: [
       ...Array.from({ length: steps }, (_, i) => ({
         protocol: {
           kind: 'act',
-          calls: [{ id: `read_${i}`, type: 'tool', name: 'read', args: { filePath: stepPath(i) } }],
+          calls: [{ id: `read_${i}`, type: 'tool', name: 'read', args: { filePath: stepPath(i, files) } }],
         },
       })),
       { protocol: { kind: 'answer', message: `Read ${steps} files.` } },
@@ -95,11 +98,19 @@ export async function openPostgres(prefix: string): Promise<OpenedStore | { unav
 export async function scriptedRuntime(
   store: Store,
   script: ModelScript,
-  options: { clock?: StepClock; workspace?: string; maxSteps?: number; contextBudgetTokens?: number } = {},
+  options: {
+    clock?: StepClock;
+    workspace?: string;
+    maxSteps?: number;
+    contextBudgetTokens?: number;
+    /** Wraps the (timed) scripted model, e.g. to add latency. */
+    wrapModel?: (model: LanguageModel) => LanguageModel;
+  } = {},
 ): Promise<{ runtime: Runtime; workspace: string }> {
   const workspace = options.workspace ?? makeWorkspace('ws');
   const scripted = createScriptedModel(script, { name: 'bench' });
-  const model = options.clock ? timedModel(scripted, options.clock) : scripted;
+  const timed = options.clock ? timedModel(scripted, options.clock) : scripted;
+  const model = options.wrapModel ? options.wrapModel(timed) : timed;
   const handle: ModelHandle = {
     model,
     provider: 'oar-script',

@@ -245,6 +245,12 @@ export interface RenderTranscriptOptions {
   maxExactDeclarationTokens?: number;
   /** Replaces the standard closing instruction; '' renders none. */
   closingInstruction?: string;
+  /**
+   * Default true: remember each turn object's validation and renderings (see `renderTranscript`). false renders
+   * from scratch and counts the final text itself: the reference the memoized path is tested against, and the
+   * choice for a caller that mutates turn objects between calls.
+   */
+  memo?: boolean;
 }
 
 export interface TranscriptOmission {
@@ -419,6 +425,94 @@ function renderTurn(turn: TranscriptTurn, index: number, level: RenderLevel): Re
   return turn.kind === 'protocol' ? renderProtocolTurn(turn, index, level) : renderTextTurn(turn, index, level);
 }
 
+// ---------------------------------------------------------------------------------------------------------------
+// Per-turn memo
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Why a memo: the engine renders the whole thread before every model step, and all turns but the newest are the
+ * same objects step after step (its read models are immutable values, replaced rather than mutated). Validating,
+ * rendering and weighing each of them again made a step's context cost grow with the thread. So what depends on a
+ * turn object alone is remembered against that object: its validated form, and per (index, level) its rendering
+ * and token weights. WeakMap only: an entry lives exactly as long as the caller keeps the turn object, so memory
+ * stays bounded by what callers hold anyway.
+ */
+interface LevelRender extends Rendered {
+  /** Token weights of `text`, computed on first need (only budgeting and the total need them). */
+  weights?: TokenWeights;
+  /** Whether `text` equals the turn's exact rendering (then this level left nothing out). */
+  sameAsExact?: boolean;
+}
+
+interface TurnMemo {
+  readonly turn: TranscriptTurn;
+  /** hybrid mode: the estimate of the declaration's text, computed on first need. */
+  declarationTokens?: number;
+  /**
+   * Renderings at one index (a turn keeps its index as a thread grows), by level rank. Another index replaces them
+   * rather than adding to them, so a memo never outgrows five renderings of its turn.
+   */
+  renders?: { index: number; byLevel: Array<LevelRender | undefined> };
+}
+
+const turnMemos = new WeakMap<object, TurnMemo>();
+
+const freshMemo = (turn: TranscriptTurn): TurnMemo => ({ turn });
+
+/**
+ * The turns of `source` with their memos. A turn object seen before is not validated again; every other one is
+ * validated alone, which accepts and yields exactly what validating it inside the whole input does (the input schema
+ * has no rule across turns). When anything is invalid, or the envelope is not one the fast path recognizes, the whole
+ * input is validated as before, so a caller gets the same error (issue paths included) as without the memo.
+ */
+function memoizedTurns(source: unknown): TurnMemo[] {
+  const list = Array.isArray(source)
+    ? source
+    : typeof source === 'object' && source !== null && Array.isArray((source as { turns?: unknown }).turns)
+      ? ((source as { turns: unknown[] }).turns as unknown[])
+      : undefined;
+  if (list) {
+    const memos: TurnMemo[] = [];
+    let valid = true;
+    // Indexed, not for-of: a hole in a sparse array must be seen (as undefined, which fails below).
+    for (let i = 0; i < list.length; i++) {
+      const item = list[i];
+      if (typeof item !== 'object' || item === null) {
+        valid = false;
+        break;
+      }
+      let memo = turnMemos.get(item);
+      if (!memo) {
+        const parsed = TranscriptTurnSchema.safeParse(item);
+        if (!parsed.success) {
+          valid = false;
+          break;
+        }
+        memo = freshMemo(parsed.data);
+        turnMemos.set(item, memo);
+      }
+      memos.push(memo);
+    }
+    if (valid) return memos;
+  }
+  // Throws the same ZodError as before the memo existed (the fast path only rejects what this rejects).
+  return TranscriptInputSchema.parse(source).turns.map(freshMemo);
+}
+
+function levelRender(memo: TurnMemo, index: number, level: Exclude<RenderLevel, 'dropped'>): LevelRender {
+  if (memo.renders?.index !== index) memo.renders = { index, byLevel: [] };
+  const { byLevel } = memo.renders;
+  const rank = RANK[level];
+  let rendered = byLevel[rank];
+  if (!rendered) {
+    rendered = renderTurn(memo.turn, index, level);
+    byLevel[rank] = rendered;
+  }
+  return rendered;
+}
+
+const NO_WEIGHT: TokenWeights = Object.freeze({ cjk: 0, units: 0 });
+
 /**
  * Render the transcript. The replay mode picks each turn's starting level (full: exact; compressed: declarations
  * summarized; hybrid: exact only for declarations in the last `recentTurns` turns and within
@@ -426,12 +520,17 @@ function renderTurn(turn: TranscriptTurn, index: number, level: RenderLevel): Re
  * older turns (compressed, then summary, then stub) so every turn keeps its gist as long as possible; then the last
  * turn is shortened to summary; then older stubs are dropped. The most recent user request is never shortened or
  * dropped, and the last turn never goes below summary — if the text still exceeds the budget, `tokens` says so.
+ *
+ * Turn objects are treated as immutable values: a turn object's validation and renderings are remembered (see
+ * `TurnMemo`), so a caller that changes a turn passes a new object rather than mutating the one it passed before.
  */
 export function renderTranscript(
   source: TranscriptSource | TranscriptInput,
   options: RenderTranscriptOptions = {},
 ): RenderedTranscript {
-  const { turns } = TranscriptInputSchema.parse(source);
+  const memos =
+    options.memo === false ? TranscriptInputSchema.parse(source).turns.map(freshMemo) : memoizedTurns(source);
+  const turns = memos.map((m) => m.turn);
   const mode = options.mode ?? 'hybrid';
   const recentTurns = options.recentTurns ?? DEFAULT_RECENT_TURNS;
   const maxExact = options.maxExactDeclarationTokens ?? DEFAULT_MAX_EXACT_DECLARATION_TOKENS;
@@ -442,83 +541,87 @@ export function renderTranscript(
     if (turn.kind !== 'protocol' || turn.declaration === undefined || mode === 'full') return 'exact';
     if (mode === 'compressed') return 'compressed';
     const recent = position >= turns.length - recentTurns;
-    const short = estimateTokens(declarationText(turn.declaration).text) <= maxExact;
-    return recent && short ? 'exact' : 'compressed';
+    const memo = memos[position] as TurnMemo;
+    memo.declarationTokens ??= estimateTokens(declarationText(turn.declaration).text);
+    return recent && memo.declarationTokens <= maxExact ? 'exact' : 'compressed';
   };
   const initial = turns.map(startLevel);
   const levels = [...initial];
 
-  const cache = new Map<string, Rendered>();
-  const renderAt = (position: number, level: RenderLevel): Rendered => {
-    const key = `${position}:${level}`;
-    let rendered = cache.get(key);
-    if (!rendered) {
-      const turn = turns[position] as TranscriptTurn;
-      rendered = renderTurn(turn, indexes[position] ?? position + 1, level);
-      cache.set(key, rendered);
-    }
-    return rendered;
+  const renderAt = (position: number, level: Exclude<RenderLevel, 'dropped'>): LevelRender =>
+    levelRender(memos[position] as TurnMemo, indexes[position] ?? position + 1, level);
+  // The estimate is additive in its weights, so each degradation step is priced from the changed turn alone (O(1))
+  // instead of re-rendering and re-counting the whole transcript (which made long threads quadratic).
+  const weightAt = (position: number, level: RenderLevel): TokenWeights => {
+    if (level === 'dropped') return NO_WEIGHT;
+    const rendered = renderAt(position, level);
+    rendered.weights ??= tokenWeights(rendered.text);
+    return rendered.weights;
   };
   const compose = (): string => {
-    const pieces = levels.flatMap((level, i) => (level === 'dropped' ? [] : [renderAt(i, level).text]));
+    // A plain loop: this runs over every turn at every step, so no per-turn arrays (flatMap) are allocated.
+    const pieces: string[] = [];
+    levels.forEach((level, i) => {
+      if (level !== 'dropped') pieces.push(renderAt(i, level).text);
+    });
     if (closing !== '') pieces.push(closing);
     return pieces.length > 0 ? `${pieces.join('\n\n')}\n` : '';
   };
 
+  let pieces = levels.filter((l) => l !== 'dropped').length + (closing !== '' ? 1 : 0);
+  const sum = tokenWeights(closing);
+  levels.forEach((level, i) => {
+    const w = weightAt(i, level);
+    sum.cjk += w.cjk;
+    sum.units += w.units;
+  });
+  // The estimate of what `compose` returns, from the pieces' weights: the pieces are joined by "\n\n" and end with
+  // "\n" (ASCII: one unit per character), and because every boundary between pieces is one of those ASCII
+  // separators, no code point straddles a boundary (no surrogate pair can form across one), so the whole text's
+  // weights are exactly the sum of its parts' (tests check this against `estimateTokens(text)`).
+  const total = (cjk: number, units: number, n: number) =>
+    n === 0 ? 0 : tokensOf({ cjk, units: units + 2 * (n - 1) + 1 });
+  let tokens = total(sum.cjk, sum.units, pieces);
+
   const budget = options.budgetTokens;
-  if (budget !== undefined) {
-    // The estimate is additive in its weights, so each degradation step is priced from the changed turn alone
-    // (O(1)) instead of re-rendering and re-counting the whole transcript (which made long threads quadratic).
-    const weightCache = new Map<string, TokenWeights>();
-    const weightAt = (position: number, level: RenderLevel): TokenWeights => {
-      const key = `${position}:${level}`;
-      let w = weightCache.get(key);
-      if (!w) {
-        w = level === 'dropped' ? { cjk: 0, units: 0 } : tokenWeights(renderAt(position, level).text);
-        weightCache.set(key, w);
-      }
-      return w;
-    };
-    const closingWeights = tokenWeights(closing);
-    let pieces = levels.filter((l) => l !== 'dropped').length + (closing !== '' ? 1 : 0);
-    const sum: TokenWeights = { ...closingWeights };
-    levels.forEach((level, i) => {
-      const w = weightAt(i, level);
-      sum.cjk += w.cjk;
-      sum.units += w.units;
+  if (budget !== undefined && tokens > budget) {
+    let latestUser = -1;
+    turns.forEach((t, i) => {
+      if (t.kind === 'user') latestUser = i;
     });
-    // Separators: "\n\n" between pieces and a final "\n" (ASCII: one unit per character).
-    const total = (s: TokenWeights, n: number) =>
-      n === 0 ? 0 : tokensOf({ cjk: s.cjk, units: s.units + 2 * (n - 1) + 1 });
-    let tokens = total(sum, pieces);
-    if (tokens > budget) {
-      let latestUser = -1;
-      turns.forEach((t, i) => {
-        if (t.kind === 'user') latestUser = i;
-      });
-      const last = turns.length - 1;
-      const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last);
-      const steps: Array<[number, RenderLevel]> = [];
-      for (const level of ['compressed', 'summary', 'stub'] as const) for (const i of older) steps.push([i, level]);
-      if (last >= 0 && last !== latestUser) steps.push([last, 'compressed'], [last, 'summary']);
-      for (const i of older) steps.push([i, 'dropped']);
-      for (const [i, level] of steps) {
+    const last = turns.length - 1;
+    const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last);
+    const phases: ReadonlyArray<readonly [positions: readonly number[], level: Exclude<RenderLevel, 'exact'>]> = [
+      [older, 'compressed'],
+      [older, 'summary'],
+      [older, 'stub'],
+      ...(last >= 0 && last !== latestUser
+        ? ([
+            [[last], 'compressed'],
+            [[last], 'summary'],
+          ] as const)
+        : []),
+      [older, 'dropped'],
+    ];
+    degrade: for (const [positions, level] of phases) {
+      for (const i of positions) {
         const current = levels[i] ?? 'exact';
         if (RANK[current] >= RANK[level]) continue;
         const before = weightAt(i, current);
         const after = weightAt(i, level);
-        const candidate = { cjk: sum.cjk - before.cjk + after.cjk, units: sum.units - before.units + after.units };
+        const cjk = sum.cjk - before.cjk + after.cjk;
+        const units = sum.units - before.units + after.units;
         const candidatePieces = pieces - (level === 'dropped' ? 1 : 0);
-        const candidateTokens = total(candidate, candidatePieces);
+        const candidateTokens = total(cjk, units, candidatePieces);
         // A shorter form is not always shorter (a stub of a two-word request is longer than the request): keep
         // whichever is smaller, so a larger budget never yields a shorter transcript.
         if (candidateTokens >= tokens) continue;
         levels[i] = level;
-        sum.cjk = candidate.cjk;
-        sum.units = candidate.units;
+        sum.cjk = cjk;
+        sum.units = units;
         pieces = candidatePieces;
         tokens = candidateTokens;
-        if (tokens <= budget) break;
+        if (tokens <= budget) break degrade;
       }
     }
   }
@@ -528,16 +631,17 @@ export function renderTranscript(
   levels.forEach((level, i) => {
     if (level === 'exact') return;
     const turn = turns[i] as TranscriptTurn;
-    // A level that changed nothing (e.g. a short user turn at "summary") left nothing out.
-    if (level !== 'dropped' && renderAt(i, level).text === renderAt(i, 'exact').text) return;
-    const refs =
-      level === 'dropped'
-        ? turn.kind === 'protocol'
-          ? [`runtime://runs/${turn.runId}`]
-          : turn.ref
-            ? [turn.ref]
-            : []
-        : renderAt(i, level).refs;
+    let refs: string[];
+    if (level === 'dropped') {
+      refs = turn.kind === 'protocol' ? [`runtime://runs/${turn.runId}`] : turn.ref ? [turn.ref] : [];
+    } else {
+      const rendered = renderAt(i, level);
+      // A level that changed nothing (e.g. a short user turn at "summary") left nothing out.
+      rendered.sameAsExact ??= rendered.text === renderAt(i, 'exact').text;
+      if (rendered.sameAsExact) return;
+      // A copy: the memo's array must not be reachable (and mutable) through the result.
+      refs = [...rendered.refs];
+    }
     omitted.push({
       turn: indexes[i] ?? i + 1,
       kind: turn.kind,
@@ -547,5 +651,6 @@ export function renderTranscript(
     });
   });
 
-  return { text, tokens: estimateTokens(text), omitted };
+  // The reference path counts the text itself, so tests comparing the two paths check the additive total too.
+  return { text, tokens: options.memo === false ? estimateTokens(text) : tokens, omitted };
 }

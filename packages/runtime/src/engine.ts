@@ -48,11 +48,13 @@ export interface Engine extends BoundConfig {
     text(sessionId: string, artifactId: string): Promise<string | undefined>;
   };
   /**
-   * Append events in one transaction, fenced by the lease of the driven thread. `defer` holds them back to be
-   * written with the next append (one commit instead of two); use it only for facts whose loss in a crash is
-   * harmless, such as a model call's completion, which a restart simply repeats.
+   * Record facts, fenced by the lease of the driven thread. Facts about the driven thread are staged: part of what
+   * `loadThread` returns at once, written together at the next commit point (one transaction per step). `durable`
+   * makes this a commit point: the facts (and all staged before them) are in the store when it returns — required
+   * before and after a side effect that must not run twice, and before a model call. A `guard` and facts about
+   * other threads are always written at once.
    */
-  append(sessionId: string, drafts: EventDraft[], options?: { defer?: boolean; guard?: AppendGuard }): Promise<void>;
+  append(sessionId: string, drafts: EventDraft[], options?: { durable?: boolean; guard?: AppendGuard }): Promise<void>;
 }
 
 export function agentByName(config: Pick<BoundConfig, 'mainAgent' | 'agents'>, name: string): AgentConfig | undefined {

@@ -258,6 +258,8 @@ export const ContextOmissionSchema = z.looseObject({
 export const ContextResolvedPayloadSchema = z.looseObject({
   refs: z.array(ContextRefSchema),
   omissions: z.array(ContextOmissionSchema).optional(),
+  /** All omissions, when `omissions` lists only the most recent ones. */
+  omissionCount: Count.optional(),
   tokenEstimate: Count.optional(),
   tokenBudget: Count.optional(),
 });

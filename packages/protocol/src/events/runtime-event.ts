@@ -103,6 +103,11 @@ export interface CreateEventOptions {
   newId?: () => string;
   /** Clock for `timestamp` when the fields carry none. Defaults to the current time. */
   now?: () => Date;
+  /**
+   * Check the event against the profile (default true). A writer whose drafts are typed from these very schemas
+   * may skip the check on its hot path (it was 6% of a runtime step) when its tests run with the check on.
+   */
+  validate?: boolean;
 }
 
 /**
@@ -123,6 +128,7 @@ export function createEvent<T extends EventType>(
     timestamp: given.timestamp ?? (options.now?.() ?? new Date()).toISOString(),
     schemaVersion: given.schemaVersion ?? OAR_SCHEMA_VERSION,
   };
+  if (options.validate === false) return candidate as unknown as RuntimeEventOf<T>;
   const result = EVENT_SCHEMAS[type].safeParse(candidate);
   if (!result.success) throw new InvalidEventError(type, schemaIssues(result.error));
   return result.data;

@@ -199,20 +199,27 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   if ('stopped' in gated) return gated.stopped;
 
   const attempt = ctx.state.attempt + 1;
-  await engine.append(sessionId, [
-    ...gated.allowed,
-    {
-      type: 'tool.started',
-      ...toolIds(ctx),
-      payload: {
-        toolName: tool.name,
-        attempt,
-        idempotent: tool.isIdempotent,
-        graphActionId: action.id,
-        input: action.input,
+  // The write-ahead rule: a side effect that must not run twice starts only once its start is durable (a crash
+  // then ends in an honest `lost`), and its end is committed right after. Idempotent work is simply redone.
+  const durable = { durable: !tool.isIdempotent };
+  await engine.append(
+    sessionId,
+    [
+      ...gated.allowed,
+      {
+        type: 'tool.started',
+        ...toolIds(ctx),
+        payload: {
+          toolName: tool.name,
+          attempt,
+          idempotent: tool.isIdempotent,
+          graphActionId: action.id,
+          input: action.input,
+        },
       },
-    },
-  ]);
+    ],
+    durable,
+  );
   const started = Date.now();
   // A `block` tool finishes even when the turn is interrupted: a half-done write is worse than a late one.
   const parent = tool.interruptBehavior === 'cancel' ? ctx.signal : new AbortController().signal;
@@ -260,7 +267,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
       });
     }
     drafts.push(toolFailedEvent(ctx, { toolName: tool.name, error, durationMs, status }));
-    await engine.append(sessionId, drafts);
+    await engine.append(sessionId, drafts, durable);
     return status;
   }
   timer.clear();
@@ -274,7 +281,11 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     )
     .catch((error: unknown) => toOarError(error));
   if ('code' in artifact) {
-    await engine.append(sessionId, [toolFailedEvent(ctx, { toolName: tool.name, error: artifact, durationMs })]);
+    await engine.append(
+      sessionId,
+      [toolFailedEvent(ctx, { toolName: tool.name, error: artifact, durationMs })],
+      durable,
+    );
     return 'failed';
   }
   const observation = observe(ctx, {
@@ -327,6 +338,6 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
       observation,
     },
   });
-  await engine.append(sessionId, drafts);
+  await engine.append(sessionId, drafts, durable);
   return 'completed';
 }

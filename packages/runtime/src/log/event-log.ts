@@ -47,6 +47,13 @@ export interface AppendOptions {
   fence?: Fence;
 }
 
+/**
+ * Whether appends check every event against the OAR profile. The drafts are typed from the profile's own schemas,
+ * so the check only catches what a cast let through: the test suite runs with it on (`OAR_VALIDATE_EVENTS=1`, set
+ * in vitest.config.ts, inherited by the `oar` processes tests start), and so can anyone debugging a writer.
+ */
+const VALIDATE_EVENTS = process.env.OAR_VALIDATE_EVENTS === '1';
+
 /** The PostgreSQL channel every append notifies (payload `writerId:lastSequence:sessionId`), delivered on commit. */
 export const NOTIFY_CHANNEL = 'oar_events';
 
@@ -90,7 +97,7 @@ export class EventLog {
     options: AppendOptions & { create?: { title: string | undefined } },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
-    drafts = this.redacted(drafts, options.redactor ?? this.redactor);
+    drafts = this.clean(drafts, options.redactor ?? this.redactor);
     const written = await this.store.transaction(async (tx) => {
       const timestamp = this.now().toISOString();
       if (options.create) {
@@ -144,7 +151,7 @@ export class EventLog {
             sequence: first + index,
             timestamp,
           } as never,
-          { newId: randomUUID },
+          { newId: randomUUID, validate: VALIDATE_EVENTS },
         ),
       ) as RuntimeEvent[];
       await tx
@@ -177,7 +184,7 @@ export class EventLog {
    * The drafts with every secret replaced by `[REDACTED:<kind>]`, plus one `output.redacted` fact (counts and
    * kinds, never values) when anything was: the single point where data enters the log, so no writer can forget.
    */
-  private redacted(drafts: EventDraft[], redactor: Redactor): EventDraft[] {
+  clean(drafts: EventDraft[], redactor: Redactor): EventDraft[] {
     const tally = new RedactionTally();
     const clean = redactor.redactJson(drafts, tally);
     const fact = redactionFact(tally, { sink: 'event' });
@@ -285,13 +292,21 @@ export class EventLog {
    * store equals the cached one, loaded (and cached) otherwise.
    */
   async readModels(sessionId: string, keys: ModelKey[]): Promise<ReadModels> {
+    const sequence = await this.lastSequence(sessionId);
+    return sequence === undefined ? emptyReadModels() : this.modelsAt(sessionId, sequence, keys);
+  }
+
+  private async lastSequence(sessionId: string): Promise<number | undefined> {
     const row = await this.store.db
       .selectFrom('oar_sessions')
       .select('last_sequence')
       .where('id', '=', sessionId)
       .executeTakeFirst();
-    if (!row) return emptyReadModels();
-    const sequence = Number(row.last_sequence);
+    return row ? Number(row.last_sequence) : undefined;
+  }
+
+  /** The read models for `keys` as of `sequence` (the session's last in the store), remembered in the cache. */
+  private async modelsAt(sessionId: string, sequence: number, keys: ModelKey[]): Promise<ReadModels> {
     const models = await this.cached(this.store.db, sessionId, sequence, keys);
     const entry = this.cache.get(sessionId);
     if (entry === undefined || entry.sequence !== sequence) {
@@ -308,13 +323,19 @@ export class EventLog {
     return models;
   }
 
-  /** One thread joined with its runs (the runner's and the commands' view of it). */
+  /**
+   * One thread joined with its runs (the runner's and the commands' view of it): the thread and its runs as of one
+   * sequence (one look at the store decides whether the cache serves both).
+   */
   async thread(sessionId: string, threadId: string): Promise<ThreadView> {
-    const models = await this.readModels(sessionId, [{ kind: 'thread', key: threadId }]);
-    const thread = models.threads.get(threadId);
-    if (!thread) throw notFound('thread', threadId);
+    const sequence = await this.lastSequence(sessionId);
+    const thread =
+      sequence === undefined
+        ? undefined
+        : (await this.modelsAt(sessionId, sequence, [{ kind: 'thread', key: threadId }])).threads.get(threadId);
+    if (!thread || sequence === undefined) throw notFound('thread', threadId);
     const runKeys = thread.turns.flatMap((turn) => turn.runIds.map((key) => ({ kind: 'run' as const, key })));
-    const runs = runKeys.length > 0 ? (await this.readModels(sessionId, runKeys)).runs : new Map();
+    const runs = runKeys.length > 0 ? (await this.modelsAt(sessionId, sequence, runKeys)).runs : new Map();
     return { ...thread, runs: threadRuns(thread, runs) };
   }
 
@@ -408,7 +429,7 @@ export function eventRow(sessionId: string, event: RuntimeEvent) {
 
 type ModelKey = { kind: ReadModelKind; key: string };
 
-const MAX_CACHED_SESSIONS = 256;
+const MAX_CACHED_SESSIONS = 2048;
 
 function keyOf(k: ModelKey): string {
   return `${k.kind}\u0000${k.key}`;

@@ -32,10 +32,14 @@ export class Notifier {
     private readonly options: { pollMs?: number } = {},
   ) {
     this.unsubscribeLog = log.subscribe((events, origin) => {
+      const first = events[0];
       const last = events.at(-1);
-      if (!last) return;
+      if (!first || !last) return;
+      // Sequences skipped since the last one this process knew were written by someone else (a command of another
+      // process). Once this write is known, the poll would not report them: so this change is not just our own.
+      const foreign = first.sequence > (this.known.get(first.sessionId) ?? 0) + 1;
       this.seen(last.sessionId, last.sequence);
-      this.emit({ sessionId: last.sessionId, sequence: last.sequence, fenced: origin.fenced });
+      this.emit({ sessionId: last.sessionId, sequence: last.sequence, fenced: origin.fenced && !foreign });
     });
   }
 

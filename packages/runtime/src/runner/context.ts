@@ -9,7 +9,7 @@ import {
   type TranscriptTurnInput,
 } from '@oar/protocol';
 import type { AgentConfig } from '../binding.js';
-import type { RunAction, ThreadView } from '../read-models/thread-state.js';
+import type { RunAction, RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
 
 /**
  * Context assembly: the system prompt (protocol instructions, the agent's own prompt, the catalog) and the
@@ -87,43 +87,75 @@ const PENDING_RESULT: Record<RunAction['status'], ActionResult['status']> = {
   lost: 'lost',
 };
 
+/**
+ * The transcript input of each run and turn, remembered by the read-model object it was built from. Why: the
+ * context is assembled before every model step, and `renderTranscript` remembers its work per turn *object*; read
+ * models are immutable values (a reducer replaces a RunState or TurnState when an event changes it, never mutates
+ * it), so an unchanged run or turn yields the very same input object step after step and is neither rebuilt nor
+ * validated nor rendered again, while a changed one is a new object and is rebuilt. WeakMaps: an entry goes with
+ * its read-model object, so memory stays bounded by the read models the caller holds.
+ */
+const runTurns = new WeakMap<RunState, { runId: string; turn: TranscriptTurnInput }>();
+/**
+ * A turn's user request and answer, by its TurnState object (a string cannot key a WeakMap, and a map keyed by
+ * text would have to be bounded by hand). The active turn's TurnState is replaced at every step (step counters, run
+ * ids), so this misses once per step for that one turn: its request is rendered again, a cost bounded by that
+ * text, never by the length of the thread. Finished turns keep their TurnState and hit.
+ */
+const textTurns = new WeakMap<TurnState, { user: TranscriptTurnInput; answer?: TranscriptTurnInput }>();
+
+function runTurn(runId: string, run: RunState): TranscriptTurnInput {
+  const memo = runTurns.get(run);
+  if (memo?.runId === runId) return memo.turn;
+  const turn: TranscriptTurnInput = {
+    kind: 'protocol',
+    runId,
+    ...(run.declaration.title || run.declaration.message
+      ? { purpose: run.declaration.title ?? run.declaration.message }
+      : {}),
+    calls: run.order.flatMap((id) => {
+      const action = run.declaration.actions.find((a) => a.id === id);
+      const state = run.actions[id];
+      if (!action || !state) return [];
+      return [
+        {
+          action: {
+            id: action.id,
+            executor: { type: action.executor.type, target: action.executor.target },
+            input: action.input,
+            dependsOn: action.dependsOn,
+            ...(action.operation ? { operation: action.operation } : {}),
+            ...(action.title ? { title: action.title } : {}),
+            ...(action.description ? { description: action.description } : {}),
+          },
+          result: state.result ?? { id, status: PENDING_RESULT[state.status], artifacts: [] },
+        },
+      ];
+    }),
+  };
+  runTurns.set(run, { runId, turn });
+  return turn;
+}
+
 /** The thread's history as transcript turns: each user request, each executed graph with its results, each answer. */
 export function threadTranscript(thread: ThreadView): TranscriptTurnInput[] {
   const turns: TranscriptTurnInput[] = [];
   for (const turn of thread.turns) {
     if (turn.status === 'queued' || (turn.status === 'cancelled' && !turn.startedAt)) continue;
-    turns.push({ kind: 'user', text: turn.input });
+    let texts = textTurns.get(turn);
+    if (!texts) {
+      texts = {
+        user: { kind: 'user', text: turn.input },
+        ...(turn.answer !== undefined ? { answer: { kind: 'answer', text: turn.answer } } : {}),
+      };
+      textTurns.set(turn, texts);
+    }
+    turns.push(texts.user);
     for (const runId of turn.runIds) {
       const run = thread.runs[runId];
-      if (!run) continue;
-      turns.push({
-        kind: 'protocol',
-        runId,
-        ...(run.declaration.title || run.declaration.message
-          ? { purpose: run.declaration.title ?? run.declaration.message }
-          : {}),
-        calls: run.order.flatMap((id) => {
-          const action = run.declaration.actions.find((a) => a.id === id);
-          const state = run.actions[id];
-          if (!action || !state) return [];
-          return [
-            {
-              action: {
-                id: action.id,
-                executor: { type: action.executor.type, target: action.executor.target },
-                input: action.input,
-                dependsOn: action.dependsOn,
-                ...(action.operation ? { operation: action.operation } : {}),
-                ...(action.title ? { title: action.title } : {}),
-                ...(action.description ? { description: action.description } : {}),
-              },
-              result: state.result ?? { id, status: PENDING_RESULT[state.status], artifacts: [] },
-            },
-          ];
-        }),
-      });
+      if (run) turns.push(runTurn(runId, run));
     }
-    if (turn.answer !== undefined) turns.push({ kind: 'answer', text: turn.answer });
+    if (texts.answer) turns.push(texts.answer);
   }
   return turns;
 }

@@ -1,6 +1,6 @@
 import { OarRuntimeError } from '../errors.js';
 import { type AppendGuard, type EventDraft, loadReadModels } from '../log/event-log.js';
-import type { ThreadState } from '../read-models/thread-state.js';
+import { isTerminalActionStatus, type ThreadState } from '../read-models/thread-state.js';
 
 export type QueueChange = 'enqueued' | 'removed' | 'promoted' | 'dequeued';
 
@@ -81,5 +81,32 @@ export function turnStillActive(thread: ThreadState, turnId: string): AppendGuar
   return async (tx) => {
     const models = await loadReadModels(tx, thread.sessionId, [{ kind: 'thread', key: thread.threadId }]);
     if (models.threads.get(thread.threadId)?.activeTurnId !== turnId) throw new ThreadChangedError(thread.threadId);
+  };
+}
+
+/** The parent's delegating action ended (an interrupt) between reading it and writing the child's result to it. */
+export class DelegationEndedError extends ThreadChangedError {}
+
+/**
+ * A guard for writing a child's result to its parent: the parent's delegating action must still be open, or the
+ * result would be a second ending of that action (the projection refuses it as a contradiction).
+ */
+export function delegationStillOpen(
+  sessionId: string,
+  parent: { threadId: string; runId: string; actionId: string },
+): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, sessionId, [{ kind: 'run', key: parent.runId }]);
+    const status = models.runs.get(parent.runId)?.actions[parent.actionId]?.status;
+    if (status === undefined || isTerminalActionStatus(status)) throw new DelegationEndedError(parent.threadId);
+  };
+}
+
+/** Both guards, in order (either may refuse the append). */
+export function bothGuards(first: AppendGuard | undefined, second: AppendGuard | undefined): AppendGuard | undefined {
+  if (!first || !second) return first ?? second;
+  return async (tx) => {
+    await first(tx);
+    await second(tx);
   };
 }

@@ -12,7 +12,7 @@ import {
 import { type AgentConfig, agentByName, type Engine } from '../engine.js';
 import { isClosing } from '../errors.js';
 import { newId } from '../ids.js';
-import type { EventDraft } from '../log/event-log.js';
+import type { AppendGuard, EventDraft } from '../log/event-log.js';
 import {
   isTerminalActionStatus,
   isTerminalRunStatus,
@@ -22,7 +22,15 @@ import {
 } from '../read-models/thread-state.js';
 import { type AssembledContext, assembleContext } from './context.js';
 import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
-import { queueChanged, ThreadChangedError, threadUnchanged, turnStillActive } from './queue.js';
+import {
+  bothGuards,
+  DelegationEndedError,
+  delegationStillOpen,
+  queueChanged,
+  ThreadChangedError,
+  threadUnchanged,
+  turnStillActive,
+} from './queue.js';
 import { runFinished, scheduleRun } from './run-scheduler.js';
 import { subagentStatus } from './subagent-status.js';
 
@@ -159,11 +167,7 @@ export async function completeTurn(
     },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   ];
-  const ended = delegationEnd(thread, turn, { answer: payload.answer ?? '' }, await parentWaits(engine, thread));
-  drafts.push(...ended);
-  await engine.append(thread.sessionId, drafts);
-  if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
-    engine.wake(thread.sessionId, thread.parent.threadId);
+  await endTurn(engine, thread, turn, drafts, { answer: payload.answer ?? '' });
 }
 
 export async function failTurn(
@@ -195,17 +199,44 @@ export async function failTurn(
     { type: 'turn.failed', ...turnIds(thread, turn), status, payload: { error } },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   );
-  const ended = delegationEnd(thread, turn, { error }, await parentWaits(engine, thread));
-  drafts.push(...ended);
   try {
-    await engine.append(thread.sessionId, drafts, { guard: turnStillActive(thread, turn.turnId) });
+    await endTurn(engine, thread, turn, drafts, { error }, turnStillActive(thread, turn.turnId));
   } catch (error) {
     // Someone else (the driver, another interrupt) ended this turn first: nothing left to record.
     if (error instanceof ThreadChangedError) return;
     throw error;
   }
-  if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
-    engine.wake(thread.sessionId, thread.parent.threadId);
+}
+
+/**
+ * Record a turn's end; a child thread's delegated turn also ends the parent's delegation. Whether the parent's
+ * action still waits is read first and re-checked when writing: an interrupt of the parent may end that action in
+ * between, and then the child's result must not be written to it (a second ending), so the end is written again
+ * without it.
+ */
+async function endTurn(
+  engine: Pick<Engine, 'append' | 'wake' | 'loadThread'>,
+  thread: ThreadView,
+  turn: TurnState,
+  drafts: EventDraft[],
+  end: { answer?: string; error?: OarError },
+  guard?: AppendGuard,
+): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const waits = attempt === 1 && (await parentWaits(engine, thread));
+    const ended = delegationEnd(thread, turn, end, waits);
+    const parentGuard = waits && thread.parent ? delegationStillOpen(thread.sessionId, thread.parent) : undefined;
+    const both = bothGuards(guard, parentGuard);
+    try {
+      await engine.append(thread.sessionId, [...drafts, ...ended], both ? { guard: both } : {});
+    } catch (error) {
+      if (error instanceof DelegationEndedError && attempt === 1) continue;
+      throw error;
+    }
+    if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
+      engine.wake(thread.sessionId, thread.parent.threadId);
+    return;
+  }
 }
 
 /**
@@ -325,10 +356,15 @@ async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState):
     ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
   });
   const prepared: PreparedStep = { agent, model, catalog, context };
-  await engine.append(thread.sessionId, [
-    ...(turn.modelSteps === 0 ? firstStepFacts(engine, thread, turn, prepared) : []),
-    ...requestFacts(engine, thread, turn, prepared),
-  ]);
+  // The step boundary: everything the previous step staged is committed with the request, before the call.
+  await engine.append(
+    thread.sessionId,
+    [
+      ...(turn.modelSteps === 0 ? firstStepFacts(engine, thread, turn, prepared) : []),
+      ...requestFacts(engine, thread, turn, prepared),
+    ],
+    { durable: true },
+  );
   return prepared;
 }
 
@@ -403,6 +439,9 @@ function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, ste
   ];
 }
 
+/** How many omissions one `context.resolved` lists (the most recent ones; `omissionCount` has the total). */
+const MAX_LISTED_OMISSIONS = 50;
+
 /** Recorded before every model call: the context it is given and the request itself. */
 function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
   const { agent, catalog, context, model } = step;
@@ -424,10 +463,13 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
             title: `${catalog.tools.length} tools, ${catalog.agents.length} agents`,
           },
         ],
-        omissions: context.transcript.omitted.map((o) => ({
+        // The most recent omissions only: a long thread under a budget omits more with every step, and listing
+        // them all would make every step's fact (and the log) grow with the thread. The count says how many.
+        omissions: context.transcript.omitted.slice(-MAX_LISTED_OMISSIONS).map((o) => ({
           ref: o.refs[0] ?? `runtime://threads/${thread.threadId}/turns/${o.turn}`,
           reason: `${o.reason}:${o.level}`,
         })),
+        omissionCount: context.transcript.omitted.length,
         tokenEstimate: context.tokenEstimate,
         tokenBudget: engine.limits.contextBudgetTokens,
       },
@@ -485,24 +527,20 @@ async function callStep(
     return undefined;
   }
   const output = call.output;
-  await engine.append(
-    thread.sessionId,
-    [
-      {
-        type: 'model.completed',
-        ...ids,
-        payload: {
-          modelId: model.modelId,
-          provider: model.provider,
-          finishReason: output.finishReason as 'stop',
-          usage: output.usage,
-          durationMs: output.durationMs,
-          output: { text: output.text, toolCalls: output.toolCalls },
-        },
+  await engine.append(thread.sessionId, [
+    {
+      type: 'model.completed',
+      ...ids,
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        finishReason: output.finishReason as 'stop',
+        usage: output.usage,
+        durationMs: output.durationMs,
+        output: { text: output.text, toolCalls: output.toolCalls },
       },
-    ],
-    { defer: true },
-  );
+    },
+  ]);
   return signal.aborted ? undefined : output;
 }
 

@@ -8,6 +8,7 @@ import { maskConnectionUrl } from '../redaction/connection-url.js';
 import { faultNamingDialect, storeFault } from './faults.js';
 import { migrateStore, storeUpToDate } from './migrate.js';
 import type { Database } from './schema.js';
+import { statementCache } from './statement-cache.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database> | Transaction<Database>;
@@ -74,7 +75,9 @@ export class Store {
         new OarRuntimeError('store_unavailable', `cannot open SQLite store ${path}: ${(error as Error).message}`)
       );
     }
-    const db = new Kysely<Database>({ dialect: faultNamingDialect(new SqliteDialect({ database })) });
+    const db = new Kysely<Database>({
+      dialect: faultNamingDialect(new SqliteDialect({ database: statementCache(database) })),
+    });
     return new Store(db, 'sqlite', path);
   }
 

@@ -25,6 +25,8 @@ import {
 } from '../store/leases.js';
 import type { Db } from '../store/store.js';
 import { recoveryDrafts } from './recovery.js';
+import { stepTurn } from './step-scheduler.js';
+import { withStaged } from './working-state.js';
 
 export interface WorkerOptions {
   /** This worker's name in lease rows (default: a fresh `wrk_…` id). */
@@ -54,9 +56,17 @@ interface Driver {
   controller: AbortController;
   done: Promise<void>;
   renewal?: NodeJS.Timeout;
+  /** The driver's engine, once the lease is claimed (its staged facts die with an abandoned worker). */
+  engine?: { stop(): void };
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
+
+/**
+ * How long staged facts may wait for a commit point: a step that waits for a slow tool or model still shows its
+ * progress to observers within this time.
+ */
+const LINGER_MS = 100;
 
 /**
  * How a worker rides out a store that is briefly unavailable (dropped connections, a failover): the thread is
@@ -225,9 +235,10 @@ export class Worker {
       );
       driver.renewal.unref();
       engine = new ThreadEngine(this, this.deps, driver, lease);
+      driver.engine = engine;
       // Whatever the previous tenure left running has no writer any more: settle it before anything else.
       const recovered = recoveryDrafts(await engine.loadThread(sessionId, threadId));
-      if (recovered.drafts.length > 0) await engine.append(sessionId, recovered.drafts);
+      if (recovered.drafts.length > 0) await engine.append(sessionId, recovered.drafts, { durable: true });
       idleSequence = await this.loop(driver, engine);
       this.storeRetries.delete(threadId);
     } catch (error) {
@@ -236,6 +247,7 @@ export class Worker {
       // A lost lease means someone else carries on: there is nothing this worker may record any more.
       if (!driver.lost && !this.closed) idleSequence = await this.afterFailure(driver, engine, error);
     } finally {
+      engine?.stop();
       clearInterval(driver.renewal);
       // Release before forgetting the driver: a kick in between finds the driver and sets `again` instead of
       // starting a second driver that would re-claim the lease this one is about to release.
@@ -282,7 +294,9 @@ export class Worker {
   /** Step the thread until it has to wait. Returns the thread's last sequence when it was left idle. */
   private async loop(driver: Driver, engine: ThreadEngine): Promise<number> {
     const { sessionId, threadId } = driver;
-    for (;;) {
+    for (let step = 0; ; step++) {
+      // Between two steps of one thread, the event loop serves everyone else (timers, sockets, the other threads).
+      if (step > 0) await stepTurn();
       if (this.closed || driver.lost) return 0;
       driver.again = false;
       // A fresh signal BEFORE the thread is read: an abort landing after the read stays in effect for this step,
@@ -297,6 +311,8 @@ export class Worker {
       if (await advance(engine, thread)) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
       if (this.closed || driver.lost) return 0;
+      // A commit point: the thread is about to wait, and idleness is judged on what the store holds.
+      await engine.commit();
       const after = await engine.loadThread(sessionId, threadId);
       if (interruptPending(after) || driver.again) continue;
       return after.lastSequence;
@@ -319,14 +335,18 @@ export class Worker {
   private async recordFailure(engine: ThreadEngine, error: OarError): Promise<boolean> {
     try {
       const thread = await engine.loadThread(engine.sessionId, engine.threadId);
-      await engine.append(engine.sessionId, [
-        {
-          type: 'runtime.error',
-          threadId: thread.threadId,
-          ...(thread.activeTurnId ? { turnId: thread.activeTurnId } : {}),
-          payload: { ...error, fatal: false },
-        },
-      ]);
+      await engine.append(
+        engine.sessionId,
+        [
+          {
+            type: 'runtime.error',
+            threadId: thread.threadId,
+            ...(thread.activeTurnId ? { turnId: thread.activeTurnId } : {}),
+            payload: { ...error, fatal: false },
+          },
+        ],
+        { durable: true },
+      );
       const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
       if (turn) await failTurn(engine, thread, turn, error);
       // A turn that cannot even start (its binding cannot run here) fails as well, or it would be retried forever.
@@ -365,7 +385,10 @@ export class Worker {
     this.closed = true;
     this.unlisten();
     clearInterval(this.timer);
-    for (const driver of this.drivers.values()) clearInterval(driver.renewal);
+    for (const driver of this.drivers.values()) {
+      clearInterval(driver.renewal);
+      driver.engine?.stop();
+    }
   }
 
   /** Stop: abort running work (it resumes wherever the threads are claimed next), release every lease. */
@@ -428,8 +451,13 @@ export function needsDrive(thread: ThreadState, idleSequence: number | undefined
  */
 class ThreadEngine implements Engine {
   private config: BoundConfig | undefined;
-  /** Events held back by `append(…, {defer: true})`. */
-  private deferred: EventDraft[] = [];
+  /** Facts recorded since the last commit point (see `append`). */
+  private staged: EventDraft[] = [];
+  /** The last commit asked for (commits run in order; reads wait for them). */
+  private commits: Promise<void> = Promise.resolve();
+  private linger: NodeJS.Timeout | undefined;
+  private lingerFailure: unknown;
+  private stopped = false;
   readonly runtimeId: string;
   readonly sessionId: string;
   readonly threadId: string;
@@ -505,8 +533,18 @@ class ThreadEngine implements Engine {
     this.worker.kick(sessionId, threadId);
   }
 
-  loadThread(sessionId: string, threadId: string): Promise<ThreadView> {
-    return this.deps.log.thread(sessionId, threadId);
+  /** A thread as committed; this driver's own thread with its staged facts applied (the working truth). */
+  async loadThread(sessionId: string, threadId: string): Promise<ThreadView> {
+    this.takeLingerFailure();
+    const own = sessionId === this.sessionId && threadId === this.threadId;
+    for (;;) {
+      // A commit in flight lands first; one that starts while the store is read means reading again.
+      const commits = this.commits;
+      await commits;
+      const committed = await this.deps.log.thread(sessionId, threadId);
+      if (commits !== this.commits) continue;
+      return own && this.staged.length > 0 ? withStaged(committed, this.staged, this) : committed;
+    }
   }
 
   async grants(sessionId: string) {
@@ -558,26 +596,86 @@ class ThreadEngine implements Engine {
     );
   }
 
+  /**
+   * Record facts. Facts about this thread are staged — part of the working truth at once (`loadThread` shows
+   * them), written at the next commit point in one transaction with everything else staged — unless the caller
+   * needs them durable now:
+   * - `durable`: the write-ahead rule (a non-idempotent tool's start before its side effect, its end right after)
+   *   and the step boundary (the facts before a model call: one commit per step);
+   * - a `guard`: it checks committed state, so what is staged is committed first;
+   * - facts about another thread or session: whoever drives that one reads the store, not this working state.
+   * Staged facts are also committed after `LINGER_MS`, so observers never wait long for a slow step's facts.
+   */
   async append(
     sessionId: string,
     drafts: EventDraft[],
-    options: { defer?: boolean; guard?: AppendGuard } = {},
+    options: { durable?: boolean; guard?: AppendGuard } = {},
   ): Promise<void> {
-    if (options.defer) {
-      this.deferred.push(...drafts);
+    this.takeLingerFailure();
+    const foreign =
+      sessionId !== this.sessionId || drafts.some((d) => d.threadId !== undefined && d.threadId !== this.threadId);
+    if (options.guard || foreign) {
+      await this.commit();
+      await this.write(sessionId, drafts, options.guard);
       return;
     }
-    const held = this.deferred;
-    this.deferred = [];
-    const artifacts = this.referencedArtifacts(sessionId, [...held, ...drafts]);
+    // Cleaned now, not only when written: the working truth feeds the next model call, which must see what the
+    // log will hold (the log cleans again on write; a clean text has nothing left to find).
+    this.staged.push(...this.deps.log.clean(drafts, this.config?.redactor ?? this.deps.log.redactor));
+    if (options.durable) await this.commit();
+    else this.lingerSoon();
+  }
+
+  /** Write what is staged (a commit point). Commits run one after another, in the order they were asked for. */
+  commit(): Promise<void> {
+    const done = this.commits.then(async () => {
+      clearTimeout(this.linger);
+      this.linger = undefined;
+      const staged = this.staged;
+      if (staged.length === 0) return;
+      this.staged = [];
+      // If the write fails the staged facts go with it rather than being re-staged behind later facts: what was
+      // lost is redone by whoever drives the thread next (read-only and idempotent work only; the rest is durable).
+      await this.write(this.sessionId, staged);
+    });
+    this.commits = done.catch(() => undefined);
+    return done;
+  }
+
+  private lingerSoon(): void {
+    if (this.linger !== undefined || this.stopped) return;
+    this.linger = setTimeout(() => {
+      this.linger = undefined;
+      if (this.stopped) return;
+      this.commit().catch((error: unknown) => {
+        // Nobody awaits this commit: the driver hears of the failure at its next append or read.
+        this.lingerFailure ??= error;
+      });
+    }, LINGER_MS);
+    this.linger.unref();
+  }
+
+  private takeLingerFailure(): void {
+    const failure = this.lingerFailure;
+    if (failure === undefined) return;
+    this.lingerFailure = undefined;
+    throw failure;
+  }
+
+  /** The driver is done (or its process is to behave as if it died): nothing staged is written any more. */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.linger);
+  }
+
+  private async write(sessionId: string, drafts: EventDraft[], guard?: AppendGuard): Promise<void> {
+    const artifacts = this.referencedArtifacts(sessionId, drafts);
     const redactions = artifacts.flatMap((artifact) => (artifact.redaction ? [artifact.redaction] : []));
-    // If this append fails, the held facts go with it rather than being re-queued behind later facts: a lost
-    // model-call completion only means the call is made again after a restart (that is why it may be deferred).
-    await this.deps.log.append(sessionId, [...held, ...drafts, ...redactions], {
+    await this.deps.log.append(sessionId, [...drafts, ...redactions], {
       fence: this.fence,
       // Before the first step is prepared (recovery, a failure to bind) the log's own redactor applies.
       ...(this.config ? { redactor: this.config.redactor } : {}),
-      ...(options.guard ? { guard: options.guard } : {}),
+      ...(guard ? { guard } : {}),
       ...(artifacts.length > 0 ? { artifacts } : {}),
     });
     for (const artifact of artifacts) this.pendingArtifacts.delete(artifact.stored.artifactId);

@@ -1,0 +1,115 @@
+import type { RuntimeEvent } from '@oar/protocol';
+import { afterEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool, ToolRegistry, workspaceTools } from '../../src/index.js';
+import { type Harness, harness } from './harness.js';
+import { act, answer, slowReadTool, type Timeline } from './helpers.js';
+
+/**
+ * The worker's commit points (docs/engine.md, "The worker's working truth"): one commit per step for read-only
+ * work, write-ahead commits around a non-idempotent side effect, and staged facts visible within 100 ms.
+ */
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.runtime.close();
+  await h?.store.close();
+  h = undefined;
+});
+
+/** Every commit of the session as the batch of events it wrote (one listener call per transaction). */
+function commits(harness: Harness): RuntimeEvent[][] {
+  const batches: RuntimeEvent[][] = [];
+  harness.runtime.log.subscribe((events) => batches.push(events));
+  return batches;
+}
+
+const reads = (n: number) =>
+  Array.from({ length: n }, (_, i) =>
+    act([{ id: `r${i}`, type: 'tool', name: 'read', args: { filePath: 'README.md' } }]),
+  );
+
+describe('commit points', () => {
+  it('a step of read-only work is one commit: the previous step facts go with the next model request', async () => {
+    h = await harness({ steps: [...reads(5), answer('done')] });
+    const batches = commits(h);
+    const { sessionId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'read five times' });
+    await h.runtime.settled(sessionId);
+    const requests = batches.filter((batch) => batch.some((e) => e.type === 'model.requested'));
+    expect(requests).toHaveLength(6);
+    // From the second request on, each commit carries the whole previous step: model output, graph, tool call.
+    for (const batch of requests.slice(1)) {
+      const kinds = batch.map((e) => e.type);
+      for (const type of ['model.completed', 'run.status', 'tool.started', 'tool.result', 'task.completed']) {
+        expect(kinds).toContain(type);
+      }
+      expect(kinds.at(-1)).toBe('model.requested');
+    }
+    // Submit, the turn's start, six step commits, the turn's end: nothing else was committed.
+    expect(batches.length).toBeLessThanOrEqual(requests.length + 4);
+    const events = await h.runtime.log.read(sessionId);
+    expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1));
+    expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
+  it('a non-idempotent tool starts only once its start is in the store, and its end is committed right after', async () => {
+    let startedInStore: boolean | undefined;
+    let harnessRef: Harness | undefined;
+    let session = '';
+    const effect = defineTool<{ label: string }>({
+      name: 'effect',
+      description: 'A side effect that must not run twice.',
+      input: z.strictObject({ label: z.string() }),
+      isReadOnly: false,
+      isConcurrencySafe: false,
+      isDestructive: false,
+      isIdempotent: false,
+      interruptBehavior: 'block',
+      capabilities: ['write'],
+      async execute() {
+        const events = (await harnessRef?.runtime.log.read(session)) ?? [];
+        startedInStore = events.some((e) => e.type === 'tool.started');
+        return { text: 'done' };
+      },
+    });
+    const tools = new ToolRegistry([...workspaceTools(), effect]);
+    h = await harness(
+      { steps: [act([{ id: 'e', type: 'tool', name: 'effect', args: { label: 'x' } }]), answer('ok')] },
+      { tools, permissions: { mode: 'bypass' } },
+    );
+    harnessRef = h;
+    const batches = commits(h);
+    session = (await h.runtime.createSession()).sessionId;
+    await h.runtime.submitTurn({ sessionId: session, input: 'do it' });
+    await h.runtime.settled(session);
+    expect(startedInStore).toBe(true);
+    const started = batches.findIndex((b) => b.some((e) => e.type === 'tool.started'));
+    const ended = batches.findIndex((b) => b.some((e) => e.type === 'tool.result'));
+    expect(batches[started]?.at(-1)?.type).toBe('tool.started');
+    // The result is its own commit, not held until the next model request.
+    expect(ended).toBe(started + 1);
+    expect(batches[ended]?.some((e) => e.type === 'model.requested')).toBe(false);
+  });
+
+  it('facts of a slow read-only step reach observers within the linger time, before the step ends', async () => {
+    const timeline: Timeline = [];
+    const tools = new ToolRegistry([...workspaceTools(), slowReadTool(timeline, 'slow_read', 1500)]);
+    h = await harness(
+      { steps: [act([{ id: 's', type: 'tool', name: 'slow_read', args: { label: 's' } }]), answer('ok')] },
+      { tools },
+    );
+    const { sessionId } = await h.runtime.createSession();
+    const seen: { type: string; at: number }[] = [];
+    h.runtime.log.subscribe((events) => {
+      for (const e of events) seen.push({ type: e.type, at: Date.now() });
+    });
+    await h.runtime.submitTurn({ sessionId, input: 'slow' });
+    await h.runtime.settled(sessionId);
+    const started = seen.find((e) => e.type === 'tool.started');
+    const result = seen.find((e) => e.type === 'tool.result');
+    expect(started && result).toBeTruthy();
+    // Staged at the tool's start, committed by the linger timer while the tool still ran (1.5 s).
+    expect((result?.at ?? 0) - (started?.at ?? 0)).toBeGreaterThan(1000);
+    expect(timeline).toEqual(['start:s', 'end:s']);
+  });
+});
