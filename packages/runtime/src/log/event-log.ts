@@ -429,7 +429,7 @@ export function eventRow(sessionId: string, event: RuntimeEvent) {
 
 type ModelKey = { kind: ReadModelKind; key: string };
 
-const MAX_CACHED_SESSIONS = 2048;
+const MAX_CACHED_SESSIONS = 256;
 
 function keyOf(k: ModelKey): string {
   return `${k.kind}\u0000${k.key}`;

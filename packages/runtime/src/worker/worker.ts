@@ -37,6 +37,11 @@ export interface WorkerOptions {
   leaseTtlMs?: number;
   /** How often to look for leases that ran out (default 1 s). */
   pollMs?: number;
+  /**
+   * How long a thread's staged facts may wait for a commit point before they are committed anyway (default
+   * 100 ms): the most a slow step's progress is hidden from observers.
+   */
+  lingerMs?: number;
 }
 
 export interface WorkerDeps {
@@ -62,11 +67,7 @@ interface Driver {
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
 
-/**
- * How long staged facts may wait for a commit point: a step that waits for a slow tool or model still shows its
- * progress to observers within this time.
- */
-const LINGER_MS = 100;
+export const DEFAULT_LINGER_MS = 100;
 
 /**
  * How a worker rides out a store that is briefly unavailable (dropped connections, a failover): the thread is
@@ -83,6 +84,8 @@ const STORE_RETRY = { firstMs: 100, maxMs: 2000, giveUpMs: 30_000 };
  */
 export class Worker {
   readonly owner: string;
+  /** See `WorkerOptions.lingerMs`. */
+  readonly lingerMs: number;
   private readonly drivers = new Map<string, Driver>();
   /** Threads found held by another worker when this one wanted to drive them. */
   private readonly held = new Map<string, LeaseHolder>();
@@ -103,6 +106,7 @@ export class Worker {
     this.owner = options.owner ?? ownerName(newId('wrk'));
     this.scope = options.sessions === 'all' || options.sessions === undefined ? 'all' : new Set(options.sessions);
     this.ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+    this.lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
     this.unlisten = deps.notifier.listen((change) => this.onChange(change));
     this.timer = setInterval(() => void this.reclaimExpired(), options.pollMs ?? 1000);
     this.timer.unref();
@@ -604,7 +608,7 @@ class ThreadEngine implements Engine {
    *   and the step boundary (the facts before a model call: one commit per step);
    * - a `guard`: it checks committed state, so what is staged is committed first;
    * - facts about another thread or session: whoever drives that one reads the store, not this working state.
-   * Staged facts are also committed after `LINGER_MS`, so observers never wait long for a slow step's facts.
+   * Staged facts are also committed after the worker's `lingerMs`, so observers never wait long for a slow step.
    */
   async append(
     sessionId: string,
@@ -615,8 +619,10 @@ class ThreadEngine implements Engine {
     const foreign =
       sessionId !== this.sessionId || drafts.some((d) => d.threadId !== undefined && d.threadId !== this.threadId);
     if (options.guard || foreign) {
-      await this.commit();
-      await this.write(sessionId, drafts, options.guard);
+      await this.inOrder(async () => {
+        await this.writeStaged();
+        await this.write(sessionId, drafts, options.guard);
+      });
       return;
     }
     // Cleaned now, not only when written: the working truth feeds the next model call, which must see what the
@@ -626,20 +632,27 @@ class ThreadEngine implements Engine {
     else this.lingerSoon();
   }
 
-  /** Write what is staged (a commit point). Commits run one after another, in the order they were asked for. */
+  /** Write what is staged (a commit point). */
   commit(): Promise<void> {
-    const done = this.commits.then(async () => {
-      clearTimeout(this.linger);
-      this.linger = undefined;
-      const staged = this.staged;
-      if (staged.length === 0) return;
-      this.staged = [];
-      // If the write fails the staged facts go with it rather than being re-staged behind later facts: what was
-      // lost is redone by whoever drives the thread next (read-only and idempotent work only; the rest is durable).
-      await this.write(this.sessionId, staged);
-    });
+    return this.inOrder(() => this.writeStaged());
+  }
+
+  /** Writes run one after another, in the order they were asked for (and reads wait for them: `loadThread`). */
+  private inOrder(work: () => Promise<void>): Promise<void> {
+    const done = this.commits.then(work);
     this.commits = done.catch(() => undefined);
     return done;
+  }
+
+  private async writeStaged(): Promise<void> {
+    clearTimeout(this.linger);
+    this.linger = undefined;
+    const staged = this.staged;
+    if (staged.length === 0) return;
+    this.staged = [];
+    // If the write fails the staged facts go with it rather than being re-staged behind later facts: what was
+    // lost is redone by whoever drives the thread next (read-only and idempotent work only; the rest is durable).
+    await this.write(this.sessionId, staged);
   }
 
   private lingerSoon(): void {
@@ -651,7 +664,7 @@ class ThreadEngine implements Engine {
         // Nobody awaits this commit: the driver hears of the failure at its next append or read.
         this.lingerFailure ??= error;
       });
-    }, LINGER_MS);
+    }, this.worker.lingerMs);
     this.linger.unref();
   }
 

@@ -30,7 +30,8 @@ const reads = (n: number) =>
 
 describe('commit points', () => {
   it('a step of read-only work is one commit: the previous step facts go with the next model request', async () => {
-    h = await harness({ steps: [...reads(5), answer('done')] });
+    // No linger commit in between, however slow the machine: the commit points alone decide.
+    h = await harness({ steps: [...reads(5), answer('done')] }, { worker: { lingerMs: 60_000 } });
     const batches = commits(h);
     const { sessionId } = await h.runtime.createSession();
     await h.runtime.submitTurn({ sessionId, input: 'read five times' });
@@ -75,7 +76,7 @@ describe('commit points', () => {
     const tools = new ToolRegistry([...workspaceTools(), effect]);
     h = await harness(
       { steps: [act([{ id: 'e', type: 'tool', name: 'effect', args: { label: 'x' } }]), answer('ok')] },
-      { tools, permissions: { mode: 'bypass' } },
+      { tools, permissions: { mode: 'bypass' }, worker: { lingerMs: 60_000 } },
     );
     harnessRef = h;
     const batches = commits(h);
