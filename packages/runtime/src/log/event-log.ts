@@ -67,7 +67,16 @@ export class EventLog {
   readonly redactor = Redactor.create({ secrets: envSecrets(secretEnvNames({ models: {} }), process.env) });
   private readonly listeners = new Set<EventListener>();
   /** Per session: read models as of `sequence` (see `cached`). Only models in `loaded` are known. */
-  private readonly cache = new Map<string, { sequence: number; models: ReadModels; loaded: Set<string> }>();
+  private readonly cache = new Map<
+    string,
+    {
+      sequence: number;
+      models: ReadModels;
+      loaded: Set<string>;
+      /** Thread views (a thread joined with its runs) built at `sequence`: valid until the session changes. */
+      views?: Map<string, ThreadView>;
+    }
+  >();
 
   /** Names this writer in PostgreSQL notifications, so a process can skip the echo of its own appends. */
   readonly writerId = randomUUID();
@@ -277,6 +286,7 @@ export class EventLog {
       target.loaded.add(keyOf(k));
     }
     target.sequence = after;
+    target.views = undefined;
     this.cache.delete(sessionId);
     this.cache.set(sessionId, target);
     // A bounded number of sessions stays cached (least recently written first out).
@@ -334,9 +344,16 @@ export class EventLog {
         ? undefined
         : (await this.modelsAt(sessionId, sequence, [{ kind: 'thread', key: threadId }])).threads.get(threadId);
     if (!thread || sequence === undefined) throw notFound('thread', threadId);
+    // Nothing changed since this view was built: the same (immutable) view, without joining every run again.
+    const known = this.cache.get(sessionId);
+    const built = known?.sequence === sequence ? known.views?.get(threadId) : undefined;
+    if (built) return built;
     const runKeys = thread.turns.flatMap((turn) => turn.runIds.map((key) => ({ kind: 'run' as const, key })));
     const runs = runKeys.length > 0 ? (await this.modelsAt(sessionId, sequence, runKeys)).runs : new Map();
-    return { ...thread, runs: threadRuns(thread, runs) };
+    const view = { ...thread, runs: threadRuns(thread, runs) };
+    const entry = this.cache.get(sessionId);
+    if (entry?.sequence === sequence) (entry.views ??= new Map()).set(threadId, view);
+    return view;
   }
 
   /** Events of a session in sequence order, optionally after a cursor. */

@@ -1,6 +1,6 @@
 import { OAR_SCHEMA_VERSION, type RuntimeEvent } from '@oar/protocol';
 import type { EventDraft } from '../log/event-log.js';
-import { applyEvent, emptyReadModels, threadView } from '../read-models/project.js';
+import { applyEvent, emptyReadModels } from '../read-models/project.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 
 /**
@@ -21,7 +21,11 @@ export function withStaged(
   const { runs, ...thread } = committed;
   const models = emptyReadModels();
   models.threads.set(thread.threadId, thread);
-  for (const [runId, run] of Object.entries(runs)) models.runs.set(runId, run);
+  // Only the runs the staged facts name are projected (a long thread has hundreds; the rest are unchanged).
+  for (const draft of staged) {
+    const run = draft.runId === undefined ? undefined : runs[draft.runId];
+    if (run && draft.runId !== undefined) models.runs.set(draft.runId, run);
+  }
   const timestamp = new Date().toISOString();
   let sequence = committed.lastSequence;
   for (const draft of staged) {
@@ -36,5 +40,8 @@ export function withStaged(
     } as RuntimeEvent;
     applyEvent(models, event);
   }
-  return threadView(models, thread.threadId) ?? committed;
+  const next = models.threads.get(thread.threadId) ?? thread;
+  // Unchanged runs keep their objects (and their order); a new run is the thread's latest, so it goes last.
+  const changed = [...models.runs].filter(([runId, run]) => runs[runId] !== run);
+  return { ...next, runs: changed.length === 0 ? runs : { ...runs, ...Object.fromEntries(changed) } };
 }
