@@ -352,7 +352,10 @@ export class EventLog {
     const runs = runKeys.length > 0 ? (await this.modelsAt(sessionId, sequence, runKeys)).runs : new Map();
     const view = { ...thread, runs: threadRuns(thread, runs) };
     const entry = this.cache.get(sessionId);
-    if (entry?.sequence === sequence) (entry.views ??= new Map()).set(threadId, view);
+    if (entry?.sequence === sequence) {
+      entry.views ??= new Map();
+      entry.views.set(threadId, view);
+    }
     return view;
   }
 
