@@ -10,7 +10,7 @@ import {
   makeWorkspace,
   stepPath,
 } from './common.js';
-import { type LanguageModel, type OpenedStore, openSqlite, scriptedRuntime } from './oar.js';
+import { type LanguageModel, type OpenedStore, openSqlite, scriptedRuntime, wrapModel } from './oar.js';
 
 /** Sessions running at once, and the delay added to every model call (ms). */
 export const SESSION_COUNTS = [100, 500, 1_000];
@@ -59,21 +59,10 @@ class ModelGate {
   private held: (() => void)[] = [];
 
   wrap(model: LanguageModel): LanguageModel {
-    const before = () => this.before();
-    return {
-      specificationVersion: model.specificationVersion,
-      provider: model.provider,
-      modelId: model.modelId,
-      supportedUrls: model.supportedUrls,
-      async doGenerate(options) {
-        await before();
-        return model.doGenerate(options);
-      },
-      async doStream(options) {
-        await before();
-        return model.doStream(options);
-      },
-    };
+    return wrapModel(model, async (call) => {
+      await this.before();
+      return call();
+    });
   }
 
   private async before(): Promise<void> {

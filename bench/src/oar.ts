@@ -25,30 +25,28 @@ export function readLoopScript(steps: number, files = FILE_COUNT): ModelScript {
   } as ModelScript;
 }
 
-/** Wraps a model so each call is timed; the wrapper adds two performance.now() calls per step. */
-export function timedModel(model: LanguageModel, clock: StepClock): LanguageModel {
+/** The same model with every call (`doGenerate`, `doStream`) run inside `around`. */
+export function wrapModel(model: LanguageModel, around: <T>(call: () => PromiseLike<T>) => Promise<T>): LanguageModel {
   return {
     specificationVersion: model.specificationVersion,
     provider: model.provider,
     modelId: model.modelId,
     supportedUrls: model.supportedUrls,
-    async doGenerate(options) {
-      clock.start();
-      try {
-        return await model.doGenerate(options);
-      } finally {
-        clock.end();
-      }
-    },
-    async doStream(options) {
-      clock.start();
-      try {
-        return await model.doStream(options);
-      } finally {
-        clock.end();
-      }
-    },
+    doGenerate: (options) => around(() => model.doGenerate(options)),
+    doStream: (options) => around(() => model.doStream(options)),
   };
+}
+
+/** Wraps a model so each call is timed; the wrapper adds two performance.now() calls per step. */
+export function timedModel(model: LanguageModel, clock: StepClock): LanguageModel {
+  return wrapModel(model, async (call) => {
+    clock.start();
+    try {
+      return await call();
+    } finally {
+      clock.end();
+    }
+  });
 }
 
 export interface OpenedStore {

@@ -1,9 +1,8 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import { z } from 'zod';
-import { defineTool, ToolRegistry, workspaceTools } from '../../src/index.js';
+import { ToolRegistry, workspaceTools } from '../../src/index.js';
 import { type Harness, harness } from './harness.js';
-import { act, answer, slowReadTool, type Timeline } from './helpers.js';
+import { act, answer, sideEffectTool, slowReadTool, type Timeline } from './helpers.js';
 
 /**
  * The worker's commit points (docs/engine.md, "The worker's working truth"): one commit per step for read-only
@@ -57,21 +56,10 @@ describe('commit points', () => {
     let startedInStore: boolean | undefined;
     let harnessRef: Harness | undefined;
     let session = '';
-    const effect = defineTool<{ label: string }>({
-      name: 'effect',
-      description: 'A side effect that must not run twice.',
-      input: z.strictObject({ label: z.string() }),
-      isReadOnly: false,
-      isConcurrencySafe: false,
-      isDestructive: false,
-      isIdempotent: false,
-      interruptBehavior: 'block',
-      capabilities: ['write'],
-      async execute() {
-        const events = (await harnessRef?.runtime.log.read(session)) ?? [];
-        startedInStore = events.some((e) => e.type === 'tool.started');
-        return { text: 'done' };
-      },
+    const effect = sideEffectTool('effect', 'A side effect that must not run twice.', async () => {
+      const events = (await harnessRef?.runtime.log.read(session)) ?? [];
+      startedInStore = events.some((e) => e.type === 'tool.started');
+      return 'done';
     });
     const tools = new ToolRegistry([...workspaceTools(), effect]);
     h = await harness(

@@ -143,6 +143,28 @@ export function blockingTool(timeline: Timeline, ms = 150): AnyTool {
   });
 }
 
+/** A write that must not run twice (not idempotent, not cancellable): `effect` is what it does. */
+export function sideEffectTool(
+  name: string,
+  description: string,
+  effect: (input: { label: string }) => Promise<string>,
+): AnyTool {
+  return defineTool<{ label: string }>({
+    name,
+    description,
+    input: z.strictObject({ label: z.string() }),
+    isReadOnly: false,
+    isConcurrencySafe: false,
+    isDestructive: false,
+    isIdempotent: false,
+    interruptBehavior: 'block',
+    capabilities: ['write'],
+    async execute(input) {
+      return { text: await effect(input) };
+    },
+  });
+}
+
 /** A tool that fails the first `failures` calls, then succeeds. */
 export function flakyTool(counter: { calls: number }, failures: number): AnyTool {
   return defineTool<{ label: string }>({

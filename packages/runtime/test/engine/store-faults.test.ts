@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { type AnyTool, defineTool, OarRuntimeError, Store } from '../../src/index.js';
 import { dropSchema, POSTGRES_URL, postgresUnavailable } from '../support/stores.js';
 import { type Harness, harness } from './harness.js';
-import { act, allEvents, answer, ofType, registryWith, waitFor } from './helpers.js';
+import { act, allEvents, answer, ofType, registryWith, sideEffectTool, waitFor } from './helpers.js';
 
 /**
  * Store faults are honest. Seen: with a read-only or full database, `oar run` printed `{"status":"failed"}` with no
@@ -49,21 +49,10 @@ async function healStore(store: Store, fault: Fault): Promise<void> {
 
 /** A tool that breaks the store while it runs: its result is the first write that cannot be made. */
 function breakingTool(store: () => Store, fault: Fault, calls: { n: number }): AnyTool {
-  return defineTool<{ label: string }>({
-    name: 'break_store',
-    description: 'Breaks the store.',
-    input: z.strictObject({ label: z.string() }),
-    isReadOnly: false,
-    isConcurrencySafe: false,
-    isDestructive: false,
-    isIdempotent: false,
-    interruptBehavior: 'block',
-    capabilities: ['write'],
-    async execute(input) {
-      calls.n++;
-      if (calls.n === 1) await breakStore(store(), fault);
-      return { text: `done ${input.label}` };
-    },
+  return sideEffectTool('break_store', 'Breaks the store.', async (input) => {
+    calls.n++;
+    if (calls.n === 1) await breakStore(store(), fault);
+    return `done ${input.label}`;
   });
 }
 

@@ -18,6 +18,7 @@ import {
   payload,
   recordingModel,
   registryWith,
+  sideEffectTool,
   sleep,
   waitFor,
 } from './helpers.js';
@@ -30,21 +31,10 @@ import {
 
 /** A non-idempotent tool that counts its executions per label. */
 function countingTool(calls: Map<string, number>, ms = 20): AnyTool {
-  return defineTool<{ label: string }>({
-    name: 'count',
-    description: 'Counts a side effect.',
-    input: z.strictObject({ label: z.string() }),
-    isReadOnly: false,
-    isConcurrencySafe: false,
-    isDestructive: false,
-    isIdempotent: false,
-    interruptBehavior: 'block',
-    capabilities: ['write'],
-    async execute(input) {
-      calls.set(input.label, (calls.get(input.label) ?? 0) + 1);
-      await new Promise((resolve) => setTimeout(resolve, ms));
-      return { text: `counted ${input.label}` };
-    },
+  return sideEffectTool('count', 'Counts a side effect.', async (input) => {
+    calls.set(input.label, (calls.get(input.label) ?? 0) + 1);
+    await new Promise((resolve) => setTimeout(resolve, ms));
+    return `counted ${input.label}`;
   });
 }
 
