@@ -356,6 +356,10 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
     all.steps.find((s) => s.system === system && store(s.store));
   const oarSqlite = find('OAR, context budget 1M', (s) => s.startsWith('SQLite'));
   const oarPostgres = find('OAR, context budget 1M', (s) => s.startsWith('PostgreSQL'));
+  // The same runs with the peers' plain read tool: the runtime's own cost, without OAR's path confinement.
+  const samePeersTool = "OAR, context budget 1M, peers' read tool";
+  const oarSqliteSame = find(samePeersTool, (s) => s.startsWith('SQLite'));
+  const oarPostgresSame = find(samePeersTool, (s) => s.startsWith('PostgreSQL'));
   const lgSqlite = find('LangGraph durability=sync', (s) => s.includes('SqliteSaver'));
   const lgPostgres = find('LangGraph durability=sync', (s) => s.includes('PostgresSaver'));
   const agents = all.steps.find((s) => s.system === 'OpenAI Agents SDK');
@@ -388,6 +392,27 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
     stepRatio(
       'per-step p50: OAR PostgreSQL (context budget 1M) ÷ LangGraph PostgresSaver sync',
       oarPostgres,
+      lgPostgres,
+      0.5,
+      'oar-postgres, langgraph-postgres',
+    ),
+    stepRatio(
+      "same, peers' read tool: OAR SQLite ÷ LangGraph SqliteSaver sync",
+      oarSqliteSame,
+      lgSqlite,
+      0.2,
+      'oar-sqlite, langgraph',
+    ),
+    stepRatio(
+      "same, peers' read tool: OAR SQLite ÷ OpenAI Agents SDK",
+      oarSqliteSame,
+      agents,
+      0.5,
+      'oar-sqlite, openai-agents',
+    ),
+    stepRatio(
+      "same, peers' read tool: OAR PostgreSQL ÷ LangGraph PostgresSaver sync",
+      oarPostgresSame,
       lgPostgres,
       0.5,
       'oar-postgres, langgraph-postgres',

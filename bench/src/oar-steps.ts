@@ -18,6 +18,7 @@ interface Variant {
   label: string;
   runs: number;
   contextBudgetTokens?: number;
+  readTool?: 'oar' | 'peers';
 }
 
 /**
@@ -32,6 +33,13 @@ const VARIANTS: Variant[] = [
     label: 'context budget 1M tokens (transcript never shortened, like the peers)',
     runs: RUNS,
     contextBudgetTokens: CONTEXT_1M,
+  },
+  {
+    system: "OAR, context budget 1M, peers' read tool",
+    label: "context budget 1M tokens, the peers' plain readFile tool instead of OAR's confined read",
+    runs: RUNS,
+    contextBudgetTokens: CONTEXT_1M,
+    readTool: 'peers',
   },
 ];
 

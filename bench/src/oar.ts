@@ -1,7 +1,17 @@
 import { rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type AgentConfig, type ModelHandle, Runtime, Store } from '@oar/runtime';
+import {
+  type AgentConfig,
+  defineTool,
+  type ModelHandle,
+  Runtime,
+  Store,
+  ToolRegistry,
+  workspaceTools,
+} from '@oar/runtime';
 import { createScriptedModel, type ModelScript } from '@oar/runtime/testing';
+import { z } from 'zod';
 import { FILE_COUNT, makeWorkspace, POSTGRES_URL, type StepClock, stepPath, tempDir } from './common.js';
 
 export type LanguageModel = ModelHandle['model'];
@@ -92,6 +102,30 @@ export async function openPostgres(prefix: string): Promise<OpenedStore | { unav
   };
 }
 
+/**
+ * The peers' `read` tool under OAR's name: `readFile` of the joined path, nothing else (LangGraph's and the Agents
+ * SDK's benchmark tools do exactly this). OAR's built-in `read` also confines the path (a descriptor walk that
+ * refuses symlinks, hard links and swaps: about a dozen file-system calls); with this tool the two runtimes run the
+ * same tool, so the difference is the runtime's own.
+ */
+export function peersReadTool(workspace: string) {
+  return defineTool<{ filePath: string }>({
+    name: 'read',
+    description: 'Read a text file in the workspace.',
+    input: z.strictObject({ filePath: z.string() }),
+    isReadOnly: true,
+    isConcurrencySafe: true,
+    isDestructive: false,
+    isIdempotent: true,
+    interruptBehavior: 'cancel',
+    capabilities: ['read'],
+    async execute(input) {
+      const text = await readFile(join(workspace, input.filePath), 'utf8');
+      return { text, summary: text };
+    },
+  });
+}
+
 /** A runtime over `store` whose main agent replays `script`, with every model call timed on `clock`. */
 export async function scriptedRuntime(
   store: Store,
@@ -103,6 +137,8 @@ export async function scriptedRuntime(
     contextBudgetTokens?: number;
     /** Wraps the (timed) scripted model, e.g. to add latency. */
     wrapModel?: (model: LanguageModel) => LanguageModel;
+    /** `peers`: the peers' plain `read` (see `peersReadTool`) instead of OAR's confined one. */
+    readTool?: 'oar' | 'peers';
   } = {},
 ): Promise<{ runtime: Runtime; workspace: string }> {
   const workspace = options.workspace ?? makeWorkspace('ws');
@@ -115,9 +151,14 @@ export async function scriptedRuntime(
     modelId: scripted.modelId,
     supportsForcedToolChoice: true,
   };
+  const tools =
+    options.readTool === 'peers'
+      ? new ToolRegistry([...workspaceTools().filter((tool) => tool.name !== 'read'), peersReadTool(workspace)])
+      : undefined;
   const runtime = await Runtime.create({
     store,
     workspaceRoot: workspace,
+    ...(tools ? { tools } : {}),
     model: (_agent: AgentConfig) => handle,
     limits: {
       maxSteps: (options.maxSteps ?? script.steps.length) + 10,

@@ -1,5 +1,12 @@
-import { open } from 'node:fs/promises';
 import { jsonTextTooDeep, MAX_JSON_DEPTH, MAX_OUTPUT_CHARS, type OarError, oarError } from '@oar/protocol';
+import {
+  inputTooLarge,
+  OarRuntimeError,
+  processRedactor,
+  type Redactor,
+  readBoundedText,
+  utf8WithoutBom,
+} from '@oar/runtime';
 
 /** A usage fault: the CLI prints the structured error on stderr and exits 2. */
 export class UsageError extends Error {
@@ -22,23 +29,6 @@ export const INPUT_LIMITS = {
   transcript: 16 * 1024 * 1024,
 } as const;
 
-const MiB = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 100) / 100} MiB`;
-
-function tooLarge(what: string, file: string, limit: number, size: number, atLeast: boolean): UsageError {
-  const amount = atLeast ? `more than ${limit} bytes` : `${size} bytes`;
-  return new UsageError(
-    oarError('input_too_large', `${what} ${file} has ${amount}; at most ${limit} bytes (${MiB(limit)}) are read`, {
-      details: { file, limit, size, ...(atLeast ? { sizeIsLowerBound: true } : {}) },
-    }),
-  );
-}
-
-/** Text of `bytes` as UTF-8 without a leading byte-order mark (editors on Windows like to write one). */
-export function utf8WithoutBom(bytes: Buffer): string {
-  const text = bytes.toString('utf8');
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
-}
-
 /**
  * Read a file argument, or standard input for "-" (and when no file is given), refusing more than `limit` bytes
  * with `input_too_large` (exit 2) before reading it all.
@@ -50,35 +40,17 @@ export async function readInput(file: string | undefined, limit: number, what = 
     for await (const chunk of process.stdin) {
       size += (chunk as Buffer).length;
       // Stop reading at the limit: the rest is never buffered.
-      if (size > limit) throw tooLarge(what, '-', limit, size, true);
+      if (size > limit) throw new UsageError(inputTooLarge(what, '-', limit, size, true).error);
       chunks.push(chunk as Buffer);
     }
     return utf8WithoutBom(Buffer.concat(chunks));
   }
-  let handle: Awaited<ReturnType<typeof open>>;
   try {
-    handle = await open(file, 'r');
+    return await readBoundedText(file, limit, what);
   } catch (error) {
+    // Over the limit is the caller's mistake (exit 2), whatever else went wrong the file's.
+    if (error instanceof OarRuntimeError && error.code === 'input_too_large') throw new UsageError(error.error);
     throw unreadable(file, error);
-  }
-  try {
-    const stats = await handle.stat();
-    if (stats.isFile() && stats.size > limit) throw tooLarge(what, file, limit, stats.size, false);
-    // A device or a pipe has no size up front (and /dev/zero never ends): read at most one byte past the limit.
-    const buffer = Buffer.alloc(Math.min(limit + 1, stats.isFile() ? stats.size + 1 : limit + 1));
-    let size = 0;
-    for (;;) {
-      const { bytesRead } = await handle.read(buffer, size, buffer.length - size, null);
-      if (bytesRead === 0) break;
-      size += bytesRead;
-      if (size > limit) throw tooLarge(what, file, limit, size, true);
-      if (size === buffer.length) break;
-    }
-    return utf8WithoutBom(buffer.subarray(0, size));
-  } catch (error) {
-    throw error instanceof UsageError ? error : unreadable(file, error);
-  } finally {
-    await handle.close();
   }
 }
 
@@ -111,4 +83,22 @@ export async function readJsonFile(file: string, what: string, limit: number): P
 
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+let redactor: Redactor | undefined;
+
+/**
+ * `value` with every secret this process can recognise replaced (credential shapes, and the values of the
+ * provider key variables in its environment): for what the CLI prints that did not come from the log (which is
+ * redacted when written). An error repeats its input — an unknown id, a bad config value, an unknown option — and
+ * that input may be a pasted token.
+ */
+export function redactedForOutput<T>(value: T): T {
+  redactor ??= processRedactor(process.env);
+  return redactor.redactJson(value);
+}
+
+/** The one structured error line on stderr: `{"error": {code, message, retryable, details}}`, redacted. */
+export function printError(error: OarError): void {
+  process.stderr.write(`${JSON.stringify({ error: redactedForOutput(error) })}\n`);
 }

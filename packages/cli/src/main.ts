@@ -2,7 +2,7 @@ import { oarError, SCHEMA_NAMES, schemaFor } from '@oar/protocol';
 import { EXIT, exitCodeFor, OarRuntimeError } from '@oar/runtime';
 import { Command, CommanderError } from 'commander';
 import { registerDemoCommand } from './demo.js';
-import { printJson, UsageError } from './io.js';
+import { printError, printJson, UsageError } from './io.js';
 import { registerProtocolCommands } from './protocol-commands.js';
 import { registerRuntimeCommands } from './runtime-commands.js';
 
@@ -69,22 +69,23 @@ export async function main(argv: string[]): Promise<number> {
       const usage = oarError('usage_error', message, {
         details: { reason: error.code, hint: 'oar --help', ...(helpShown ? { usage: commanderText.trim() } : {}) },
       });
-      process.stderr.write(`${JSON.stringify({ error: usage })}\n`);
+      printError(usage);
       return EXIT.usage;
     }
+    // Every error is printed redacted (printError): it may repeat an input that holds a secret.
     if (error instanceof UsageError) {
-      process.stderr.write(`${JSON.stringify({ error: error.error })}\n`);
+      printError(error.error);
       return EXIT.usage;
     }
     if (error instanceof OarRuntimeError) {
       // A structured error with its code's exit status (docs/errors.md): bad input 2, store 74, busy 75, bug 70.
       const hint = CLI_HINTS[error.code];
       const structured = hint ? { ...error.error, details: { ...error.error.details, hint } } : error.error;
-      process.stderr.write(`${JSON.stringify({ error: structured })}\n`);
+      printError(structured);
       return exitCodeFor(error.code);
     }
     const message = error instanceof Error ? error.message : String(error);
-    process.stderr.write(`${JSON.stringify({ error: oarError('internal_error', message) })}\n`);
+    printError(oarError('internal_error', message));
     return EXIT.internal;
   }
 }

@@ -9,6 +9,7 @@ import {
   buildRuntime,
   EXIT,
   loadConfig,
+  type OarConfig,
   PERMISSION_MODES,
   type PermissionMode,
   Runtime,
@@ -19,9 +20,16 @@ import {
 } from '@oar/runtime';
 import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
-import { printJson, UsageError } from './io.js';
+import { printJson, redactedForOutput, UsageError } from './io.js';
 import { renderEvent } from './render.js';
-import { type ApprovalMode, attachPrinter, type DriveResult, driveSession, requestDetails } from './session-driver.js';
+import {
+  type ApprovalMode,
+  attachPrinter,
+  type DriveResult,
+  driveSession,
+  readSettled,
+  requestDetails,
+} from './session-driver.js';
 
 export interface GlobalOptions {
   config?: string;
@@ -37,11 +45,11 @@ export interface GlobalOptions {
 export async function openRuntime(
   options: GlobalOptions,
   sessions: WorkerOptions['sessions'],
-): Promise<{ runtime: Runtime; store: Store }> {
+): Promise<{ runtime: Runtime; store: Store; config: OarConfig }> {
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
   const store = options.store ?? process.env.OAR_STORE;
-  return buildRuntime(config, baseDir, {
+  const opened = await buildRuntime(config, baseDir, {
     cwd,
     env: process.env,
     worker: { sessions: sessions ?? [] },
@@ -49,6 +57,7 @@ export async function openRuntime(
     ...(options.model ? { model: options.model } : {}),
     ...(options.workspace ? { workspace: options.workspace } : {}),
   });
+  return { ...opened, config };
 }
 
 /**
@@ -226,11 +235,12 @@ function report(
 ): number {
   if (options.json) {
     process.stdout.write(
-      `${JSON.stringify({ result: { sessionId, status: result.status, answer: result.answer, error: result.error } })}\n`,
+      `${JSON.stringify({ result: { sessionId, status: result.status, answer: result.answer, error: redactedForOutput(result.error) } })}\n`,
     );
   } else {
     if (result.answer !== undefined) process.stdout.write(`\n${result.answer}\n`);
-    if (result.error) process.stdout.write(`\nerror: ${result.error.code}: ${result.error.message}\n`);
+    if (result.error)
+      process.stdout.write(`\nerror: ${result.error.code}: ${redactedForOutput(result.error.message)}\n`);
     const store = storeFlag(options.store, location);
     if (result.status === 'waiting') {
       process.stdout.write('\nWaiting for a decision:\n');
@@ -305,6 +315,9 @@ async function updateSession(sessionId: string, options: SessionUpdateOptions): 
     if (options.fromConfig) {
       const { workspaceRoot: _workspace, ...fromConfig } = template;
       Object.assign(update, fromConfig);
+      // The template leaves an empty list out; a config that says `"secrets": {"env": []}` asks for none, one that
+      // says nothing about secrets leaves the session's names as they are (they keep values out of the record).
+      if (opened.config.secrets?.env.length === 0) update.secrets = { env: [] };
     }
     if (options.model) update.model = template.model;
     if (options.workspace) update.workspaceRoot = template.workspaceRoot;
@@ -404,7 +417,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
               ...(options.text ? { payload: { text: options.text } } : {}),
             });
             // The outcome to report is the main thread's turn: a sub-agent's decision continues it too.
-            const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
+            const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
             const main = snapshot.threads[0];
             const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
             const result = await driveSession(runtime, sessionId, turnId, {
@@ -458,7 +471,10 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--model <spec>', 'the model of the main agent and of agents without their own')
     .option('--workspace <dir>', 'the workspace root')
     .option('--permission-mode <mode>', PERMISSION_MODES.join(' | '))
-    .option('--from-config', 'take agents, models, tools, permissions and limits from the config file')
+    .option(
+      '--from-config',
+      'take agents, models, tools, permissions, limits and policies from the config file (secrets.env when it names it; [] clears it)',
+    )
     .option('--json', 'print the result as JSON')
     .action(async (sessionId: string, options: SessionUpdateOptions) =>
       setExit(await updateSession(sessionId, options)),

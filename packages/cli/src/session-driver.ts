@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline/promises';
 import type { ActionDecision, RuntimeEvent, ThreadReadModel } from '@oar/protocol';
-import type { Runtime } from '@oar/runtime';
+import { OarRuntimeError, type Runtime } from '@oar/runtime';
 import { renderEvent } from './render.js';
 
 export type ApprovalMode = 'ask' | 'approve' | 'deny' | 'leave';
@@ -31,6 +31,31 @@ export interface RequestDetails {
   question: boolean;
 }
 
+/**
+ * How a read after the turn settled rides out a store that is briefly unreachable: at most `attempts` tries, the
+ * pause before the next doubling from `firstDelayMs` to `maxDelayMs` (200, 400, 800, 1600 ms: about 3 s in all).
+ */
+export const SETTLED_READ_RETRY = { attempts: 5, firstDelayMs: 200, maxDelayMs: 2_000 } as const;
+
+/**
+ * A read of what the store already holds (the outcome of a settled turn, its pending decisions, the events left to
+ * print), tried again on a retryable `store_unavailable` (a connection the server dropped, a failover). The turn's
+ * facts are committed, so asking again is safe; a process that gave up here used to exit 74 on a completed turn.
+ * Any other error, and the last attempt's, is thrown as it is.
+ */
+export async function readSettled<T>(read: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      const retryable = error instanceof OarRuntimeError && error.code === 'store_unavailable' && error.error.retryable;
+      if (!retryable || attempt >= SETTLED_READ_RETRY.attempts) throw error;
+      const delay = Math.min(SETTLED_READ_RETRY.firstDelayMs * 2 ** (attempt - 1), SETTLED_READ_RETRY.maxDelayMs);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 /** How much of a tool's input a decision shows (it is in the log whole, already redacted). */
 const INPUT_PREVIEW_CHARS = 400;
 
@@ -40,7 +65,7 @@ const INPUT_PREVIEW_CHARS = 400;
  * facts, so `run`, `respond` and `inspect` show the same thing.
  */
 export async function requestDetails(runtime: Runtime, sessionId: string): Promise<Map<string, RequestDetails>> {
-  const { events } = await runtime.getSession({ sessionId, limit: 100_000 });
+  const { events } = await readSettled(() => runtime.getSession({ sessionId, limit: 100_000 }));
   const evaluated = new Map<string, Record<string, unknown>>();
   const details = new Map<string, RequestDetails>();
   for (const event of events) {
@@ -91,7 +116,7 @@ export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean
     for await (const event of runtime.subscribe(sessionId, { after, signal: controller.signal })) print(event);
   })().catch(() => undefined);
   const flush = async () => {
-    for (const event of await runtime.log.read(sessionId, { after: cursor })) print(event);
+    for (const event of await readSettled(() => runtime.log.read(sessionId, { after: cursor }))) print(event);
   };
   return {
     flush,
@@ -142,7 +167,8 @@ export async function driveSession(
 ): Promise<DriveResult> {
   for (;;) {
     await runtime.settled(sessionId);
-    const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
+    // What settled is committed: a dropped connection here must not turn a finished turn into a store error.
+    const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
     const pending = snapshot.threads.flatMap((t) => t.pendingRequests);
     if (pending.length === 0 || options.approvals === 'leave') {
       const main = snapshot.threads[0];

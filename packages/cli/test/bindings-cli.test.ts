@@ -687,3 +687,43 @@ describe('the binding never holds secret values', { timeout: 180_000 }, () => {
     }
   });
 });
+
+describe('oar session update --from-config and secrets.env', { timeout: 180_000 }, () => {
+  it('an explicit empty list clears the names; a config without secrets leaves them as they are', () => {
+    const store = storeFile();
+    const script = { steps: labelled('S', 0, 4) };
+    const proj = projectDir({
+      'a.json': script,
+      'oar.config.json': { model: 'script:a.json', secrets: { env: ['MY_TOKEN', 'OTHER_TOKEN'] } },
+    });
+    const secretsOf = (sessionId: string) =>
+      (show(store, sessionId) as Bound & { binding: { secrets?: { env: string[] } } }).binding.secrets;
+    const update = () => ok(oarIn(proj, ['session', 'update', sessionId, '--from-config', '--store', store]), 'update');
+    const run = ok(oarIn(proj, ['run', '--store', store, 'hello']), 'run');
+    const sessionId = sessionOf(run.stdout);
+    expect(secretsOf(sessionId)).toEqual({ env: ['MY_TOKEN', 'OTHER_TOKEN'] });
+
+    writeJson(proj, 'oar.config.json', { model: 'script:a.json', secrets: { env: ['MY_TOKEN'] } });
+    expect(update().stdout, 'one name fewer').toContain('secrets changed');
+    expect(secretsOf(sessionId)).toEqual({ env: ['MY_TOKEN'] });
+
+    // Saying nothing about secrets is not asking for none: the session keeps what it redacts.
+    writeJson(proj, 'oar.config.json', { model: 'script:a.json' });
+    expect(update().stdout).toContain('binding unchanged');
+    expect(secretsOf(sessionId)).toEqual({ env: ['MY_TOKEN'] });
+
+    // An explicit empty list clears it (the binding then reads as one created without any: no `secrets` field).
+    writeJson(proj, 'oar.config.json', { model: 'script:a.json', secrets: { env: [] } });
+    expect(update().stdout, 'an empty list').toContain('secrets changed');
+    expect(secretsOf(sessionId)).toBeUndefined();
+    const updated = events(store, sessionId).filter((e) => e.type === 'session.updated');
+    expect(payloadOf(updated.at(-1)).changed).toEqual(['binding.secrets']);
+    expect(JSON.stringify(payloadOf(updated.at(-1)).binding)).not.toContain('"secrets"');
+    // The same binding as a session created from that config: same hash.
+    const fresh = sessionOf(ok(oarIn(proj, ['run', '--store', store, 'hello again']), 'second run').stdout);
+    expect(show(store, sessionId).bindingHash).toBe(show(store, fresh).bindingHash);
+    // The record replays to the same read models, and the next turn runs with the cleared binding.
+    ok(oarIn(proj, ['replay', sessionId, '--store', store]), 'replay');
+    ok(oarIn(proj, ['run', '--session', sessionId, '--store', store, 'next']), 'next turn');
+  });
+});

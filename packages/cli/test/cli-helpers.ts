@@ -1,7 +1,8 @@
-import { type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcessByStdio, type SpawnSyncReturns, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import type { Readable } from 'node:stream';
 import { removeAfterFile } from '../../runtime/test/support/temp-dirs.js';
 
 export const repoRoot = resolve(import.meta.dirname, '../../..');
@@ -27,6 +28,19 @@ export function oarIn(cwd: string, args: string[], input?: string, env: NodeJS.P
 
 export function spawnOar(cwd: string, args: string[]) {
   return spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+/** The output and exit code of a spawned process, once it closes (this process's event loop keeps running). */
+export function outputOf(child: ChildProcessByStdio<null, Readable, Readable>): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => {
+    stdout += chunk.toString();
+  });
+  child.stderr.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString();
+  });
+  return new Promise((resolve) => child.on('close', (code) => resolve({ code, stdout, stderr })));
 }
 
 /** A new directory under os.tmpdir(), removed after the test file (kept when one of its tests failed). */

@@ -1,4 +1,4 @@
-import { closeSync, openSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, openSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ndjson, oarIn, repoRoot, spawnOar, tempDir, writeJson } from './cli-helpers.js';
@@ -72,6 +72,59 @@ describe('oar protocol check input limits', () => {
     );
     const run = oarIn(repoRoot, ['protocol', 'check', '--catalog', catalog, 'examples/act.json']);
     expect(run.code, run.stderr).toBe(2);
+    expect(structuredError(run.stderr)).toMatchObject({ code: 'input_too_deep', details: { limit: 128 } });
+  });
+});
+
+describe('config files and model scripts have size and depth limits', () => {
+  const script = { steps: [{ protocol: { kind: 'answer', message: 'Hello.' } }] };
+
+  it('a --config file over 1 MiB is refused before it is read: input_too_large, exit 2', () => {
+    const cwd = tempDir();
+    writeJson(cwd, 'script.json', script);
+    // A valid config but for its size (the old code read it whole and ran the turn).
+    writeJson(cwd, 'big.json', { $schema: 'x'.repeat(2 * MiB), model: 'script:script.json' });
+    const run = oarIn(cwd, ['run', '--config', 'big.json', 'hi']);
+    expect(run.code, run.stdout + run.stderr).toBe(2);
+    expect(structuredError(run.stderr)).toMatchObject({
+      code: 'input_too_large',
+      details: { file: join(cwd, 'big.json'), limit: MiB, size: statSync(join(cwd, 'big.json')).size },
+    });
+  });
+
+  it('so is ./oar.config.json, for every command that reads it', () => {
+    const cwd = tempDir();
+    writeJson(cwd, 'oar.config.json', { $schema: 'x'.repeat(2 * MiB) });
+    const run = oarIn(cwd, ['sessions']);
+    expect(run.code, run.stdout + run.stderr).toBe(2);
+    expect(structuredError(run.stderr)).toMatchObject({ code: 'input_too_large', details: { limit: MiB } });
+  });
+
+  it('a config nested deeper than 128 levels is input_too_deep', () => {
+    const cwd = tempDir();
+    writeFileSync(join(cwd, 'oar.config.json'), `{"$schema":${'['.repeat(5_000)}${']'.repeat(5_000)}}`);
+    const run = oarIn(cwd, ['sessions']);
+    expect(run.code, run.stdout + run.stderr).toBe(2);
+    expect(structuredError(run.stderr)).toMatchObject({ code: 'input_too_deep', details: { limit: 128 } });
+  });
+
+  it('a model script over 16 MiB is refused before it is read: input_too_large, exit 2', () => {
+    const cwd = tempDir();
+    writeJson(cwd, 'big-script.json', { ...script, description: 'x'.repeat(17 * MiB) });
+    const run = oarIn(cwd, ['run', '--model', 'script:big-script.json', 'hi']);
+    expect(run.code, run.stdout + run.stderr).toBe(2);
+    expect(structuredError(run.stderr)).toMatchObject({
+      code: 'input_too_large',
+      details: { file: join(cwd, 'big-script.json'), limit: 16 * MiB },
+    });
+  });
+
+  it('a model script nested deeper than 128 levels is input_too_deep (deep model output is scripted as text)', () => {
+    const cwd = tempDir();
+    const deep = `{"steps":[{"protocol":{"kind":"answer","message":"Hello.","x":${'['.repeat(5_000)}${']'.repeat(5_000)}}}]}`;
+    writeFileSync(join(cwd, 'deep.json'), deep);
+    const run = oarIn(cwd, ['run', '--model', 'script:deep.json', 'hi']);
+    expect(run.code, run.stdout + run.stderr).toBe(2);
     expect(structuredError(run.stderr)).toMatchObject({ code: 'input_too_deep', details: { limit: 128 } });
   });
 });

@@ -116,3 +116,47 @@ describe('the oar binary leaks no secret', { timeout: 180_000 }, () => {
     }
   });
 });
+
+describe('the errors the oar binary prints are redacted', { timeout: 120_000 }, () => {
+  // Random bodies, so nothing but these inputs can have put them in the output.
+  const random = (n: number) =>
+    randomBytes(n * 2)
+      .toString('base64')
+      .replace(/[^A-Za-z0-9]/g, '')
+      .slice(0, n);
+  const github = `ghp_${random(36)}`;
+  const openai = `sk-proj-${random(40)}`;
+  // No credential shape: only the process's knowledge of its provider key variables can recognise it.
+  const providerKey = `provider-key-${random(24)}`;
+  const env = { OPENAI_API_KEY: providerKey };
+
+  function expectRedacted(result: { code: number | null; stdout: string; stderr: string }, code: string) {
+    const output = result.stdout + result.stderr;
+    for (const secret of [github, openai, providerKey]) expect(output, output).not.toContain(secret);
+    const error = (JSON.parse(result.stderr.trim().split('\n').at(-1) ?? '{}') as { error: { code: string } }).error;
+    expect(error.code, output).toBe(code);
+    expect(result.code).toBe(2);
+    return JSON.stringify(error);
+  }
+
+  it('an unknown session id that embeds a token, or is a provider key value', () => {
+    const cwd = tempDir('oar-secrets-err-');
+    dirs.push(cwd);
+    const shown = expectRedacted(oarIn(cwd, ['session', 'show', github], undefined, env), 'session_not_found');
+    expect(shown).toContain('[REDACTED:github_token]');
+    const inspected = expectRedacted(oarIn(cwd, ['inspect', `ses/${openai}`], undefined, env), 'session_not_found');
+    expect(inspected).toContain('[REDACTED:openai_key]');
+    const events = expectRedacted(oarIn(cwd, ['events', providerKey], undefined, env), 'session_not_found');
+    expect(events).toContain('[REDACTED:env_secret]');
+  });
+
+  it('a bad config value holding a key, and a usage mistake that repeats one', () => {
+    const cwd = tempDir('oar-secrets-err-');
+    dirs.push(cwd);
+    writeJson(cwd, 'oar.config.json', { model: `nope:${openai}` });
+    const config = expectRedacted(oarIn(cwd, ['run', 'hello'], undefined, env), 'unknown_model');
+    expect(config).toContain('[REDACTED:openai_key]');
+    const usage = expectRedacted(oarIn(cwd, ['run', `--token=${github}`, 'hello'], undefined, env), 'usage_error');
+    expect(usage).toContain('[REDACTED:github_token]');
+  });
+});

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { TrialsSummary } from '../../../scripts/trials.js';
 import { POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
-import { repoRoot } from './cli-helpers.js';
+import { outputOf, repoRoot } from './cli-helpers.js';
 
 /**
  * A short run of the fault trials (scripts/trials.ts, `npm run trials`): the real `oar` binary killed with SIGKILL,
@@ -21,15 +21,7 @@ async function trials(args: string[]): Promise<{ code: number | null; summary?: 
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, OAR_TEST_POSTGRES_URL: POSTGRES_URL },
   });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.on('data', (chunk: Buffer) => {
-    stdout += chunk.toString();
-  });
-  child.stderr.on('data', (chunk: Buffer) => {
-    stderr += chunk.toString();
-  });
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  const { code, stdout, stderr } = await outputOf(child);
   const last = stdout.trim().split('\n').at(-1) ?? '';
   let summary: TrialsSummary | undefined;
   try {

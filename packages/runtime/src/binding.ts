@@ -114,11 +114,19 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
-/** The binding after an update: validated whole, so an update can never leave a session unrunnable by shape. */
+/**
+ * The binding after an update: validated whole, so an update can never leave a session unrunnable by shape. An
+ * update's `secrets: {env: []}` clears the names: a binding without any has no `secrets` in its JSON (the record)
+ * nor in its hash, as one created without any; names are kept sorted and unique, as a new session records them.
+ */
 export function applyBindingUpdate(binding: SessionBinding, update: BindingUpdate): SessionBinding {
-  return SessionBindingSchema.parse({
+  const next = SessionBindingSchema.parse({
     ...binding,
     ...update,
     limits: { ...binding.limits, ...(update.limits ?? {}) },
   });
+  // Cleared, the field stays an own property set to undefined: JSON and `bindingHash` leave it out, and a
+  // field-by-field comparison with the binding before (what an update reports as changed) still sees it go.
+  if (!next.secrets || next.secrets.env.length === 0) return { ...next, secrets: undefined };
+  return { ...next, secrets: { ...next.secrets, env: [...new Set(next.secrets.env)].sort() } };
 }

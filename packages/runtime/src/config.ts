@@ -1,8 +1,8 @@
-import { readFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { type AgentConfig, AgentSchema, RuntimeLimitsSchema, SecretsConfigSchema } from './binding.js';
 import { OarRuntimeError } from './errors.js';
+import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from './input-files.js';
 import { absoluteModelSpec, absoluteModels, bindingModel, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 import { Runtime } from './runtime.js';
@@ -43,12 +43,19 @@ export const OarConfigSchema = z.strictObject({
   /** The worker of a process using this config: how long a thread lease lasts without renewal. */
   worker: z.strictObject({ leaseTtlMs: z.number().int().min(100).max(3_600_000).optional() }).default({}),
   onProtocolFailure: z.enum(['fail', 'plain_text']).default('fail'),
-  /** Environment variables (NAMES) whose values are secrets, beyond the provider keys which always are. */
-  secrets: SecretsConfigSchema.default({ env: [] }),
+  /**
+   * Environment variables (NAMES) whose values are secrets, beyond the provider keys which always are. Left out,
+   * none; `oar session update --from-config` then leaves a session's names as they are, and `{"env": []}` clears them.
+   */
+  secrets: SecretsConfigSchema.optional(),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
 
-/** Read and validate a config file; a missing default file is an empty config, a missing named file an error. */
+/**
+ * Read and validate a config file; a missing default file is an empty config, a missing named file an error. A
+ * file over INPUT_FILE_LIMITS.config is refused before it is read (`input_too_large`), one nested deeper than
+ * MAX_JSON_DEPTH before it is parsed (`input_too_deep`).
+ */
 export async function loadConfig(
   path: string | undefined,
   cwd: string,
@@ -56,17 +63,19 @@ export async function loadConfig(
   const file = resolve(cwd, path ?? CONFIG_FILE);
   let text: string;
   try {
-    text = await readFile(file, 'utf8');
+    // Without a leading UTF-8 byte-order mark (some Windows editors write one; it means nothing here).
+    text = await readBoundedText(file, INPUT_FILE_LIMITS.config, 'config');
   } catch (error) {
+    if (error instanceof OarRuntimeError) throw error;
     if (path === undefined && (error as NodeJS.ErrnoException).code === 'ENOENT') {
       return { config: OarConfigSchema.parse({}), baseDir: cwd };
     }
     throw new OarRuntimeError('config_unreadable', `cannot read config ${file}: ${(error as Error).message}`);
   }
+  checkJsonDepth(text, file, 'config');
   let json: unknown;
   try {
-    // A UTF-8 byte-order mark (some Windows editors write one) is not JSON but means nothing here: drop it.
-    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    json = JSON.parse(text);
   } catch (error) {
     throw new OarRuntimeError('invalid_config', `config ${file} is not valid JSON: ${(error as Error).message}`);
   }
@@ -149,7 +158,7 @@ export async function buildRuntime(
     limits: config.limits,
     queuePolicy: config.queuePolicy,
     onProtocolFailure: config.onProtocolFailure,
-    secrets: config.secrets,
+    ...(config.secrets ? { secrets: config.secrets } : {}),
     worker:
       options.worker === false
         ? false

@@ -45,8 +45,12 @@ export const ERROR_CODES = {
   invalid_json: usage('An input file is not valid JSON.'),
   file_unreadable: usage('An input file named on the command line cannot be read.'),
   file_unwritable: usage('An output file named on the command line cannot be written.'),
-  input_too_large: usage('An input is larger than its documented limit (details: limit, size). Pass a smaller one.'),
-  input_too_deep: usage('A JSON input nests arrays and objects deeper than the documented limit (details: limit).'),
+  input_too_large: usage(
+    'An input (a CLI input, a config file, a model script) is larger than its documented limit (details: limit, size). Pass a smaller one.',
+  ),
+  input_too_deep: usage(
+    'A JSON input (a CLI input, a config file, a model script) nests arrays and objects deeper than the documented limit (details: limit).',
+  ),
   unknown_schema: usage('`oar schema` was asked for a schema it does not have; the message lists them.'),
   invalid_catalog: usage('A tool/agent catalog file does not match the catalog schema.'),
   invalid_transcript_input: usage('The input of `oar protocol transcript` is not a transcript.'),
@@ -168,7 +172,10 @@ export const ERROR_CODES = {
   no_match: recorded('edit: the text to replace was not found.', true),
   ambiguous_match: recorded('edit: the text to replace occurs more than once; give more context.', true),
   no_change: recorded('edit: the replacement equals the original.'),
-  tool_timeout: recorded('The tool ran longer than its timeout.', true),
+  tool_timeout: recorded(
+    'The tool (or an expand_ref pattern search) ran longer than its timeout (limits.toolTimeoutMs unless the tool sets one).',
+    true,
+  ),
   aborted: recorded('The tool did not start or was stopped because the turn was interrupted.'),
 } as const satisfies Record<string, ErrorCodeInfo>;
 

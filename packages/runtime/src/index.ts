@@ -39,8 +39,9 @@ export type { BoundConfig, Engine } from './engine.js';
 export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './error-codes.js';
 export { notFound, OarRuntimeError, toOarError } from './errors.js';
 export { newId } from './ids.js';
+export { checkJsonDepth, INPUT_FILE_LIMITS, inputTooLarge, readBoundedText, utf8WithoutBom } from './input-files.js';
 export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
-export { type ChangeListener, Notifier, type SessionChange } from './log/notifier.js';
+export { type ChangeListener, Notifier, type NotifierOptions, type SessionChange } from './log/notifier.js';
 export {
   absoluteModelSpec,
   bindingModel,
@@ -76,6 +77,7 @@ export {
   bindingSecrets,
   type LiteralSecret,
   maskConnectionUrl,
+  processRedactor,
   REDACTION_KINDS,
   type RedactionCounts,
   type RedactionKind,

@@ -24,7 +24,8 @@ import type { BoundConfig } from './engine.js';
 import { notFound } from './errors.js';
 import { newId } from './ids.js';
 import { EventLog } from './log/event-log.js';
-import { Notifier } from './log/notifier.js';
+import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from './log/notifier.js';
+import { setRecent } from './lru.js';
 import { absoluteModelSpec, type ModelsConfig } from './models/resolve.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { bindingOf, type SessionState } from './read-models/session.js';
@@ -34,7 +35,8 @@ import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
 import { ToolRegistry } from './tools/registry.js';
 import { bindConfig, type Host } from './worker/bound-config.js';
-import { sessionWork, Worker, type WorkerOptions } from './worker/worker.js';
+import { type UnsettledThread, unsettledThreads } from './worker/unsettled.js';
+import { Worker, type WorkerOptions } from './worker/worker.js';
 
 export type { InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
 
@@ -79,7 +81,16 @@ export interface RuntimeOptions {
   worker?: boolean | WorkerOptions;
   /** Look for unfinished work in the worker's sessions when the runtime starts (default true). */
   resumeOnStart?: boolean;
+  /**
+   * How much per-session and per-binding state a long-lived process keeps between uses, least recently used first
+   * out; whatever is forgotten is rebuilt from the store when it is needed again. `sessions`: the notifier's newest
+   * sequence per session (default 4,096); `bindings`: runnable configurations, one per binding hash (default 64).
+   */
+  caches?: { sessions?: number; bindings?: number };
 }
+
+/** How many runnable configurations (one per binding hash) a runtime keeps by default. */
+const DEFAULT_BOUND_CONFIGS = 64;
 
 /**
  * The runtime of one process: the control plane (commands and queries) and, unless turned off, a worker — joined
@@ -94,7 +105,9 @@ export class Runtime {
   /** This process's worker, if it runs one. */
   readonly worker: Worker | undefined;
   private readonly template: SessionBinding;
+  /** Runnable configurations by binding hash: a bounded LRU (most recently used last). */
   private readonly configs = new Map<string, Promise<BoundConfig>>();
+  private readonly maxConfigs: number;
   private readonly host: Host;
   private readonly templateHash: string;
   private closed = false;
@@ -105,7 +118,8 @@ export class Runtime {
     options: RuntimeOptions,
   ) {
     this.log = new EventLog(store, runtimeId);
-    this.notifier = new Notifier(this.log);
+    this.notifier = new Notifier(this.log, { maxSessions: options.caches?.sessions ?? DEFAULT_NOTIFIER_SESSIONS });
+    this.maxConfigs = Math.max(1, options.caches?.bindings ?? DEFAULT_BOUND_CONFIGS);
     const tools = options.tools ?? new ToolRegistry(workspaceTools());
     this.template = bindingWith(
       {
@@ -135,7 +149,7 @@ export class Runtime {
     const configFor = (session: SessionState | undefined, hash?: string) => this.configFor(session, hash);
     const template = () => this.template;
     const verify = (binding: SessionBinding, hash: string) => this.verify(binding, hash);
-    this.commands = new Commands({ log: this.log, notifier: this.notifier, template, configFor, verify });
+    this.commands = new Commands({ log: this.log, notifier: this.notifier, template, verify });
     this.queries = new Queries({ log: this.log, configFor });
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
     this.worker = workerOptions
@@ -153,18 +167,23 @@ export class Runtime {
   /**
    * The runnable configuration of a session's binding — `hash` picks a turn's binding, default the current one; a
    * session without a binding (created before bindings) runs with the binding new sessions get. Built once per
-   * binding hash.
+   * binding hash and kept while it is among the `caches.bindings` most recently used: a configuration is a pure
+   * function of its binding (recorded in the log), so a forgotten one is simply built again — a thread already
+   * running keeps the one it holds.
    */
   private configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig> {
     const binding = session ? bindingOf(session, hash) : undefined;
     const key = binding ? (hash ?? session?.bindingHash ?? '') : this.templateHash;
     let config = this.configs.get(key);
     if (!config) {
-      config = bindConfig(binding ?? this.template, key, this.host);
+      const built = bindConfig(binding ?? this.template, key, this.host);
+      config = built;
       // A failed build (a module that cannot load) is tried again next time, not remembered.
-      config.catch(() => this.configs.delete(key));
-      this.configs.set(key, config);
+      built.catch(() => {
+        if (this.configs.get(key) === built) this.configs.delete(key);
+      });
     }
+    setRecent(this.configs, key, config, this.maxConfigs);
     return config;
   }
 
@@ -380,6 +399,16 @@ export class Runtime {
    * Resolves when nothing of the session is in progress anywhere: no thread held by a worker (of this process or
    * another) and none with work that a worker should pick up — everything finished or waits for a decision.
    * Without a session id: when this process's worker drives nothing.
+   *
+   * Waiting claims nothing, with two exceptions, both threads this process's worker answers for and that would
+   * otherwise wait for a lease to run out, or forever:
+   * - a thread whose lease this worker still holds without driving it (the release failed on a store fault):
+   *   nobody else may drive it before the lease runs out, and only this worker can end its own tenure sooner;
+   * - a thread with work nobody holds, in a session this worker drives, that the worker has not taken up on its
+   *   own: work committed before it started listening (`resumeOnStart: false`), or whose notification was spent
+   *   on a look the store failed. Waiting for such a session is asking for it to be seen through.
+   * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
+   * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
    */
   async settled(sessionId?: string): Promise<void> {
     let outages = 0;
@@ -392,9 +421,9 @@ export class Runtime {
         if ((this.worker?.driving().length ?? 0) === 0) return;
         continue;
       }
-      let work: Awaited<ReturnType<typeof sessionWork>>;
+      let work: UnsettledThread[];
       try {
-        work = await sessionWork(this.store.db, sessionId);
+        work = await unsettledThreads(this.store.db, sessionId);
         outages = 0;
       } catch (error) {
         // A store that is briefly unreachable (a dropped connection) is waited out like the work itself, for a while.
@@ -403,9 +432,13 @@ export class Runtime {
         continue;
       }
       if (work.length === 0 && (this.worker?.driving(sessionId).length ?? 0) === 0) return;
-      // Work nobody drives (or that this worker holds without driving, after a release the store refused) is taken up.
-      if (work.some((item) => !item.holder || item.holder.owner === this.worker?.owner)) {
-        await this.worker?.look(sessionId).catch(() => undefined);
+      const worker = this.worker;
+      if (worker?.drives(sessionId)) {
+        for (const item of work) {
+          // A thread it drives right now needs no kick (one would only make its driver look again for nothing).
+          const held = item.holder?.owner === worker.owner && !worker.isDriving(item.threadId);
+          if (!item.holder || held) worker.kick(sessionId, item.threadId);
+        }
       }
       await this.notifier.waitFor(sessionId, async () => false, 100);
     }

@@ -7,19 +7,12 @@ import {
   bindingHash,
   type SessionBinding,
 } from '../binding.js';
-import { agentByName, type BoundConfig, type Engine } from '../engine.js';
+import { agentByName, type Engine } from '../engine.js';
 import { notFound, OarRuntimeError } from '../errors.js';
-import { toolPermissionRequest } from '../executors/tool.js';
 import { newId } from '../ids.js';
-import {
-  type AppendGuard,
-  type EventDraft,
-  type EventLog,
-  loadAllReadModels,
-  loadReadModels,
-} from '../log/event-log.js';
+import { type AppendGuard, type EventDraft, type EventLog, loadReadModels } from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
-import { grantFor } from '../policy/permissions.js';
+import { grantFor, type PermissionRequest, PermissionRequestSchema } from '../policy/permissions.js';
 import { threadView, threadViews } from '../read-models/project.js';
 import { bindingOf, isTerminalTaskStatus, type SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
@@ -71,8 +64,6 @@ export interface CommandDeps {
   notifier: Notifier;
   /** The binding a new session gets (the runtime's configuration). */
   template(): SessionBinding;
-  /** The runnable configuration of a session's binding (tools only; no model is called). */
-  configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig>;
   /** Throws when a binding cannot run here (a tool module that does not load, a model that does not resolve). */
   verify(binding: SessionBinding, hash: string): Promise<void>;
 }
@@ -171,7 +162,7 @@ export class Commands {
   }
 
   private async session(sessionId: string): Promise<SessionState> {
-    const session = (await loadReadModels(this.log.store.db, sessionId, [])).session;
+    const session = (await this.log.readModels(sessionId, [])).session;
     if (!session) throw notFound('session', sessionId);
     return session;
   }
@@ -267,7 +258,7 @@ export class Commands {
     waitMs?: number;
   }): Promise<InterruptResult> {
     const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     const root = threadView(models, threadId);
     if (!root) throw notFound('thread', threadId);
     const turnId = root.activeTurnId;
@@ -385,19 +376,52 @@ export class Commands {
     });
   }
 
+  /**
+   * The permission request a pending tool approval asked about: the executor and the touched paths recorded in its
+   * `action.required` (`payload.scope`). A log without them (hand-edited, imported) cannot be granted for the
+   * session: nobody can say what the human saw.
+   */
+  private async askedRequest(
+    sessionId: string,
+    threadId: string,
+    turnId: string,
+    actionId: string,
+  ): Promise<PermissionRequest> {
+    const rows = await this.log.store.db
+      .selectFrom('oar_events')
+      .select('body')
+      .where('session_id', '=', sessionId)
+      .where('thread_id', '=', threadId)
+      .where('turn_id', '=', turnId)
+      .where('type', '=', 'action.required')
+      .execute();
+    for (const row of rows) {
+      const event = JSON.parse(row.body) as RuntimeEvent & { actionId?: string };
+      if (event.actionId !== actionId) continue;
+      const scope = (event.payload as { scope?: { executor?: unknown; paths?: unknown } }).scope;
+      const request = PermissionRequestSchema.safeParse({ executor: scope?.executor, paths: scope?.paths });
+      if (request.success) return request.data;
+    }
+    throw new OarRuntimeError(
+      'invalid_decision',
+      `decision "${actionId}" does not record what it asked about, so it cannot be approved for the session; approve it once`,
+      { details: { actionId } },
+    );
+  }
+
   async respondAction(input: RespondActionInput): Promise<{ threadId: string; decision: ActionDecision }> {
     if (!ACTION_DECISIONS.includes(input.decision)) {
       throw new OarRuntimeError('invalid_decision', `decision must be one of ${ACTION_DECISIONS.join(', ')}`, {
         details: { decision: input.decision },
       });
     }
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
     const views = threadViews(models);
     const thread = views.find((t) => t.pending.some((p) => p.actionId === input.actionId));
     const pending = thread?.pending.find((p) => p.actionId === input.actionId);
     if (!thread || !pending) throw await this.notPending(input.sessionId, input.actionId, views);
-    const run = thread.runs[pending.runId];
+    const run = thread.runs.get(pending.runId);
     const action = run?.declaration.actions.find((a) => a.id === pending.graphActionId);
     if (!run || !action) throw notFound('action', input.actionId);
     if (pending.actionType === 'user_input' && input.decision === 'approve_for_session') {
@@ -427,14 +451,12 @@ export class Commands {
       },
     ];
     if (pending.actionType === 'tool_approval') {
-      const turn = thread.turns.find((t) => t.turnId === pending.turnId);
-      const config = await this.deps.configFor(models.session, turn?.bindingHash);
-      const tool = config.tools.get(action.executor.target);
-      const parsed = tool ? config.tools.parseInput(tool.name, action.input) : undefined;
+      // A session grant is exactly the request the human was shown, as recorded when it was asked — not the
+      // call's paths worked out again now (a symlink created since would widen it), nor another executor's.
       const request =
-        tool && parsed?.ok
-          ? await toolPermissionRequest(tool, parsed.input, config.workspaceRoot)
-          : { executor: action.executor, paths: [] };
+        input.decision === 'approve_for_session'
+          ? await this.askedRequest(input.sessionId, thread.threadId, pending.turnId, input.actionId)
+          : undefined;
       drafts.push({
         type: 'permission.resolved',
         ...ids,
@@ -446,7 +468,7 @@ export class Commands {
           toolName: pending.toolName,
           source: 'human',
           grantScope: input.decision === 'approve_for_session' ? 'session' : 'once',
-          ...(input.decision === 'approve_for_session' ? { grant: grantFor(request) } : {}),
+          ...(request ? { grant: grantFor(request) } : {}),
           ...(input.reason ? { reason: input.reason } : {}),
         },
       });
@@ -482,7 +504,7 @@ export class Commands {
   }
 
   async closeSubagent(input: { sessionId: string; subagentId: string; reason?: string }): Promise<void> {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
     const parent = [...models.threads.values()].find((t) => t.subagents.some((s) => s.subagentId === input.subagentId));
     const sub = parent?.subagents.find((s) => s.subagentId === input.subagentId);
@@ -508,7 +530,7 @@ export class Commands {
 
   /** Cancel a task: its run is the active graph of a turn (interrupt it) or a delegation (interrupt the child). */
   async cancelTask(input: { sessionId: string; taskId: string; reason?: string }): Promise<InterruptResult> {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     const task = models.tasks.get(input.taskId);
     if (!task) throw notFound('task', input.taskId);
     if (isTerminalTaskStatus(task.status)) {
@@ -527,15 +549,11 @@ export class Commands {
    * keeps the failed attempt on record, and starts a turn so the model sees the new results.
    */
   async retryTask(input: { sessionId: string; taskId: string }): Promise<{ runId: string; turnId: string }> {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     const task = models.tasks.get(input.taskId);
     if (!task?.threadId) throw notFound('task', input.taskId);
     const thread = threadView(models, task.threadId);
-    const lastRun = thread
-      ? Object.values(thread.runs)
-          .filter((r) => r.taskId === input.taskId)
-          .at(-1)
-      : undefined;
+    const lastRun = thread ? [...thread.runs.values()].filter((r) => r.taskId === input.taskId).at(-1) : undefined;
     if (!thread || !lastRun)
       throw new OarRuntimeError('task_not_retryable', `task "${input.taskId}" has no action graph to retry`);
     if (!['failed', 'cancelled', 'lost'].includes(task.status)) {

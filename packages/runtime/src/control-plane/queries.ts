@@ -85,7 +85,7 @@ export class Queries {
   }
 
   async getThreadRead(input: { sessionId: string; threadId: string }): Promise<ThreadReadModel> {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     const thread = threadView(models, input.threadId);
     if (!thread) throw notFound('thread', input.threadId);
     return toThreadReadModel(thread, [...models.tasks.values()]);
@@ -97,7 +97,7 @@ export class Queries {
     events: RuntimeEvent[];
     nextCursor: number;
   }> {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
     const events = await this.log.read(input.sessionId, { after: input.cursor ?? 0, limit: input.limit ?? 200 });
     return {
@@ -109,7 +109,7 @@ export class Queries {
 
   /** The session's binding as recorded (and its hash), or undefined for a session created before bindings. */
   async getBinding(sessionId: string) {
-    const models = await loadAllReadModels(this.log.store.db, sessionId);
+    const models = await this.log.allReadModels(sessionId);
     if (!models.session) throw notFound('session', sessionId);
     const hash = models.session.bindingHash;
     const binding = hash ? models.session.bindings?.[hash] : undefined;
@@ -117,7 +117,7 @@ export class Queries {
   }
 
   async getToolInventory(input: { sessionId: string; threadId?: string }) {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
     const config = await this.deps.configFor(models.session);
     const resolved = input.threadId ? models.toolInventory.get(input.threadId) : undefined;
@@ -143,7 +143,7 @@ export class Queries {
   }
 
   async listSubagents(input: { sessionId: string; threadId?: string }) {
-    const models = await loadAllReadModels(this.log.store.db, input.sessionId);
+    const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
     return [...models.threads.values()]
       .filter((t) => !input.threadId || t.threadId === input.threadId)

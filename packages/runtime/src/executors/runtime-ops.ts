@@ -1,9 +1,13 @@
 import { oarError } from '@oar/protocol';
+import { RE2JS } from 're2js';
 import { artifactIdFromRef } from '../artifacts.js';
+import { isClosing, toOarError } from '../errors.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
-import { compileLinePattern, type LinePattern, literalLinePattern } from '../tools/pattern.js';
-import { gate } from './tool.js';
+import { type MatchProgram, PatternMatcher } from '../tools/match-worker.js';
+import { MAX_PATTERN_LENGTH } from '../tools/pattern.js';
+import { ToolError } from '../tools/tool.js';
+import { gate, withTimeout } from './tool.js';
 
 /** The most lines one expand_ref returns; the model can ask for further ranges. */
 export const MAX_EXPAND_LINES = 400;
@@ -16,24 +20,29 @@ interface Range {
   context_lines?: number;
 }
 
-/** A bounded range of a text: explicit lines, or the lines around matches of a pattern. */
-export function selectRange(text: string, range: Range): { text: string; from: number; to: number; total: number } {
+/**
+ * A bounded range of a text: explicit lines, or the lines around matches of a pattern.
+ *
+ * The pattern is the model's, and the text a stored output of up to limits.maxArtifactBytes: RE2 is linear, but in
+ * pattern size × text length, so one synchronous match can take minutes (see match-worker.ts). It runs in the match
+ * worker, as grep's does: `signal` (the action's interrupt and its timeout) stops it mid-match, and an abort
+ * rejects with the tool error `aborted`. At most MAX_EXPAND_LINES matching lines are looked for: no more can be
+ * shown, so neither the worker's answer nor the work after it grows with the text.
+ */
+export async function selectRange(
+  text: string,
+  range: Range,
+  signal: AbortSignal,
+): Promise<{ text: string; from: number; to: number; total: number }> {
   const lines = text.split('\n');
   const total = lines.length;
   if (range.pattern) {
-    let regex: LinePattern;
-    try {
-      regex = compileLinePattern(range.pattern);
-    } catch {
-      // Not a valid pattern: the model most likely meant the text itself.
-      regex = literalLinePattern(range.pattern);
-    }
+    const hits = await matchingLines(range.pattern, text, signal);
     const context = range.context_lines ?? 3;
     const keep = new Set<number>();
-    lines.forEach((line, index) => {
-      if (!regex.test(line)) return;
+    for (const index of hits) {
       for (let k = Math.max(0, index - context); k <= Math.min(total - 1, index + context); k++) keep.add(k);
-    });
+    }
     const picked = [...keep].sort((a, b) => a - b).slice(0, MAX_EXPAND_LINES);
     return {
       text: picked.map((k) => `${k + 1}: ${lines[k]}`).join('\n'),
@@ -48,13 +57,38 @@ export function selectRange(text: string, range: Range): { text: string; from: n
 }
 
 /**
+ * The 0-based indexes of the first MAX_EXPAND_LINES lines that `pattern` finds a match in (the worker splits at
+ * \n or \r\n: the same line indexes as a split at \n). A pattern that is not a valid RE2 expression, or is longer
+ * than MAX_PATTERN_LENGTH, is searched for as literal text: the model most likely meant the text itself.
+ */
+async function matchingLines(pattern: string, text: string, signal: AbortSignal): Promise<number[]> {
+  const literal: MatchProgram = { source: RE2JS.quote(pattern), what: 'text', pattern };
+  let matcher: PatternMatcher;
+  if (pattern.length > MAX_PATTERN_LENGTH) matcher = await PatternMatcher.start([literal], signal);
+  else {
+    try {
+      matcher = await PatternMatcher.start([{ source: pattern, what: 'regular expression', pattern }], signal);
+    } catch (error) {
+      if (!(error instanceof ToolError && error.code === 'invalid_pattern')) throw error;
+      matcher = await PatternMatcher.start([literal], signal);
+    }
+  }
+  try {
+    const hits = await matcher.matchingLines(0, text, MAX_EXPAND_LINES, 0);
+    return hits.map((hit) => hit.line);
+  } finally {
+    matcher.close();
+  }
+}
+
+/**
  * Resolve `action:<id>.summary|output` against the thread's runs (latest first). `.output` is the action's full
  * output — its artifact when it has one — so a model can expand a result it saw only as a preview.
  */
 async function actionRef(ctx: ActionContext, ref: string): Promise<string | undefined> {
   const match = /^action:([^.\s]+)\.(summary|output)$/.exec(ref);
   if (!match) return undefined;
-  for (const run of Object.values(ctx.thread.runs).reverse()) {
+  for (const run of [...ctx.thread.runs.values()].reverse()) {
     const result = run.actions[match[1] ?? '']?.result;
     if (!result) continue;
     if (match[2] === 'summary') return result.summary ?? result.content ?? '';
@@ -70,7 +104,7 @@ async function refText(ctx: ActionContext, ref: string): Promise<string | undefi
   if (artifactId) return ctx.engine.artifacts.text(ctx.thread.sessionId, artifactId);
   const runtime = /^runtime:\/\/runs\/([^/]+)\/actions\/([^/]+)\/output$/.exec(ref);
   if (runtime) {
-    const result = ctx.thread.runs[runtime[1] ?? '']?.actions[runtime[2] ?? '']?.result;
+    const result = ctx.thread.runs.get(runtime[1] ?? '')?.actions[runtime[2] ?? '']?.result;
     const artifact = result?.artifacts[0];
     const id = artifact ? artifactIdFromRef(artifact) : undefined;
     return id ? ctx.engine.artifacts.text(ctx.thread.sessionId, id) : (result?.content ?? undefined);
@@ -100,7 +134,33 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
       await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
       return 'failed';
     }
-    const range = selectRange(text, (action.input.range ?? {}) as Range);
+    const rangeInput = (action.input.range ?? {}) as Range;
+    // Bounded like a tool call: the action's interrupt and limits.toolTimeoutMs stop the search (see selectRange).
+    const timeoutMs = engine.limits.toolTimeoutMs;
+    const timer = withTimeout(ctx.signal, timeoutMs);
+    let range: Awaited<ReturnType<typeof selectRange>>;
+    try {
+      range = await selectRange(text, rangeInput, timer.signal);
+    } catch (thrown) {
+      // Closing, not interrupting: record nothing; the action is still pending wherever the thread is claimed next.
+      if (isClosing(ctx.signal)) return 'pending';
+      const interrupted = ctx.signal.aborted;
+      const error = timer.timedOut()
+        ? oarError(
+            'tool_timeout',
+            `expand_ref timed out after ${timeoutMs} ms searching ${ref} for its pattern (details.pattern); ` +
+              'try a simpler pattern or a line range',
+            { retryable: true, details: { ref, pattern: rangeInput.pattern, timeoutMs } },
+          )
+        : interrupted
+          ? oarError('interrupted', 'expand_ref was cancelled by an interrupt')
+          : toOarError(thrown);
+      const status = interrupted ? 'cancelled' : 'failed';
+      await engine.append(sessionId, [actionStatusEvent(ctx, status, { error })]);
+      return status;
+    } finally {
+      timer.clear();
+    }
     const summary = `lines ${range.from}-${range.to} of ${range.total} from ${ref}`;
     await engine.append(sessionId, [
       actionStatusEvent(ctx, 'completed', {

@@ -145,7 +145,11 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
   return { stopped: 'waiting_permission' };
 }
 
-function withTimeout(
+/**
+ * A signal that aborts when `signal` does or after `ms` (a timeout). Shared by tool calls and by runtime operations
+ * that do CPU work on model input (expand_ref's pattern search).
+ */
+export function withTimeout(
   signal: AbortSignal,
   ms: number,
 ): { signal: AbortSignal; timedOut: () => boolean; clear: () => void } {

@@ -3,19 +3,22 @@ import { createEvent, type EventFields, type EventType, type RuntimeEvent, type 
 import { sql } from 'kysely';
 import type { PendingArtifact } from '../artifacts.js';
 import { notFound, OarRuntimeError } from '../errors.js';
-import { contradiction } from '../read-models/contradictions.js';
+import { setRecent } from '../lru.js';
+import { contradiction, isEnding } from '../read-models/contradictions.js';
 import {
   applyEvent,
+  createdKey,
   emptyReadModels,
   type ReadModelKind,
   type ReadModels,
   threadRuns,
   touchedKeys,
+  updatedView,
 } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import type { RunState, ThreadState, ThreadView } from '../read-models/thread-state.js';
-import { Redactor } from '../redaction/redactor.js';
-import { envSecrets, secretEnvNames } from '../redaction/sources.js';
+import type { Redactor } from '../redaction/redactor.js';
+import { processRedactor } from '../redaction/sources.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
 import type { Db, Store } from '../store/store.js';
@@ -64,7 +67,7 @@ export const NOTIFY_CHANNEL = 'oar_events';
  */
 export class EventLog {
   /** Credential shapes and this process's provider keys: what every append is cleaned of, whoever writes it. */
-  readonly redactor = Redactor.create({ secrets: envSecrets(secretEnvNames({ models: {} }), process.env) });
+  readonly redactor = processRedactor();
   private readonly listeners = new Set<EventListener>();
   /** Per session: read models as of `sequence` (see `cached`). Only models in `loaded` are known. */
   private readonly cache = new Map<
@@ -73,8 +76,10 @@ export class EventLog {
       sequence: number;
       models: ReadModels;
       loaded: Set<string>;
-      /** Thread views (a thread joined with its runs) built at `sequence`: valid until the session changes. */
+      /** Thread views (a thread joined with its runs) as of `sequence`: carried forward by each write. */
       views?: Map<string, ThreadView>;
+      /** Every model of the session is in `models` (loaded whole, then kept by this process's own writes). */
+      complete?: boolean;
     }
   >();
 
@@ -216,20 +221,37 @@ export class EventLog {
    */
   private async project(tx: Db, sessionId: string, events: RuntimeEvent[], timestamp: string): Promise<ReadModels> {
     const wanted = new Map<string, ModelKey>();
-    for (const event of events) for (const k of touchedKeys(event)) wanted.set(keyOf(k), k);
+    // Models these events create (a new run, task or thread) need nothing from the store: the creating event
+    // replaces whatever was there, and nothing before it in the batch looked at it (an ending would, to refuse a
+    // contradiction; the events that only name a model before it exists leave nothing to read).
+    const created = new Set<string>();
+    const looked = new Set<string>();
+    for (const event of events) {
+      const made = createdKey(event);
+      const madeId = made && keyOf(made);
+      const ending = isEnding(event);
+      for (const k of touchedKeys(event)) {
+        const id = keyOf(k);
+        if (id === madeId && !looked.has(id)) created.add(id);
+        if (ending) looked.add(id);
+        wanted.set(id, k);
+      }
+    }
     const first = events[0]?.sequence ?? 1;
     const last = events.at(-1)?.sequence ?? first;
-    const models = await this.cached(tx, sessionId, first - 1, [...wanted.values()]);
+    const toLoad = [...wanted].filter(([id]) => !created.has(id)).map(([, k]) => k);
+    const models = await this.cached(tx, sessionId, first - 1, toLoad);
     for (const event of events) {
       // The log never holds two endings of one turn, task or tool call: the second writer is refused, whole.
       const conflict = contradiction(models, event);
       if (conflict) throw new OarRuntimeError('contradictory_fact', conflict, { details: { type: event.type } });
       applyEvent(models, event);
     }
+    const rows = [];
     for (const k of wanted.values()) {
       const body = modelOf(models, k);
       if (body === undefined) continue;
-      const values = {
+      rows.push({
         session_id: sessionId,
         kind: k.kind,
         key: k.key,
@@ -237,17 +259,20 @@ export class EventLog {
         sequence: last,
         body: JSON.stringify(body),
         updated_at: timestamp,
-      };
+      });
+    }
+    // One statement for every model the batch changed (a round trip each cost PostgreSQL a third of a commit).
+    if (rows.length > 0) {
       await tx
         .insertInto('oar_read_models')
-        .values(values)
+        .values(rows)
         .onConflict((oc) =>
-          oc.columns(['session_id', 'kind', 'key']).doUpdateSet({
-            status: values.status,
-            sequence: values.sequence,
-            body: values.body,
-            updated_at: values.updated_at,
-          }),
+          oc.columns(['session_id', 'kind', 'key']).doUpdateSet((eb) => ({
+            status: eb.ref('excluded.status'),
+            sequence: eb.ref('excluded.sequence'),
+            body: eb.ref('excluded.body'),
+            updated_at: eb.ref('excluded.updated_at'),
+          })),
         )
         .execute();
     }
@@ -286,15 +311,11 @@ export class EventLog {
       target.loaded.add(keyOf(k));
     }
     target.sequence = after;
-    target.views = undefined;
-    this.cache.delete(sessionId);
-    this.cache.set(sessionId, target);
-    // A bounded number of sessions stays cached (least recently written first out).
-    while (this.cache.size > MAX_CACHED_SESSIONS) {
-      const oldest = this.cache.keys().next().value;
-      if (oldest === undefined) break;
-      this.cache.delete(oldest);
-    }
+    target.views = target === entry ? updatedViews(entry.views, models, keys) : undefined;
+    // Every model a write creates or changes is among `keys`, so a complete entry stays complete.
+    target.complete = target === entry && entry.complete === true;
+    // A bounded number of sessions stays cached (least recently written or loaded first out).
+    setRecent(this.cache, sessionId, target, MAX_CACHED_SESSIONS);
   }
 
   /**
@@ -320,8 +341,8 @@ export class EventLog {
     const models = await this.cached(this.store.db, sessionId, sequence, keys);
     const entry = this.cache.get(sessionId);
     if (entry === undefined || entry.sequence !== sequence) {
-      this.cache.delete(sessionId);
-      this.cache.set(sessionId, { sequence, models: emptyReadModels(), loaded: new Set() });
+      const fresh = { sequence, models: emptyReadModels(), loaded: new Set<string>() };
+      setRecent(this.cache, sessionId, fresh, MAX_CACHED_SESSIONS);
     }
     const target = this.cache.get(sessionId);
     if (target) {
@@ -331,6 +352,34 @@ export class EventLog {
       }
     }
     return models;
+  }
+
+  /**
+   * Every read model of a session, for commands and queries: from the cache when it holds all of them as of the
+   * store's last sequence (one `SELECT last_sequence`), else loaded whole and remembered. The maps are the caller's
+   * own copies; the models in them are immutable values.
+   */
+  async allReadModels(sessionId: string): Promise<ReadModels> {
+    const sequence = await this.lastSequence(sessionId);
+    if (sequence === undefined) return emptyReadModels();
+    let entry = this.cache.get(sessionId);
+    if (entry?.sequence !== sequence || !entry.complete) {
+      // Loaded after the sequence was read: a write in between makes the entry newer than its label, and so never
+      // served again (the store's sequence has moved past it), never older.
+      const models = await loadAllReadModels(this.store.db, sessionId);
+      const loaded = new Set<string>([keyOf({ kind: 'session', key: sessionId })]);
+      for (const [kind, map] of modelMaps(models)) for (const key of map.keys()) loaded.add(keyOf({ kind, key }));
+      entry = { sequence, models, loaded, complete: true };
+      setRecent(this.cache, sessionId, entry, MAX_CACHED_SESSIONS);
+    }
+    const { session, threads, runs, tasks, toolInventory } = entry.models;
+    return {
+      ...(session ? { session } : {}),
+      threads: new Map(threads),
+      runs: new Map(runs),
+      tasks: new Map(tasks),
+      toolInventory: new Map(toolInventory),
+    };
   }
 
   /**
@@ -380,6 +429,35 @@ export class EventLog {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
+}
+
+/**
+ * The cached thread views after a write that changed `keys`: a view the write did not touch is still current; a
+ * touched one is brought forward from the written models (see `updatedView`), so a long thread's runs are not
+ * joined again after every step.
+ */
+function updatedViews(
+  views: Map<string, ThreadView> | undefined,
+  models: ReadModels,
+  keys: readonly ModelKey[],
+): Map<string, ThreadView> | undefined {
+  if (views === undefined) return undefined;
+  const next = new Map<string, ThreadView>();
+  for (const [threadId, view] of views) {
+    const touched = keys.some((k) => k.kind === 'thread' && k.key === threadId);
+    const changed: RunState[] = [];
+    for (const k of keys) {
+      const run = k.kind === 'run' ? models.runs.get(k.key) : undefined;
+      if (run?.threadId === threadId) changed.push(run);
+    }
+    if (!touched && changed.length === 0) {
+      next.set(threadId, view);
+      continue;
+    }
+    const thread = touched ? models.threads.get(threadId) : view;
+    if (thread) next.set(threadId, updatedView(view, thread, changed));
+  }
+  return next;
 }
 
 async function sessionExists(db: Db, sessionId: string): Promise<boolean> {
@@ -468,6 +546,16 @@ function modelOf(models: ReadModels, k: ModelKey): unknown {
     case 'tool_inventory':
       return models.toolInventory.get(k.key);
   }
+}
+
+/** The keyed models of a session by kind (everything but the session model itself). */
+function modelMaps(models: ReadModels): [ReadModelKind, Map<string, unknown>][] {
+  return [
+    ['thread', models.threads],
+    ['run', models.runs],
+    ['task', models.tasks],
+    ['tool_inventory', models.toolInventory],
+  ];
 }
 
 function setModel(models: ReadModels, k: ModelKey, value: unknown): void {

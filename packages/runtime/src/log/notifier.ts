@@ -1,3 +1,5 @@
+import { setRecent } from '../lru.js';
+import { type ChangeCursor, changeCursor, changesSince } from './changes.js';
 import { type EventLog, NOTIFY_CHANNEL } from './event-log.js';
 
 /** A session may have new events: `sequence` is the newest known, `fenced` says a worker wrote them (local only). */
@@ -10,27 +12,45 @@ export interface SessionChange {
 
 export type ChangeListener = (change: SessionChange) => void;
 
+export interface NotifierOptions {
+  /** How often the store is polled for other writers' changes (default 200 ms on SQLite, 1 s on PostgreSQL). */
+  pollMs?: number;
+  /**
+   * How many sessions' newest sequences are remembered (default 4,096; least recently changed first out). A
+   * forgotten session costs at most one extra hint (its next change is reported even if this process wrote it).
+   */
+  maxSessions?: number;
+  /** Take PostgreSQL LISTEN/NOTIFY hints (default true); without them other processes are heard by the poll only. */
+  listen?: boolean;
+}
+
+export const DEFAULT_NOTIFIER_SESSIONS = 4096;
+
 /**
  * The notifier port: tells workers and subscribers that a session changed. Appends in this process are heard at
- * once; other processes' appends arrive by PostgreSQL LISTEN/NOTIFY, and on both dialects a poll of the sessions
- * table catches whatever a lost notification or another SQLite process wrote. A change is a hint: whoever hears it
- * reads the log after its own cursor, so nothing depends on every hint arriving.
+ * once; other processes' appends arrive by PostgreSQL LISTEN/NOTIFY, and on both dialects a poll of the store's
+ * commit order (`changes.ts`: never writers' clocks) catches whatever a lost notification or another SQLite
+ * process wrote. A change is a hint: whoever hears it reads the log after its own cursor, so nothing depends on
+ * every hint arriving.
  */
 export class Notifier {
   private readonly listeners = new Set<ChangeListener>();
-  /** Newest sequence seen per session, so the poll reports only what is new. */
+  /** Newest sequence seen per session (a bounded LRU), so a change is reported once, not by every path. */
   private readonly known = new Map<string, number>();
+  private readonly maxSessions: number;
   private readonly unsubscribeLog: () => void;
   private stopListening: Promise<(() => Promise<void>) | undefined> | undefined;
   private timer: NodeJS.Timeout | undefined;
-  private polledAt = new Date().toISOString();
+  /** Where the poll continues in the store's commit order (read when listening starts). */
+  private cursor: Promise<ChangeCursor | undefined> | undefined;
   private polling = false;
   private closed = false;
 
   constructor(
     private readonly log: EventLog,
-    private readonly options: { pollMs?: number } = {},
+    private readonly options: NotifierOptions = {},
   ) {
+    this.maxSessions = Math.max(1, options.maxSessions ?? DEFAULT_NOTIFIER_SESSIONS);
     this.unsubscribeLog = log.subscribe((events, origin) => {
       const first = events[0];
       const last = events.at(-1);
@@ -81,16 +101,20 @@ export class Notifier {
 
   private start(): void {
     if (this.timer) return;
-    this.polledAt = new Date().toISOString();
-    this.stopListening = this.log.store
-      .listen(NOTIFY_CHANNEL, (payload) => {
-        // writerId:sequence:sessionId — our own appends were already heard locally.
-        const [writer, sequence, ...rest] = payload.split(':');
-        const sessionId = rest.join(':');
-        if (writer === this.log.writerId || !sessionId) return;
-        if (this.seen(sessionId, Number(sequence))) this.emit({ sessionId, sequence: Number(sequence), fenced: false });
-      })
-      .catch(() => undefined);
+    // Changes committed from here on are the poll's to find (a listener reads the log itself when it starts).
+    this.cursor = changeCursor(this.log.store).catch(() => undefined);
+    if (this.options.listen !== false) {
+      this.stopListening = this.log.store
+        .listen(NOTIFY_CHANNEL, (payload) => {
+          // writerId:sequence:sessionId — our own appends were already heard locally.
+          const [writer, sequence, ...rest] = payload.split(':');
+          const sessionId = rest.join(':');
+          if (writer === this.log.writerId || !sessionId) return;
+          if (this.seen(sessionId, Number(sequence)))
+            this.emit({ sessionId, sequence: Number(sequence), fenced: false });
+        })
+        .catch(() => undefined);
+    }
     const every = this.options.pollMs ?? (this.log.store.dialect === 'postgres' ? 1000 : 200);
     this.timer = setInterval(() => void this.poll(), every);
     this.timer.unref();
@@ -100,7 +124,7 @@ export class Notifier {
   private seen(sessionId: string, sequence: number): boolean {
     const before = this.known.get(sessionId) ?? 0;
     if (sequence <= before) return false;
-    this.known.set(sessionId, sequence);
+    setRecent(this.known, sessionId, sequence, this.maxSessions);
     return true;
   }
 
@@ -108,20 +132,23 @@ export class Notifier {
     if (this.polling || this.listeners.size === 0) return;
     this.polling = true;
     try {
-      // Sessions touched since the last poll (a second of overlap: writers' clocks and commit order differ).
-      const since = new Date(Date.parse(this.polledAt) - 1000).toISOString();
-      this.polledAt = new Date().toISOString();
-      const rows = await this.log.store.db
-        .selectFrom('oar_sessions')
-        .select(['id', 'last_sequence'])
-        .where('updated_at', '>=', since)
-        .execute();
-      for (const row of rows) {
-        const sequence = Number(row.last_sequence);
-        if (this.seen(row.id, sequence)) this.emit({ sessionId: row.id, sequence, fenced: false });
+      let cursor = await this.cursor;
+      // The start position could not be read (the store was unavailable): from now on, then.
+      if (!cursor) {
+        cursor = await changeCursor(this.log.store);
+        this.cursor = Promise.resolve(cursor);
+      }
+      for (let more = true; more && !this.closed; ) {
+        const polled = await changesSince(this.log.store, cursor);
+        cursor = polled.cursor;
+        this.cursor = Promise.resolve(cursor);
+        more = polled.more;
+        for (const { sessionId, sequence } of polled.changes) {
+          if (this.seen(sessionId, sequence)) this.emit({ sessionId, sequence, fenced: false });
+        }
       }
     } catch {
-      // The store is briefly unavailable: the next poll tries again.
+      // The store is briefly unavailable: the next poll tries again from the same position.
     } finally {
       this.polling = false;
     }

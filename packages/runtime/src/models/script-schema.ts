@@ -1,7 +1,7 @@
-import { readFile } from 'node:fs/promises';
 import { pointer } from '@oar/protocol';
 import { z } from 'zod';
 import { OarRuntimeError } from '../errors.js';
+import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from '../input-files.js';
 
 /**
  * The model script file: a documented list of responses a scripted model replays, one per model call. Used by the
@@ -99,21 +99,27 @@ export function parseModelScript(value: unknown, source = 'model script'): Model
   });
 }
 
-/** Reads and validates a script file. Unreadable files and bad JSON are `invalid_model_script` too. */
+/**
+ * Reads and validates a script file. Unreadable files and bad JSON are `invalid_model_script` too; a file over
+ * INPUT_FILE_LIMITS.modelScript is refused before it is read (`input_too_large`), one nested deeper than
+ * MAX_JSON_DEPTH before it is parsed (`input_too_deep`: deeply nested model output is scripted as `text`).
+ */
 export async function loadModelScript(path: string): Promise<ModelScript> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    // Without a UTF-8 byte-order mark, which some editors write and JSON.parse rejects.
+    text = await readBoundedText(path, INPUT_FILE_LIMITS.modelScript, 'model script');
   } catch (error) {
+    if (error instanceof OarRuntimeError) throw error;
     const reason = error instanceof Error ? error.message : String(error);
     throw new OarRuntimeError('invalid_model_script', `cannot read model script ${path}: ${reason}`, {
       details: { source: path, issues: [{ path: '', message: reason }] },
     });
   }
+  checkJsonDepth(text, path, 'model script');
   let json: unknown;
   try {
-    // Without a UTF-8 byte-order mark, which some editors write and JSON.parse rejects.
-    json = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+    json = JSON.parse(text);
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error);
     throw new OarRuntimeError('invalid_model_script', `model script ${path} is not valid JSON: ${reason}`, {

@@ -13,6 +13,16 @@ import { isTerminalActionStatus, isTerminalTurnStatus } from './thread-state.js'
 
 const TASK_ENDINGS = new Set(['task.completed', 'task.failed', 'task.cancelled', 'task.lost']);
 
+/** Whether `contradiction` looks at what the models already record for this event (it is an ending). */
+export function isEnding(event: RuntimeEvent): boolean {
+  return (
+    event.type === 'turn.completed' ||
+    event.type === 'turn.failed' ||
+    TASK_ENDINGS.has(event.type) ||
+    endedActionStatus(event) !== undefined
+  );
+}
+
 /** Why `event` contradicts what `models` already record, or undefined when it does not. */
 export function contradiction(models: ReadModels, event: RuntimeEvent): string | undefined {
   if ((event.type === 'turn.completed' || event.type === 'turn.failed') && event.threadId) {

@@ -31,6 +31,43 @@ export function endedActionStatus(event: RuntimeEvent): RunActionStatus | undefi
   }
 }
 
+/** A thread's action history, as the validator checks a new declaration against it. */
+export interface ActionHistory {
+  /**
+   * Every action id declared in the thread: a model may not reuse one. An id can appear twice (a task retry declares
+   * its failed actions again in a new run); consumers treat the list as a set.
+   */
+  usedActionIds: string[];
+  /** The ids of actions that completed (a later graph may depend on them). */
+  completedActionIds: string[];
+}
+
+const runHistories = new WeakMap<RunState, ActionHistory>();
+
+/**
+ * The history of a thread's runs. Derived, not kept in the thread's read model: two lists that grew with every
+ * step made the thread document, its projection (a copy per declared graph) and replay grow quadratically. Each
+ * run's part is remembered against the run object (runs are immutable values), so a step pays one pass over the
+ * thread's runs.
+ */
+export function actionHistory(runs: Iterable<RunState>): ActionHistory {
+  const usedActionIds: string[] = [];
+  const completedActionIds: string[] = [];
+  for (const run of runs) {
+    let part = runHistories.get(run);
+    if (!part) {
+      part = {
+        usedActionIds: run.order,
+        completedActionIds: run.order.filter((id) => run.actions[id]?.status === 'completed'),
+      };
+      runHistories.set(run, part);
+    }
+    for (const id of part.usedActionIds) usedActionIds.push(id);
+    for (const id of part.completedActionIds) completedActionIds.push(id);
+  }
+  return { usedActionIds, completedActionIds };
+}
+
 function updateAction(run: RunState, actionId: string | undefined, change: (action: RunAction) => RunAction): RunState {
   const action = actionId === undefined ? undefined : run.actions[actionId];
   if (!action || actionId === undefined) return run;

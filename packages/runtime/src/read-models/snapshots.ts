@@ -36,7 +36,7 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
     ...(thread.activeTurnId ? { activeTurnId: thread.activeTurnId } : {}),
     turns: thread.turns.map((turn) => {
       const runId = turn.runIds.at(-1);
-      const run = runId ? thread.runs[runId] : undefined;
+      const run = runId ? thread.runs.get(runId) : undefined;
       return {
         turnId: turn.turnId,
         status: (turn.status === 'running' && waiting && thread.activeTurnId === turn.turnId
@@ -83,7 +83,7 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
           },
         }
       : {}),
-    actions: Object.values(thread.runs).flatMap((run) =>
+    actions: [...thread.runs.values()].flatMap((run) =>
       run.order.map((id) => {
         const action = run.actions[id];
         return {

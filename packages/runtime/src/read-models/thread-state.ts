@@ -179,8 +179,6 @@ export const ThreadStateSchema = z.object({
   turns: z.array(TurnStateSchema),
   queue: z.array(z.object({ turnId: z.string(), input: z.string(), enqueuedAt: z.string(), source: z.string() })),
   pending: z.array(PendingDecisionSchema),
-  usedActionIds: z.array(z.string()),
-  completedActionIds: z.array(z.string()),
   /** Model calls in the whole thread: the scripted model's durable cursor. */
   modelCalls: z.number().int(),
   /** Thread-scoped state set through the control plane (`setState`), key → JSON value. */
@@ -197,4 +195,4 @@ export type ThreadState = z.infer<typeof ThreadStateSchema>;
  * A thread with its runs. Runs are separate read models (one row per run) so that an event about one action
  * rewrites that run only, not the whole history of the thread; the view joins them for the runner.
  */
-export type ThreadView = ThreadState & { runs: Record<string, RunState> };
+export type ThreadView = ThreadState & { runs: ReadonlyMap<string, RunState> };

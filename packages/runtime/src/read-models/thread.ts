@@ -17,16 +17,12 @@ function updateTurn(state: ThreadState, turnId: string | undefined, change: (tur
   return { ...state, turns: state.turns.map((turn) => (turn.turnId === turnId ? change(turn) : turn)) };
 }
 
-/** An action ended: remember completed ids (valid dependencies later) and drop a decision it no longer needs. */
-function actionEnded(state: ThreadState, event: RuntimeEvent, completed: boolean): ThreadState {
+/** An action ended: drop a decision it no longer needs (its run records how it ended). */
+function actionEnded(state: ThreadState, event: RuntimeEvent): ThreadState {
   const actionId = str((event.payload as Payload).graphActionId);
-  let next = state;
-  if (completed && actionId !== undefined && !next.completedActionIds.includes(actionId)) {
-    next = { ...next, completedActionIds: [...next.completedActionIds, actionId] };
-  }
-  const pending = next.pending.filter((p) => !(p.runId === event.runId && p.graphActionId === actionId));
-  if (pending.length === next.pending.length) return next;
-  return { ...next, pending, status: next.status === 'closed' ? 'closed' : waitingStatus(pending, event.turnId) };
+  const pending = state.pending.filter((p) => !(p.runId === event.runId && p.graphActionId === actionId));
+  if (pending.length === state.pending.length) return state;
+  return { ...state, pending, status: state.status === 'closed' ? 'closed' : waitingStatus(pending, event.turnId) };
 }
 
 function waitingStatus(pending: PendingDecision[], turnId: string | undefined): ThreadState['status'] {
@@ -66,8 +62,6 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
       turns: [],
       queue: [],
       pending: [],
-      usedActionIds: [],
-      completedActionIds: [],
       modelCalls: 0,
       state: {},
       incidents: [],
@@ -81,8 +75,7 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
 }
 
 function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
-  const ended = endedActionStatus(event);
-  const base = ended ? actionEnded(state, event, ended === 'completed') : state;
+  const base = endedActionStatus(event) ? actionEnded(state, event) : state;
   return applyThreadFacts(base, event, payload);
 }
 
@@ -257,13 +250,9 @@ function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payloa
     return updateTurn(state, event.turnId, (turn) => ({ ...turn, correctiveRetries: 0 }));
   const runId = str(event.runId);
   if (runId === undefined || payload.phase !== 'declared') return state;
-  const declaration = payload.declaration as { actions: { id: string }[] };
-  const used = new Set(state.usedActionIds);
-  for (const action of declaration.actions) used.add(action.id);
-  const next = updateTurn(state, event.turnId, (turn) => ({
+  return updateTurn(state, event.turnId, (turn) => ({
     ...turn,
     correctiveRetries: 0,
     runIds: [...turn.runIds, runId],
   }));
-  return { ...next, usedActionIds: [...used] };
 }

@@ -25,6 +25,7 @@ export {
   dotenvSecrets,
   envSecrets,
   findDotenvFiles,
+  processRedactor,
   type SecretBindingFields,
   secretEnvNames,
 } from './sources.js';

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { DEFAULT_API_KEY_ENV, type ModelsConfig } from '../models/resolve.js';
 import { dotenvSecretValues, isDotenvFileName } from './dotenv.js';
 import type { LiteralSecret } from './literals.js';
+import { Redactor } from './redactor.js';
 
 /**
  * Where literal secrets come from: the environment variables a binding names as secrets, and the `.env*` files of
@@ -30,6 +31,14 @@ export function secretEnvNames(binding: SecretBindingFields): string[] {
   }
   for (const name of binding.secrets?.env ?? []) names.add(name);
   return [...names].sort();
+}
+
+/**
+ * The redactor of a process with no binding at hand (the CLI's own errors, a control-plane command): credential
+ * shapes, and the values of the provider key variables (OPENAI_API_KEY, ANTHROPIC_API_KEY) in `env`.
+ */
+export function processRedactor(env: Record<string, string | undefined> = process.env): Redactor {
+  return Redactor.create({ secrets: envSecrets(secretEnvNames({ models: {} }), env) });
 }
 
 /** The values of `names` in `env` (unset and empty variables skipped). */

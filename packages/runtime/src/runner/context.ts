@@ -152,7 +152,7 @@ export function threadTranscript(thread: ThreadView): TranscriptTurnInput[] {
     }
     turns.push(texts.user);
     for (const runId of turn.runIds) {
-      const run = thread.runs[runId];
+      const run = thread.runs.get(runId);
       if (run) turns.push(runTurn(runId, run));
     }
     if (texts.answer) turns.push(texts.answer);

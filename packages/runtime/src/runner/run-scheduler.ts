@@ -5,6 +5,7 @@ import { runAgentAction } from '../executors/agent.js';
 import { runHumanAction } from '../executors/human.js';
 import { runRuntimeAction } from '../executors/runtime-ops.js';
 import { runToolAction } from '../executors/tool.js';
+import { actionHistory } from '../read-models/run.js';
 import {
   isTerminalActionStatus,
   type RunActionStatus,
@@ -101,8 +102,13 @@ export async function scheduleRun(
     return engine.append(thread.sessionId, [actionStatusEvent(context(action), status, { error })]);
   };
 
-  const depStatus = (id: string): RunActionStatus | 'historical' | undefined =>
-    statuses.get(id) ?? (thread.completedActionIds.includes(id) ? 'historical' : undefined);
+  let completedBefore: ReadonlySet<string> | undefined;
+  const depStatus = (id: string): RunActionStatus | 'historical' | undefined => {
+    const status = statuses.get(id);
+    if (status !== undefined) return status;
+    completedBefore ??= new Set(actionHistory(thread.runs.values()).completedActionIds);
+    return completedBefore.has(id) ? 'historical' : undefined;
+  };
 
   const context = (action: Action): ActionContext => ({
     engine,
@@ -226,7 +232,7 @@ async function runWithRetries(engine: Engine, ctx: ActionContext, halted: () => 
     if (status !== 'failed' || ctx.action.executor.type !== 'tool' || maxAttempts <= 1) return status;
     if (ctx.signal.aborted || halted()) return status;
     const thread = await engine.loadThread(ctx.thread.sessionId, ctx.thread.threadId);
-    const state = thread.runs[ctx.run.runId]?.actions[ctx.action.id];
+    const state = thread.runs.get(ctx.run.runId)?.actions[ctx.action.id];
     // attempt counts tool.started facts: 0 means the tool never ran (unknown tool, invalid input).
     if (!state || state.attempt === 0 || state.attempt >= maxAttempts) return status;
     const nextAttempt = state.attempt + 1;
@@ -237,7 +243,7 @@ async function runWithRetries(engine: Engine, ctx: ActionContext, halted: () => 
       actionStatusChange(actionIds(ctx), ctx.action, 'pending', { attempt: nextAttempt, reason }, 'running'),
     ]);
     const { result: _previous, endedAt: _ended, ...rest } = state;
-    current = { ...ctx, thread, run: thread.runs[ctx.run.runId] ?? ctx.run, state: { ...rest, status: 'pending' } };
+    current = { ...ctx, thread, run: thread.runs.get(ctx.run.runId) ?? ctx.run, state: { ...rest, status: 'pending' } };
   }
 }
 

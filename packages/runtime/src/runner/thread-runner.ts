@@ -13,6 +13,7 @@ import { type AgentConfig, agentByName, type Engine } from '../engine.js';
 import { isClosing } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft } from '../log/event-log.js';
+import { actionHistory } from '../read-models/run.js';
 import {
   isTerminalActionStatus,
   isTerminalRunStatus,
@@ -87,14 +88,14 @@ export async function advance(engine: Engine, thread: ThreadView): Promise<boole
   const signal = engine.signal(threadId);
   if (signal.aborted) return false;
 
-  const run = turn.runIds.map((id) => thread.runs[id]).findLast((r): r is RunState => r !== undefined);
+  const run = turn.runIds.map((id) => thread.runs.get(id)).findLast((r): r is RunState => r !== undefined);
   if (run && !isTerminalRunStatus(run.status)) {
     if (!runFinished(run)) {
       await scheduleRun(engine, thread, run, signal);
       // Interrupted: the interrupt records how the graph ended (cancelled), not an ordinary observation.
       if (signal.aborted) return false;
       const after = await engine.loadThread(sessionId, threadId);
-      const updated = after.runs[run.runId];
+      const updated = after.runs.get(run.runId);
       if (!updated || !runFinished(updated)) return false;
       await observeRun(engine, after, updated);
       return true;
@@ -179,7 +180,7 @@ export async function failTurn(
 ): Promise<void> {
   const drafts: EventDraft[] = [];
   for (const runId of turn.runIds) {
-    const run = thread.runs[runId];
+    const run = thread.runs.get(runId);
     if (run && !isTerminalRunStatus(run.status)) {
       const ids = { threadId: thread.threadId, turnId: turn.turnId, taskId: run.taskId, runId };
       drafts.push(
@@ -296,7 +297,7 @@ async function parentWaits(engine: Pick<Engine, 'loadThread'>, thread: ThreadVie
   const parent = thread.parent;
   if (!parent) return false;
   const view = await engine.loadThread(thread.sessionId, parent.threadId);
-  const status = view.runs[parent.runId]?.actions[parent.actionId]?.status;
+  const status = view.runs.get(parent.runId)?.actions[parent.actionId]?.status;
   return status !== undefined && !isTerminalActionStatus(status);
 }
 
@@ -563,8 +564,7 @@ async function resolveStep(
 /** The protocol tool call when the carrier is `tool` and the model made one, otherwise the text (DSL). */
 function parseOutput(thread: ThreadView, step: PreparedStep, output: ModelOutput): ParseOutcome {
   const { agent, catalog } = step;
-  const history = { completedActionIds: thread.completedActionIds, usedActionIds: thread.usedActionIds };
-  const catalogForParse = { catalog, history };
+  const catalogForParse = { catalog, history: actionHistory(thread.runs.values()) };
   return agent.carrier === 'tool' && output.toolCalls.length > 0
     ? parseToolCall(output.toolCalls, catalogForParse)
     : parseAssistantText(output.text, { ...catalogForParse, allowPlainText: agent.carrier === 'text' });

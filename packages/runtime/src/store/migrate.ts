@@ -31,9 +31,10 @@ export async function migrateStore(db: Kysely<Database>, dialect: Dialect, schem
       const { rows } = await sql<{ name: string }>`select name from ${table}`.execute(conn);
       const applied = new Set(rows.map((row) => row.name));
       const all = migrations(dialect);
-      for (const name of Object.keys(all).sort()) {
+      const ordered = Object.entries(all).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      for (const [name, migration] of ordered) {
         if (applied.has(name)) continue;
-        await all[name]!.up(conn as Kysely<unknown>);
+        await migration.up(conn as Kysely<unknown>);
         await sql`insert into ${table} (name, timestamp) values (${name}, ${new Date().toISOString()})`.execute(conn);
       }
       await sql.raw('commit').execute(conn);

@@ -93,5 +93,17 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0003_thread_action_lists': {
+      async up(db: Kysely<unknown>) {
+        // A thread's action history is derived from its runs now (read-models/run.ts `actionHistory`): the two lists
+        // the thread read model used to keep leave the stored rows, which otherwise keep them frozen forever (every
+        // reducer copies the stored object forward) and differ from a rebuild (`oar replay`).
+        const stripped =
+          dialect === 'postgres'
+            ? sql`(body::jsonb - 'usedActionIds' - 'completedActionIds')::text`
+            : sql`json_remove(body, '$.usedActionIds', '$.completedActionIds')`;
+        await sql`update oar_read_models set body = ${stripped} where kind = 'thread'`.execute(db);
+      },
+    },
   };
 }

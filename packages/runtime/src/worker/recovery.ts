@@ -14,7 +14,7 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
   const drafts: EventDraft[] = [];
   let rerun = 0;
   let lost = 0;
-  for (const run of Object.values(thread.runs)) {
+  for (const run of thread.runs.values()) {
     if (isTerminalRunStatus(run.status)) continue;
     for (const id of run.order) {
       const state = run.actions[id];

@@ -138,6 +138,11 @@ export class Worker {
     return fault;
   }
 
+  /** Whether this worker is driving the thread right now. */
+  isDriving(threadId: string): boolean {
+    return this.drivers.has(threadId);
+  }
+
   /** Threads of the session this worker is driving right now. */
   driving(sessionId?: string): Promise<void>[] {
     return [...this.drivers.values()].filter((d) => !sessionId || d.sessionId === sessionId).map((d) => d.done);
@@ -455,8 +460,10 @@ export function needsDrive(thread: ThreadState, idleSequence: number | undefined
  */
 class ThreadEngine implements Engine {
   private config: BoundConfig | undefined;
-  /** Facts recorded since the last commit point (see `append`). */
+  /** Facts recorded since the last commit point (see `append`); replaced, never emptied in place, at a commit. */
   private staged: EventDraft[] = [];
+  /** The last working view: built from `committed` and the first `applied` facts of `staged` (see `workingView`). */
+  private working: { committed: ThreadView; staged: EventDraft[]; applied: number; view: ThreadView } | undefined;
   /** The last commit asked for (commits run in order; reads wait for them). */
   private commits: Promise<void> = Promise.resolve();
   private linger: NodeJS.Timeout | undefined;
@@ -547,8 +554,25 @@ class ThreadEngine implements Engine {
       await commits;
       const committed = await this.deps.log.thread(sessionId, threadId);
       if (commits !== this.commits) continue;
-      return own && this.staged.length > 0 ? withStaged(committed, this.staged, this) : committed;
+      return own && this.staged.length > 0 ? this.workingView(committed) : committed;
     }
+  }
+
+  /**
+   * The committed view with the staged facts applied. A step reads its thread several times while it stages more
+   * facts: the last working view is extended by the facts staged since, not rebuilt from all of them.
+   */
+  private workingView(committed: ThreadView): ThreadView {
+    const last = this.working;
+    const staged = this.staged;
+    const view =
+      last !== undefined && last.committed === committed && last.staged === staged
+        ? last.applied === staged.length
+          ? last.view
+          : withStaged(last.view, staged.slice(last.applied), this)
+        : withStaged(committed, staged, this);
+    this.working = { committed, staged, applied: staged.length, view };
+    return view;
   }
 
   async grants(sessionId: string) {

@@ -1,7 +1,7 @@
 import { OAR_SCHEMA_VERSION, type RuntimeEvent } from '@oar/protocol';
 import type { EventDraft } from '../log/event-log.js';
-import { applyEvent, emptyReadModels } from '../read-models/project.js';
-import type { ThreadView } from '../read-models/thread-state.js';
+import { applyEvent, emptyReadModels, updatedView } from '../read-models/project.js';
+import type { RunState, ThreadView } from '../read-models/thread-state.js';
 
 /**
  * The working truth of the worker that holds a thread's lease: the thread as committed, plus the facts this
@@ -11,7 +11,9 @@ import type { ThreadView } from '../read-models/thread-state.js';
  *
  * The staged drafts are applied as provisional events: the sequence, time and id the log assigns at commit are
  * not known yet, so the view's `lastSequence` and timestamps are provisional. Nothing decides on those before
- * the commit (idle detection reads the committed thread after a commit point).
+ * the commit (idle detection reads the committed thread after a commit point). A view that already holds some of
+ * the staged facts may be passed with only the rest: the result is the same but for those provisional timestamps
+ * (the facts applied earlier keep the time they were applied at).
  */
 export function withStaged(
   committed: ThreadView,
@@ -23,7 +25,7 @@ export function withStaged(
   models.threads.set(thread.threadId, thread);
   // Only the runs the staged facts name are projected (a long thread has hundreds; the rest are unchanged).
   for (const draft of staged) {
-    const run = draft.runId === undefined ? undefined : runs[draft.runId];
+    const run = draft.runId === undefined ? undefined : runs.get(draft.runId);
     if (run && draft.runId !== undefined) models.runs.set(draft.runId, run);
   }
   const timestamp = new Date().toISOString();
@@ -41,7 +43,7 @@ export function withStaged(
     applyEvent(models, event);
   }
   const next = models.threads.get(thread.threadId) ?? thread;
-  // Unchanged runs keep their objects (and their order); a new run is the thread's latest, so it goes last.
-  const changed = [...models.runs].filter(([runId, run]) => runs[runId] !== run);
-  return { ...next, runs: changed.length === 0 ? runs : { ...runs, ...Object.fromEntries(changed) } };
+  const changed: RunState[] = [];
+  for (const [runId, run] of models.runs) if (runs.get(runId) !== run) changed.push(run);
+  return updatedView(committed, next, changed);
 }

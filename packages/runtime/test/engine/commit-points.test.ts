@@ -1,4 +1,5 @@
 import type { RuntimeEvent } from '@oar/protocol';
+import { TableNode } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ToolRegistry, workspaceTools } from '../../src/index.js';
 import { type Harness, harness } from './harness.js';
@@ -78,6 +79,36 @@ describe('commit points', () => {
     // The result is its own commit, not held until the next model request.
     expect(ended).toBe(started + 1);
     expect(batches[ended]?.some((e) => e.type === 'model.requested')).toBe(false);
+  });
+
+  it('a step reads no read model back from the store: new runs and tasks are created, the rest is cached', async () => {
+    h = await harness({ steps: [...reads(6), answer('done')] }, { worker: { lingerMs: 60_000 } });
+    const { sessionId } = await h.runtime.createSession();
+    // From the first model request to the turn's end (the steps), count the statements that select read models:
+    // a Kysely plugin sees every statement the store runs.
+    let counting = false;
+    let loads = 0;
+    h.runtime.log.subscribe((events) => {
+      if (events.some((e) => e.type === 'model.requested')) counting = true;
+      if (events.some((e) => e.type === 'turn.completed')) counting = false;
+    });
+    const db = h.store.db.withPlugin({
+      transformQuery({ node }) {
+        const froms = node.kind === 'SelectQueryNode' ? (node.from?.froms ?? []) : [];
+        if (counting && froms.some((f) => TableNode.is(f) && f.table.identifier.name === 'oar_read_models')) loads++;
+        return node;
+      },
+      transformResult: async ({ result }) => result,
+    });
+    Object.defineProperty(h.store, 'db', { value: db });
+    await h.runtime.submitTurn({ sessionId, input: 'read six times' });
+    await h.runtime.settled(sessionId);
+    const events = await h.runtime.log.read(sessionId);
+    expect(events.filter((e) => e.type === 'model.requested')).toHaveLength(7);
+    expect(events.some((e) => e.type === 'turn.completed')).toBe(true);
+    // Before: every step loaded its new run and task (absent) from the store.
+    expect(loads).toBe(0);
+    expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
   });
 
   it('facts of a slow read-only step reach observers within the linger time, before the step ends', async () => {

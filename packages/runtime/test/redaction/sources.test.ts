@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { applyBindingUpdate, type SessionBinding, SessionBindingSchema } from '../../src/binding.js';
+import { applyBindingUpdate, bindingHash, type SessionBinding, SessionBindingSchema } from '../../src/binding.js';
 import { OarConfigSchema } from '../../src/config.js';
 import {
   bindingSecrets,
@@ -106,7 +106,9 @@ describe('.env files of the workspace', () => {
 
 describe('the secrets.env field', () => {
   it('config: defaults to no names, takes env var NAMES, rejects values and unknown fields', () => {
-    expect(OarConfigSchema.parse({}).secrets).toEqual({ env: [] });
+    // Left out means none — and, for `session update --from-config`, "not said", unlike an explicit empty list.
+    expect(OarConfigSchema.parse({}).secrets).toBeUndefined();
+    expect(OarConfigSchema.parse({ secrets: { env: [] } }).secrets).toEqual({ env: [] });
     expect(OarConfigSchema.parse({ secrets: { env: ['GITHUB_TOKEN'] } }).secrets).toEqual({ env: ['GITHUB_TOKEN'] });
     expect(OarConfigSchema.safeParse({ secrets: { env: ['ghp-abc123'] } }).success).toBe(false);
     expect(OarConfigSchema.safeParse({ secrets: { env: ['A'], values: ['x'] } }).success).toBe(false);
@@ -139,5 +141,15 @@ describe('the secrets.env field', () => {
       env: ['GITHUB_TOKEN'],
     });
     expect(SessionBindingSchema.safeParse({ ...binding, secrets: { env: ['sk-live'] } }).success).toBe(false);
+    // Names as a new session records them (sorted, unique); an empty list clears them, to the very binding (and
+    // hash) of one that never had any, while a field-by-field diff still sees `secrets` change.
+    const named = applyBindingUpdate(binding, { secrets: { env: ['B_TOKEN', 'A_TOKEN', 'B_TOKEN'] } });
+    expect(named.secrets).toEqual({ env: ['A_TOKEN', 'B_TOKEN'] });
+    const cleared = applyBindingUpdate(named, { secrets: { env: [] } });
+    expect(cleared.secrets).toBeUndefined();
+    expect('secrets' in cleared).toBe(true);
+    expect(JSON.stringify(cleared)).toBe(JSON.stringify(binding));
+    expect(bindingHash(cleared)).toBe(bindingHash(binding));
+    expect(applyBindingUpdate(named, { model: 'script:x.json' }).secrets).toEqual(named.secrets);
   });
 });

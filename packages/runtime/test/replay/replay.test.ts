@@ -7,6 +7,7 @@ import { describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/engine.js';
 import { OarRuntimeError } from '../../src/errors.js';
 import { createScriptedModel, type ModelScript, type ModelScriptStep } from '../../src/models/script.js';
+import { replay, threadView } from '../../src/read-models/project.js';
 import type { ThreadState } from '../../src/read-models/thread-state.js';
 import { Runtime } from '../../src/runtime.js';
 import { Store } from '../../src/store/store.js';
@@ -471,6 +472,15 @@ async function checkSession(runtime: Runtime, sessionId: string): Promise<void> 
   assertEventsConform(events);
   const { snapshot } = await runtime.getSession({ sessionId });
   assertSnapshotConforms(snapshot);
+  // The log's thread views are carried forward write by write (not joined anew): each equals the replayed join.
+  const rebuilt = replay(events);
+  for (const threadId of rebuilt.threads.keys()) {
+    const view = await runtime.log.thread(sessionId, threadId);
+    expect(view, `thread view ${threadId}`).toEqual(threadView(rebuilt, threadId));
+    expect([...view.runs.keys()], `run order of ${threadId}`).toEqual([
+      ...(threadView(rebuilt, threadId)?.runs.keys() ?? []),
+    ]);
+  }
 
   // Every turn ends at most once, and only after it was submitted.
   const ends = new Map<string, number>();

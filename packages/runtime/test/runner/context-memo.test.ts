@@ -44,14 +44,12 @@ function emptyThread(): ThreadView {
     turns: [],
     queue: [],
     pending: [],
-    usedActionIds: [],
-    completedActionIds: [],
     modelCalls: 0,
     state: {},
     incidents: [],
     subagents: [],
     lastSequence: 0,
-    runs: {},
+    runs: new Map(),
   };
 }
 
@@ -168,14 +166,14 @@ function apply(thread: ThreadView, step: Op): ThreadView {
         modelSteps: t.modelSteps + 1,
         runIds: [...t.runIds, run.runId],
       }));
-      return { ...next, runs: { ...thread.runs, [run.runId]: run } };
+      return { ...next, runs: new Map(thread.runs).set(run.runId, run) };
     }
     case 'finish': {
-      for (const run of Object.values(thread.runs)) {
+      for (const run of thread.runs.values()) {
         const pending = run.order.find((id) => run.actions[id]?.status === 'pending');
         if (pending === undefined) continue;
         const finished = finishAction(run, pending, step.content, step.failed);
-        return { ...thread, runs: { ...thread.runs, [run.runId]: finished } };
+        return { ...thread, runs: new Map(thread.runs).set(run.runId, finished) };
       }
       return thread;
     }
@@ -241,7 +239,7 @@ describe('context assembly memo', () => {
             for (const [runId, turn] of protocolTurns(turns)) {
               const old = before.get(runId);
               if (old === undefined) continue;
-              if (thread.runs[runId] === previous.thread.runs[runId]) expect(turn).toBe(old);
+              if (thread.runs.get(runId) === previous.thread.runs.get(runId)) expect(turn).toBe(old);
               else expect(turn).not.toBe(old);
             }
             previous = { thread, turns };
@@ -260,7 +258,7 @@ describe('context assembly memo', () => {
     expect(pending.transcript.text).toContain('Status: pending');
 
     const done = apply(thread, { op: 'finish', content: 'FRESH NOTE CONTENT', failed: false });
-    expect(done.runs[runId]).not.toBe(thread.runs[runId]);
+    expect(done.runs.get(runId)).not.toBe(thread.runs.get(runId));
     const after = assembleContext(done, agent, catalog, { budgetTokens: 100_000 });
     expect(after.transcript.text).toContain('FRESH NOTE CONTENT');
     expect(after.transcript.text).not.toContain('Status: pending');

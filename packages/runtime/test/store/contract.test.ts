@@ -108,7 +108,11 @@ describeStores('store contract', (factory) => {
         .selectFrom('oar_migrations' as never)
         .select(sql<string>`name`.as('name'))
         .execute();
-      expect(migrationsBefore.map((m) => m.name)).toEqual(['0001_event_log', '0002_thread_leases']);
+      expect(migrationsBefore.map((m) => m.name)).toEqual([
+        '0001_event_log',
+        '0002_thread_leases',
+        '0003_thread_action_lists',
+      ]);
 
       const again = await db.open();
       const third = await db.open();

@@ -19,6 +19,8 @@ function openInProcess(url: string): Promise<{ code: number | null; stderr: stri
   });
 }
 
+const ALL_MIGRATIONS = ['0001_event_log', '0002_thread_leases', '0003_thread_action_lists'];
+
 async function appliedMigrations(store: Store): Promise<string[]> {
   const { rows } = await sql<{ name: string }>`select name from oar_migrations order by name`.execute(store.db);
   return rows.map((row) => row.name);
@@ -35,7 +37,7 @@ describeStores('store migrations', (factory) => {
     }
     // Eight independent Stores (PostgreSQL: eight pools) race to create the schema; on SQLite they open after.
     const stores = await Promise.all(Array.from({ length: 8 }, () => database.open()));
-    expect(await appliedMigrations(stores[0]!)).toEqual(['0001_event_log', '0002_thread_leases']);
+    expect(await appliedMigrations(stores[0]!)).toEqual(ALL_MIGRATIONS);
     const { rows } = await sql<{ n: number }>`select count(*) as n from oar_thread_leases`.execute(stores[3]!.db);
     expect(Number(rows[0]!.n)).toBe(0);
   }, 120_000);
@@ -49,10 +51,34 @@ describeStores('store migrations', (factory) => {
     await sql`insert into oar_state (scope, key, value, updated_at) values ('s', 'k', '"v"', 'now')`.execute(first.db);
 
     const reopened = await database.open();
-    expect(await appliedMigrations(reopened)).toEqual(['0001_event_log', '0002_thread_leases']);
+    expect(await appliedMigrations(reopened)).toEqual(ALL_MIGRATIONS);
     const { rows } = await sql<{ value: string }>`select value from oar_state where key = 'k'`.execute(reopened.db);
     expect(rows.map((row) => row.value)).toEqual(['"v"']);
     await sql`select count(*) from oar_thread_leases`.execute(reopened.db);
+  });
+
+  it('thread rows written before 0003 lose the action lists a thread now derives from its runs', async () => {
+    const database = factory.blank();
+    const first = await database.open();
+    // As a store written before 0003: a thread row with both lists, and no record of the migration.
+    const body = JSON.stringify({ threadId: 'thr_1', usedActionIds: ['a'], completedActionIds: ['a'], turns: [] });
+    const run = JSON.stringify({ runId: 'run_1', usedActionIds: ['kept: not a thread'] });
+    await sql`insert into oar_read_models (session_id, kind, key, status, sequence, body, updated_at)
+      values ('ses_1', 'thread', 'thr_1', 'idle', 3, ${body}, 'now'), ('ses_1', 'run', 'run_1', null, 3, ${run}, 'now')`.execute(
+      first.db,
+    );
+    await sql`delete from oar_migrations where name = '0003_thread_action_lists'`.execute(first.db);
+
+    const reopened = await database.open();
+    expect(await appliedMigrations(reopened)).toEqual(ALL_MIGRATIONS);
+    const { rows } = await sql<{
+      kind: string;
+      body: string;
+    }>`select kind, body from oar_read_models order by kind`.execute(reopened.db);
+    expect(rows.map((row) => [row.kind, JSON.parse(row.body)])).toEqual([
+      ['run', { runId: 'run_1', usedActionIds: ['kept: not a thread'] }],
+      ['thread', { threadId: 'thr_1', turns: [] }],
+    ]);
   });
 
   it('a migration that fails says store_migration_failed and applies nothing of itself', async () => {

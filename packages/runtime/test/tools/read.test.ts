@@ -1,5 +1,6 @@
 import { mkdir, symlink } from 'node:fs/promises';
 import path from 'node:path';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { READ_MAX_BYTES, readTool } from '../../src/tools/builtin/read.js';
 import { abortedContext, files, run, sandbox, toolContext, toolError } from './helpers.js';
@@ -8,6 +9,33 @@ const numbered = (lines: string[], from = 1) =>
   lines.map((line, i) => `${String(from + i).padStart(6)}\t${line}`).join('\n');
 
 describe('read', () => {
+  it('a small file read whole pages exactly like a large file streamed line by line', async () => {
+    // Small files (up to 64 KiB) are read in one call and split in memory; larger ones are streamed through the line
+    // reader. The same text must give the same lines either way: CRLF, lone CR, empty lines, a final ending or not.
+    const { root } = await sandbox();
+    const padding = `\n${'x\n'.repeat(40_000)}`; // makes the second file large enough to be streamed
+    const piece = fc.constantFrom('a', 'é', '字', ' ', '\t', '\n', '\r', '\r\n', '\n\n', '\r\r\n', '');
+    await fc.assert(
+      fc.asyncProperty(fc.array(piece, { maxLength: 40 }), fc.integer({ min: 1, max: 5 }), async (parts, offset) => {
+        const text = parts.join('');
+        await files(root, { 'small.txt': text, 'large.txt': text + padding });
+        const small = await run(readTool, { filePath: 'small.txt', offset }, toolContext(root));
+        const shown = (small.structured as { linesReturned: number }).linesReturned;
+        const large = await run(
+          readTool,
+          { filePath: 'large.txt', offset, limit: Math.max(1, shown) },
+          toolContext(root),
+        );
+        if (shown > 0) expect(large.text).toBe(small.text);
+        // The small file's line count is what the streamed reader counts for the same text.
+        const lines = (small.structured as { totalLines: number }).totalLines;
+        const streamed = await run(readTool, { filePath: 'large.txt', offset: lines + 1, limit: 1 }, toolContext(root));
+        expect((streamed.structured as { firstLine: number | null }).firstLine).toBe(lines + 1);
+      }),
+      { numRuns: 60, seed: 4242 },
+    );
+  });
+
   it('returns the file with cat -n style line numbers', async () => {
     const { root } = await sandbox();
     await files(root, { 'src/a.ts': 'first\nsecond\r\nthird\n' });

@@ -3,10 +3,12 @@ import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
 import { defineTool } from '../tool.js';
 import {
+  BINARY_SNIFF_BYTES,
   binaryFileError,
   type ExistingFile,
   filePathInput,
   filePathOf,
+  looksBinary,
   openExistingFile,
   READ_ONLY_FILE_TOOL,
   sniffBinary,
@@ -48,8 +50,15 @@ export const readTool = defineTool<ReadInput>({
     const file = await openExistingFile(context.workspaceRoot, input.filePath);
     let page: Page;
     try {
-      if (await sniffBinary(file)) throw binaryFileError(file.relative);
-      page = await readPage(file, input.offset, input.limit, context.signal);
+      const whole = await readSmallFile(file);
+      if (whole !== undefined) {
+        if (looksBinary(whole.subarray(0, BINARY_SNIFF_BYTES))) throw binaryFileError(file.relative);
+        page = pageOfText(whole.toString('utf8'), input.offset, input.limit);
+      } else {
+        if (await sniffBinary(file)) throw binaryFileError(file.relative);
+        page = await readPage(file, input.offset, input.limit, context.signal);
+      }
+      throwIfAborted(context.signal);
     } finally {
       await file.handle.close();
     }
@@ -82,6 +91,83 @@ interface Page {
   totalLines?: number;
 }
 
+/** Lines into one page: numbered, within the line limit and the byte budget. */
+class PageBuilder {
+  private readonly lines: string[] = [];
+  private bytes = 0;
+  private lineNumber = 0;
+
+  constructor(
+    private readonly offset: number,
+    private readonly limit: number,
+  ) {}
+
+  /** Take the next line of the file; a page when it is full (stop reading then). */
+  add(line: string): Page | undefined {
+    this.lineNumber += 1;
+    const { lines, lineNumber } = this;
+    if (lineNumber < this.offset) return undefined;
+    if (lines.length === this.limit) return { lines, truncatedBy: 'lines', nextOffset: lineNumber };
+    const numbered = `${String(lineNumber).padStart(6)}\t${line}`;
+    const size = Buffer.byteLength(numbered) + 1;
+    if (this.bytes + size > READ_MAX_BYTES) {
+      if (lines.length > 0) return { lines, truncatedBy: 'bytes', nextOffset: lineNumber };
+      // A single line larger than the budget (minified code, a data blob): show its head rather than nothing.
+      const head = Buffer.from(numbered).subarray(0, READ_MAX_BYTES).toString('utf8');
+      return { lines: [head], truncatedBy: 'bytes', nextOffset: lineNumber + 1 };
+    }
+    lines.push(numbered);
+    this.bytes += size;
+    return undefined;
+  }
+
+  /** The file ended before the page was full. */
+  end(): Page {
+    return { lines: this.lines, totalLines: this.lineNumber };
+  }
+}
+
+/**
+ * A file at most this large is read in one call and split in memory. A read through the thread pool costs more
+ * than the bytes: the stream and line reader took half of a small `read`'s time.
+ */
+const WHOLE_READ_BYTES = 64 * 1024;
+
+/** The whole file, when it is small (and did not grow past its size since it was opened); else undefined. */
+async function readSmallFile(file: ExistingFile): Promise<Buffer | undefined> {
+  if (file.stats.size > WHOLE_READ_BYTES) return undefined;
+  // One byte more than the size: a file that grew since it was opened is read as a stream instead.
+  const buffer = Buffer.alloc(file.stats.size + 1);
+  let size = 0;
+  try {
+    // Until the end of the file or a full buffer: a read may return less than asked (FUSE, network file systems).
+    for (;;) {
+      const { bytesRead } = await file.handle.read(buffer, size, buffer.length - size, size);
+      if (bytesRead === 0) break;
+      size += bytesRead;
+      if (size === buffer.length) break;
+    }
+  } catch (error) {
+    throw fsToolError(error, file.relative);
+  }
+  return size > file.stats.size ? undefined : buffer.subarray(0, size);
+}
+
+/** The line endings the line reader splits on (`\r\n`, `\n`, a lone `\r`), so both paths page alike. */
+const LINE_ENDING = /\r?\n|\r(?!\n)/;
+
+/** The page of a whole text: lines as the streaming reader yields them (no empty line after a final ending). */
+function pageOfText(text: string, offset: number, limit: number): Page {
+  const lines = text.split(LINE_ENDING);
+  if (lines.at(-1) === '') lines.pop();
+  const page = new PageBuilder(offset, limit);
+  for (const line of lines) {
+    const full = page.add(line);
+    if (full) return full;
+  }
+  return page.end();
+}
+
 /**
  * Stream the file line by line so a huge file costs memory proportional to the page, not to the file, and stop as
  * soon as the page is full.
@@ -90,24 +176,11 @@ async function readPage(file: ExistingFile, offset: number, limit: number, signa
   // From the descriptor the confinement check verified, never from the path again; the caller closes it.
   const stream = file.handle.createReadStream({ encoding: 'utf8', start: 0, autoClose: false, signal });
   const reader = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
-  const lines: string[] = [];
-  let bytes = 0;
-  let lineNumber = 0;
+  const page = new PageBuilder(offset, limit);
   try {
     for await (const line of reader) {
-      lineNumber += 1;
-      if (lineNumber < offset) continue;
-      if (lines.length === limit) return { lines, truncatedBy: 'lines', nextOffset: lineNumber };
-      const numbered = `${String(lineNumber).padStart(6)}\t${line}`;
-      const size = Buffer.byteLength(numbered) + 1;
-      if (bytes + size > READ_MAX_BYTES) {
-        if (lines.length > 0) return { lines, truncatedBy: 'bytes', nextOffset: lineNumber };
-        // A single line larger than the budget (minified code, a data blob): show its head rather than nothing.
-        const head = Buffer.from(numbered).subarray(0, READ_MAX_BYTES).toString('utf8');
-        return { lines: [head], truncatedBy: 'bytes', nextOffset: lineNumber + 1 };
-      }
-      lines.push(numbered);
-      bytes += size;
+      const full = page.add(line);
+      if (full) return full;
     }
   } catch (error) {
     throw fsToolError(error, file.relative);
@@ -116,7 +189,7 @@ async function readPage(file: ExistingFile, offset: number, limit: number, signa
     stream.destroy();
   }
   throwIfAborted(signal);
-  return { lines, totalLines: lineNumber };
+  return page.end();
 }
 
 function summarize(relative: string, offset: number, page: Page): string {
