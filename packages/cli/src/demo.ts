@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildRuntime, OarConfigSchema } from '@oar/runtime';
 import type { Command } from 'commander';
-import { redactedForOutput } from './io.js';
+import { redactedForOutput, turnErrorText } from './io.js';
 import { attachPrinter, driveSession } from './session-driver.js';
 
 /** The bundled demo assets: the sample workspace, the scripted model and the sub-agent configuration. */
@@ -76,8 +76,7 @@ async function demo(options: { store?: string; json?: boolean }): Promise<number
       );
     } else {
       if (result.answer) process.stdout.write(`\n${result.answer}\n`);
-      if (result.error)
-        process.stdout.write(`\nerror: ${result.error.code}: ${redactedForOutput(result.error.message)}\n`);
+      if (result.error) process.stdout.write(turnErrorText(result.error));
       process.stdout.write(
         `\nThe full record is the event log of session ${sessionId} in ${store.location}:\n${[
           'events',

@@ -98,6 +98,16 @@ export function redactedForOutput<T>(value: T): T {
   return redactor.redactJson(value);
 }
 
+/**
+ * How a turn's error is printed after its run: the code and message, and the model's own words when the turn
+ * failed on output the runtime could not execute (`details.modelText`), so a plain-text reply is still seen.
+ */
+export function turnErrorText(error: Pick<OarError, 'code' | 'message' | 'details'>): string {
+  const modelText = error.details?.modelText;
+  const said = typeof modelText === 'string' ? `\nThe model said (nothing of it was executed):\n${modelText}\n` : '';
+  return redactedForOutput(`\nerror: ${error.code}: ${error.message}\n${said}`);
+}
+
 /** The one structured error line on stderr: `{"error": {code, message, retryable, details}}`, redacted. */
 export function printError(error: OarError): void {
   process.stderr.write(`${JSON.stringify({ error: redactedForOutput(error) })}\n`);

@@ -20,7 +20,7 @@ import {
 } from '@oar/runtime';
 import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
-import { printJson, redactedForOutput, UsageError } from './io.js';
+import { printJson, redactedForOutput, turnErrorText, UsageError } from './io.js';
 import { renderEvent } from './render.js';
 import {
   type ApprovalMode,
@@ -239,8 +239,7 @@ function report(
     );
   } else {
     if (result.answer !== undefined) process.stdout.write(`\n${result.answer}\n`);
-    if (result.error)
-      process.stdout.write(`\nerror: ${result.error.code}: ${redactedForOutput(result.error.message)}\n`);
+    if (result.error) process.stdout.write(turnErrorText(result.error));
     const store = storeFlag(options.store, location);
     if (result.status === 'waiting') {
       process.stdout.write('\nWaiting for a decision:\n');

@@ -16,7 +16,7 @@ export interface DriveOptions {
 export interface DriveResult {
   status: 'completed' | 'failed' | 'cancelled' | 'waiting';
   answer?: string;
-  error?: { code: string; message: string };
+  error?: { code: string; message: string; details?: Record<string, unknown> };
   threads: ThreadReadModel[];
   /** For each pending decision: what a person needs to decide it (see `requestDetails`). */
   details?: Map<string, RequestDetails>;
@@ -174,7 +174,11 @@ export async function driveSession(
       const main = snapshot.threads[0];
       const turn = main?.turns.find((t) => t.turnId === turnId);
       const outcome = main?.lastOutcome as
-        | { turnId?: string; answer?: string; error?: { code: string; message: string } }
+        | {
+            turnId?: string;
+            answer?: string;
+            error?: { code: string; message: string; details?: Record<string, unknown> };
+          }
         | undefined;
       const mine = outcome?.turnId === turnId ? outcome : undefined;
       if (pending.length > 0) {

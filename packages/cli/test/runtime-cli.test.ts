@@ -78,6 +78,22 @@ function project(script: unknown, config: Record<string, unknown> = {}): string 
 
 const writeNotes = act([{ id: 'w1', type: 'tool', name: 'write', args: { filePath: 'out.md', content: 'written' } }]);
 
+describe('oar run: a plain-text reply under the tool carrier', () => {
+  it('is printed under the error when the turn fails on it, and is the answer where the agent allows it', () => {
+    const steps = [{ text: 'Paris is the capital.' }, { text: 'It is Paris, as I said.' }];
+    const failing = oarIn(project({ steps }), ['run', 'Capital of France?']);
+    expect(failing.stdout).toContain('error: protocol_violation');
+    expect(failing.stdout).toContain('The model said (nothing of it was executed):\nIt is Paris, as I said.');
+    const allowed = oarIn(project({ steps }, { agent: { onProtocolFailure: 'plain_text' } }), [
+      'run',
+      'Capital of France?',
+    ]);
+    expect(allowed.code, allowed.stdout + allowed.stderr).toBe(0);
+    expect(allowed.stdout).toContain('It is Paris, as I said.');
+    expect(allowed.stdout).not.toContain('error:');
+  });
+});
+
 describe('oar run approvals', () => {
   it('--approve-all approves the write with a visible note', () => {
     const cwd = project({ steps: [writeNotes, answer('Wrote it.')] });

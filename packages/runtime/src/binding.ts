@@ -28,8 +28,27 @@ export const RuntimeLimitsSchema = z.strictObject({
   /** Token budget of all observations of one action graph, shared equally by its actions (each also capped above). */
   graphObservationTokens: z.number().int().min(16),
   maxArtifactBytes: z.number().int().min(1),
+  /** Attempts per model call, the first included (retryable failures only; default 3). */
+  modelAttempts: z.number().int().min(1).max(10).optional(),
+  /** The first retry's backoff ceiling; each retry doubles it, full jitter (default 500). */
+  modelRetryInitialDelayMs: z.number().int().min(0).optional(),
+  /** The longest wait before a retry; a provider asking for longer (retry-after) fails the call (default 60,000). */
+  modelRetryMaxDelayMs: z.number().int().min(0).optional(),
+  /** One model call's time limit (default 600,000: ten minutes). */
+  modelTimeoutMs: z.number().int().min(1).optional(),
 });
 export type RuntimeLimits = z.infer<typeof RuntimeLimitsSchema>;
+
+/**
+ * The model-call defaults: not in DEFAULT_LIMITS, so bindings recorded before these limits existed (which lack
+ * them) and new ones that do not set them hash and behave alike.
+ */
+export const MODEL_CALL_DEFAULTS = {
+  attempts: 3,
+  initialDelayMs: 500,
+  maxDelayMs: 60_000,
+  timeoutMs: 600_000,
+} as const;
 
 export const DEFAULT_LIMITS: RuntimeLimits = {
   maxSteps: 24,
@@ -53,6 +72,12 @@ export const AgentSchema = z.strictObject({
   carrier: z.enum(['tool', 'text']).default('tool'),
   /** Tool names this agent may use (all bound tools when omitted). */
   tools: z.array(z.string()).optional(),
+  /**
+   * What ends a turn whose output still breaks the protocol after the corrective retry: `fail` (the turn fails
+   * and carries the model's text) or `plain_text` (the text is the answer, nothing executed). The binding's
+   * `onProtocolFailure` when omitted.
+   */
+  onProtocolFailure: z.enum(['fail', 'plain_text']).optional(),
 });
 export type AgentConfig = z.infer<typeof AgentSchema>;
 

@@ -135,7 +135,27 @@ export const ERROR_CODES = {
 
   // Recorded on turns and actions.
   interrupted: recorded('The turn or action was cancelled by an interrupt.'),
-  model_error: recorded('The model provider failed; details carry the provider status.', true),
+  model_error: recorded('The model provider failed in a way OAR does not classify; details carry what it said.', true),
+  model_transient: recorded(
+    "The provider failed transiently (HTTP 5xx, 408, a dropped connection); retried under the model's retry policy, then reported.",
+    true,
+  ),
+  model_timeout: recorded(
+    "The model did not answer within its call timeout (limits.modelTimeoutMs or the model's timeoutMs); retried, then reported.",
+    true,
+  ),
+  model_rate_limited: recorded(
+    "The provider's rate limit answered (HTTP 429); retried after its retry-after (up to limits.modelRetryMaxDelayMs), then reported.",
+    true,
+  ),
+  model_context_overflow: recorded(
+    "The request does not fit the model's context window. Lower limits.contextBudgetTokens or use a model with a larger window.",
+  ),
+  model_auth: recorded(
+    "The provider refused the credentials (HTTP 401/403). Check the model's API key variable (apiKeyEnv) and its permissions.",
+  ),
+  model_invalid_request: recorded('The provider rejected the request (HTTP 4xx). Check the model id and its options.'),
+  model_content_filtered: recorded("The provider's content filter refused the request."),
   no_model: recorded('No model could serve the agent when the turn ran.'),
   protocol_violation: recorded('The model answered outside the Agent Protocol even after a corrective retry.', true),
   protocol_fallback_plain_text: recorded('A warning: plain model text was accepted as the answer (policy plain_text).'),

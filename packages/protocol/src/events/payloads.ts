@@ -118,6 +118,8 @@ export const ModelRequestedPayloadSchema = z.looseObject({
   toolCount: Count.optional(),
   inputTokenEstimate: Count.optional(),
   requestRef: Ref.optional(),
+  /** A provider retry: the failure class of the attempt before it (`model.failed.failureClass`). */
+  retryOf: z.string().optional(),
 });
 export const ModelDeltaPayloadSchema = z.looseObject({
   delta: z.string(),
@@ -139,6 +141,25 @@ export const ModelFailedPayloadSchema = z.looseObject({
   error: OarErrorSchema,
   usage: UsageSchema.optional(),
   durationMs: DurationMs.optional(),
+  /** transient, timeout, rate_limited, context_overflow, auth, invalid_request, content_filtered, cancelled, unknown. */
+  failureClass: z.string().optional(),
+  /** Which attempt of the call failed (1 for the first). */
+  attempt: z.number().int().min(1).optional(),
+  statusCode: z.number().int().optional(),
+  /** Present when the call is retried: the wait before the next attempt. */
+  retryInMs: DurationMs.optional(),
+});
+/** A provider's rate limit answered a call (HTTP 429): what it said, joined to the turn by the envelope's ids. */
+export const RateLimitHitPayloadSchema = z.looseObject({
+  modelId: Id,
+  provider: Id,
+  attempt: z.number().int().min(1).optional(),
+  statusCode: z.number().int().optional(),
+  /** The wait the provider asked for (`retry-after`, `retry-after-ms`). */
+  retryAfterMs: DurationMs.optional(),
+  /** The provider's rate-limit headers (`x-ratelimit-*`, `anthropic-ratelimit-*`) as sent. */
+  limits: z.record(z.string(), z.string()).optional(),
+  providerRequestId: z.string().optional(),
 });
 
 // --- tools ------------------------------------------------------------------------------------------------------
@@ -482,6 +503,7 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'model.delta': ModelDeltaPayloadSchema,
   'model.completed': ModelCompletedPayloadSchema,
   'model.failed': ModelFailedPayloadSchema,
+  'rate_limit.hit': RateLimitHitPayloadSchema,
   'tool.catalog.resolved': ToolCatalogResolvedPayloadSchema,
   'tool.started': ToolStartedPayloadSchema,
   'tool.args': ToolArgsPayloadSchema,

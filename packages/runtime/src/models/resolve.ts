@@ -26,6 +26,13 @@ export const EnvVarNameSchema = z
   );
 
 /** One configured model. Secrets are referenced by environment variable name only. */
+/** A model's retry policy: attempts in all (the first included), the first backoff, the longest wait. */
+export const ModelRetrySchema = z.strictObject({
+  attempts: z.number().int().min(1).max(10).optional(),
+  initialDelayMs: z.number().int().min(0).optional(),
+  maxDelayMs: z.number().int().min(0).optional(),
+});
+
 export const ModelConfigSchema = z
   .strictObject({
     provider: z.enum(MODEL_PROVIDERS),
@@ -45,6 +52,10 @@ export const ModelConfigSchema = z
     headersEnv: z.record(z.string(), EnvVarNameSchema).optional(),
     /** Whether the endpoint accepts a forced tool choice; set false for openai-compatible servers that reject it. */
     forcedToolChoice: z.boolean().optional(),
+    /** This model's retry policy (each field overrides the runtime's `limits`). */
+    retry: ModelRetrySchema.optional(),
+    /** One call's time limit in milliseconds (overrides `limits.modelTimeoutMs`). */
+    timeoutMs: z.number().int().min(1).optional(),
   })
   .superRefine((entry, ctx) => {
     const need = (field: 'model' | 'baseURL' | 'file') => {
@@ -104,6 +115,9 @@ export interface ModelInfo {
   spec: string;
   /** Whether the runtime may force `toolChoice: { type: 'tool', toolName: 'AgentProtocolOutput' }`. */
   supportsForcedToolChoice: boolean;
+  /** The configured entry's retry policy and call timeout, when it sets them. */
+  retry?: z.infer<typeof ModelRetrySchema>;
+  timeoutMs?: number;
 }
 
 export interface ResolvedModel {
@@ -174,6 +188,8 @@ async function fromConfig(
     modelId,
     spec,
     supportsForcedToolChoice,
+    ...(entry.retry ? { retry: entry.retry } : {}),
+    ...(entry.timeoutMs !== undefined ? { timeoutMs: entry.timeoutMs } : {}),
   });
   const headers = secretHeaders(entry, options.env, entryName);
   switch (entry.provider) {
@@ -293,5 +309,7 @@ export async function bindingModel(
     provider: resolved.info.provider,
     modelId: resolved.info.modelId,
     supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,
+    ...(resolved.info.retry ? { retry: resolved.info.retry } : {}),
+    ...(resolved.info.timeoutMs !== undefined ? { timeoutMs: resolved.info.timeoutMs } : {}),
   };
 }

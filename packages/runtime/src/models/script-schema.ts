@@ -24,6 +24,10 @@ export const ScriptErrorSchema = z.strictObject({
   statusCode: z.number().int().min(100).max(599).optional(),
   /** Defaults to what APICallError derives from the status code (408, 409, 429 and 5xx are retryable). */
   retryable: z.boolean().optional(),
+  /** Response headers of the failure, e.g. `{"retry-after": "1"}` or `x-ratelimit-*` for a scripted rate limit. */
+  headers: z.record(z.string(), z.string()).optional(),
+  /** The response body, e.g. a provider's "context_length_exceeded" error JSON. */
+  body: z.string().optional(),
 });
 
 export const ScriptUsageSchema = z.strictObject({

@@ -167,6 +167,8 @@ export class ScriptedModel implements LanguageModelV3 {
         requestBodyValues: { scriptStep: index },
         statusCode: step.error.statusCode,
         isRetryable: step.error.retryable,
+        ...(step.error.headers ? { responseHeaders: step.error.headers } : {}),
+        ...(step.error.body !== undefined ? { responseBody: step.error.body } : {}),
       });
     }
     const content = this.content(step, index);

@@ -151,15 +151,12 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         activeTurnId: event.turnId,
         status: 'running',
       };
-    case 'model.completed':
     case 'model.failed':
-      return {
-        ...updateTurn(state, event.turnId, (turn) => {
-          const { pendingCorrection: _cleared, ...rest } = turn;
-          return { ...rest, modelSteps: turn.modelSteps + 1 };
-        }),
-        modelCalls: state.modelCalls + 1,
-      };
+      // An attempt that will be retried is a call made (the scripted model's cursor moves on), not a step ended.
+      if (typeof payload.retryInMs === 'number') return { ...state, modelCalls: state.modelCalls + 1 };
+      return endStep(state, event);
+    case 'model.completed':
+      return endStep(state, event);
     case 'runtime.warning':
     case 'runtime.error': {
       const incident = {
@@ -242,6 +239,17 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     default:
       return state;
   }
+}
+
+/** A model call ended (answered, or failed for good): one step of the turn and one call of the thread. */
+function endStep(state: ThreadState, event: RuntimeEvent): ThreadState {
+  return {
+    ...updateTurn(state, event.turnId, (turn) => {
+      const { pendingCorrection: _cleared, ...rest } = turn;
+      return { ...rest, modelSteps: turn.modelSteps + 1 };
+    }),
+    modelCalls: state.modelCalls + 1,
+  };
 }
 
 function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {

@@ -1,5 +1,6 @@
 import type { LanguageModelV3, LanguageModelV3FunctionTool } from '@ai-sdk/provider';
-import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition, type OarError, oarError } from '@oar/protocol';
+import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition } from '@oar/protocol';
+import { classifyModelError, type ModelFailure, type ModelRetryPolicy } from './model-errors.js';
 
 /**
  * One model call through the AI SDK provider interface (LanguageModelV3). The runner calls `doGenerate`
@@ -13,6 +14,9 @@ export interface ModelHandle {
   modelId: string;
   /** The provider accepts a forced tool choice (tool_choice naming AgentProtocolOutput). */
   supportsForcedToolChoice: boolean;
+  /** This model's own retry policy and call timeout (configured per model); the limits' apply otherwise. */
+  retry?: Partial<ModelRetryPolicy>;
+  timeoutMs?: number;
 }
 
 export interface ModelRequest {
@@ -27,6 +31,8 @@ export interface ModelRequest {
    */
   modelCall: number;
   maxOutputTokens?: number;
+  /** One attempt's time limit: past it the request is aborted and the attempt fails as `timeout`. */
+  timeoutMs: number;
 }
 
 export interface ModelOutput {
@@ -37,7 +43,9 @@ export interface ModelOutput {
   durationMs: number;
 }
 
-export type ModelCallResult = { ok: true; output: ModelOutput } | { ok: false; error: OarError; durationMs: number };
+export type ModelCallResult =
+  | { ok: true; output: ModelOutput }
+  | { ok: false; failure: ModelFailure; durationMs: number };
 
 const FINISH_REASONS = new Set(['stop', 'length', 'content-filter', 'tool-calls', 'error', 'other']);
 
@@ -51,70 +59,60 @@ function protocolTool(): LanguageModelV3FunctionTool {
   };
 }
 
-export async function callModel(handle: ModelHandle, request: ModelRequest, retries = 2): Promise<ModelCallResult> {
+/**
+ * One attempt of a model call. Retries are the runner's (`callStep`): each attempt is a recorded fact, so the log
+ * shows every failure and wait, and a resumed thread knows how many attempts were made.
+ */
+export async function callModel(handle: ModelHandle, request: ModelRequest): Promise<ModelCallResult> {
   const started = Date.now();
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const result = await handle.model.doGenerate({
-        prompt: [
-          { role: 'system', content: request.system },
-          { role: 'user', content: [{ type: 'text', text: request.transcript }] },
-        ],
-        ...(request.carrier === 'tool'
-          ? {
-              tools: [protocolTool()],
-              toolChoice: handle.supportsForcedToolChoice
-                ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
-                : { type: 'required' as const },
-            }
-          : {}),
-        ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
-        abortSignal: request.signal,
-        providerOptions: { oar: { modelCall: request.modelCall } },
-      });
-      let text = '';
-      const toolCalls: ModelOutput['toolCalls'] = [];
-      for (const part of result.content) {
-        // Reasoning parts are deliberately dropped: private reasoning is never replayed or executed.
-        if (part.type === 'text') text += part.text;
-        else if (part.type === 'tool-call') toolCalls.push({ name: part.toolName, arguments: part.input });
-      }
-      const input = result.usage.inputTokens.total ?? 0;
-      const output = result.usage.outputTokens.total ?? 0;
-      const unified = result.finishReason.unified;
-      return {
-        ok: true,
-        output: {
-          text,
-          toolCalls,
-          finishReason: FINISH_REASONS.has(unified) ? unified : 'unknown',
-          usage: { inputTokens: input, outputTokens: output, totalTokens: input + output },
-          durationMs: Date.now() - started,
-        },
-      };
-    } catch (error) {
-      if (request.signal.aborted) {
-        return {
-          ok: false,
-          error: oarError('interrupted', 'the model call was interrupted'),
-          durationMs: Date.now() - started,
-        };
-      }
-      const retryable = (error as { isRetryable?: boolean }).isRetryable === true;
-      if (retryable && attempt < retries) {
-        await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** attempt));
-        continue;
-      }
-      const message = error instanceof Error ? error.message : String(error);
-      const statusCode = (error as { statusCode?: number }).statusCode;
-      return {
-        ok: false,
-        error: oarError('model_error', message, {
-          retryable,
-          details: { attempts: attempt + 1, ...(statusCode ? { statusCode } : {}) },
-        }),
-        durationMs: Date.now() - started,
-      };
+  const timeout = new AbortController();
+  const timer = setTimeout(() => timeout.abort(new Error('model call timed out')), request.timeoutMs);
+  try {
+    const result = await handle.model.doGenerate({
+      prompt: [
+        { role: 'system', content: request.system },
+        { role: 'user', content: [{ type: 'text', text: request.transcript }] },
+      ],
+      ...(request.carrier === 'tool'
+        ? {
+            tools: [protocolTool()],
+            toolChoice: handle.supportsForcedToolChoice
+              ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
+              : { type: 'required' as const },
+          }
+        : {}),
+      ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
+      abortSignal: AbortSignal.any([request.signal, timeout.signal]),
+      providerOptions: { oar: { modelCall: request.modelCall } },
+    });
+    let text = '';
+    const toolCalls: ModelOutput['toolCalls'] = [];
+    for (const part of result.content) {
+      // Reasoning parts are deliberately dropped: private reasoning is never replayed or executed.
+      if (part.type === 'text') text += part.text;
+      else if (part.type === 'tool-call') toolCalls.push({ name: part.toolName, arguments: part.input });
     }
+    const input = result.usage.inputTokens.total ?? 0;
+    const output = result.usage.outputTokens.total ?? 0;
+    const unified = result.finishReason.unified;
+    return {
+      ok: true,
+      output: {
+        text,
+        toolCalls,
+        finishReason: FINISH_REASONS.has(unified) ? unified : 'unknown',
+        usage: { inputTokens: input, outputTokens: output, totalTokens: input + output },
+        durationMs: Date.now() - started,
+      },
+    };
+  } catch (error) {
+    const failure = classifyModelError(error, {
+      interrupted: request.signal.aborted,
+      timedOut: timeout.signal.aborted,
+      timeoutMs: request.timeoutMs,
+    });
+    return { ok: false, failure, durationMs: Date.now() - started };
+  } finally {
+    clearTimeout(timer);
   }
 }

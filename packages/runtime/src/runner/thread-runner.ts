@@ -1,5 +1,6 @@
 import {
   type ActionResult,
+  AGENT_PROTOCOL_TOOL_NAME,
   type Catalog,
   type Declaration,
   type OarError,
@@ -9,6 +10,7 @@ import {
   parseToolCall,
   protocolResult,
 } from '@oar/protocol';
+import { MODEL_CALL_DEFAULTS } from '../binding.js';
 import { type AgentConfig, agentByName, type Engine } from '../engine.js';
 import { isClosing } from '../errors.js';
 import { newId } from '../ids.js';
@@ -23,6 +25,7 @@ import {
 } from '../read-models/thread-state.js';
 import { type AssembledContext, assembleContext } from './context.js';
 import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
+import { type ModelFailure, type ModelRetryPolicy, retryDelay } from './model-errors.js';
 import {
   bothGuards,
   DelegationEndedError,
@@ -136,12 +139,34 @@ async function observeRun(engine: Engine, thread: ThreadView, run: RunState): Pr
   ]);
 }
 
-function describeFault(outcome: ParseOutcome, finishReason: string): string {
-  const lines = outcome.errors
+/**
+ * What the corrective request tells the model, in the carrier it uses: under the tool carrier, plain text is
+ * answered with "call the tool", not with the text form's rules (which would teach it the wrong carrier).
+ */
+function describeFault(outcome: ParseOutcome, output: ModelOutput, carrier: AgentConfig['carrier']): string {
+  const toolCarrierText = carrier === 'tool' && output.toolCalls.length === 0;
+  // Under the tool carrier "no agent-protocol block" is the text form's complaint: the tool line replaces it.
+  const errors = toolCarrierText ? outcome.errors.filter((e) => e.code !== 'missing_block') : outcome.errors;
+  const lines = errors
     .slice(0, 12)
     .map((e) => `- [${e.code}]${e.path ? ` at ${e.path}` : ''}: ${e.message}. ${e.hint}`);
-  if (finishReason === 'length') lines.unshift('- Your output was cut off (token limit): send a shorter declaration.');
+  if (toolCarrierText) {
+    lines.unshift(
+      `- [no_tool_call]: You answered in plain text, and plain text is never executed. Call the ${AGENT_PROTOCOL_TOOL_NAME} tool with your declaration.`,
+      `  To answer the user, call it with {"kind": "answer", "message": "<your answer>"}; to act, with {"kind": "act", "calls": [...]}.`,
+    );
+  }
+  if (output.finishReason === 'length') {
+    lines.unshift('- Your output was cut off (token limit): send a shorter declaration.');
+  }
   return lines.join('\n');
+}
+
+/** How much of the model's text a failed turn carries (it is in model.completed whole). */
+const MAX_FAILED_TEXT = 4_000;
+
+function boundedText(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}…`;
 }
 
 function turnIds(thread: ThreadView, turn: TurnState) {
@@ -481,7 +506,8 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
       payload: {
         modelId: model.modelId,
         provider: model.provider,
-        attempt: turn.modelSteps + 1,
+        // 1 for a step's first request; a corrective retry counts on (a provider retry: see callStep).
+        attempt: turn.pendingCorrection !== undefined ? turn.correctiveRetries + 1 : 1,
         corrective: turn.pendingCorrection !== undefined,
         messageCount: 2,
         toolCount: agent.carrier === 'tool' ? 1 : 0,
@@ -492,8 +518,12 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
 }
 
 /**
- * Phase 2: make the call and record how it ended (model.completed, or model.failed and a failed turn). Returns
- * the output for phase 3, or undefined when the call failed or the work was interrupted meanwhile.
+ * Phase 2: make the call and record how it ended (model.completed, or model.failed and a failed turn). A retryable
+ * failure (transient, timeout, rate limited) is retried under the model's policy, each attempt a recorded fact:
+ * `model.failed` with its class and the wait (`retryInMs`), `rate_limit.hit` for a 429, then the next
+ * `model.requested`. Every attempt counts as a model call of the thread (a scripted model's step index follows
+ * them), only the call's end counts as a step. Returns the output for phase 3, or undefined when the call failed
+ * or the work was interrupted meanwhile.
  */
 async function callStep(
   engine: Engine,
@@ -504,18 +534,51 @@ async function callStep(
 ): Promise<ModelOutput | undefined> {
   const { agent, context, model } = step;
   const ids = turnIds(thread, turn);
-  const call = await callModel(model, {
-    system: context.system,
-    transcript: context.transcript.text,
-    carrier: agent.carrier,
-    signal,
-    modelCall: thread.modelCalls,
-  });
-  if (!call.ok) {
+  const policy = retryPolicy(engine, model);
+  const timeoutMs = model.timeoutMs ?? engine.limits.modelTimeoutMs ?? MODEL_CALL_DEFAULTS.timeoutMs;
+  for (let attempt = 1; ; attempt++) {
+    const call = await callModel(model, {
+      system: context.system,
+      transcript: context.transcript.text,
+      carrier: agent.carrier,
+      signal,
+      modelCall: thread.modelCalls + attempt - 1,
+      timeoutMs,
+    });
+    if (call.ok) {
+      const output = call.output;
+      await engine.append(thread.sessionId, [
+        {
+          type: 'model.completed',
+          ...ids,
+          payload: {
+            modelId: model.modelId,
+            provider: model.provider,
+            finishReason: output.finishReason as 'stop',
+            usage: output.usage,
+            durationMs: output.durationMs,
+            output: { text: output.text, toolCalls: output.toolCalls },
+            ...(attempt > 1 ? { attempt } : {}),
+          },
+        },
+      ]);
+      return signal.aborted ? undefined : output;
+    }
+    const { failure } = call;
+    const retryInMs = signal.aborted ? undefined : retryDelay(failure, attempt, policy);
     const failed: EventDraft = {
       type: 'model.failed',
       ...ids,
-      payload: { modelId: model.modelId, provider: model.provider, error: call.error, durationMs: call.durationMs },
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        error: failure.error,
+        durationMs: call.durationMs,
+        failureClass: failure.failureClass,
+        attempt,
+        ...(failure.statusCode !== undefined ? { statusCode: failure.statusCode } : {}),
+        ...(retryInMs !== undefined ? { retryInMs } : {}),
+      },
     };
     if (signal.aborted) {
       // The interrupt records the turn's end. The call itself is bracketed (model.requested … model.failed), which
@@ -523,26 +586,99 @@ async function callStep(
       if (!isClosing(signal)) await engine.append(thread.sessionId, [failed]);
       return undefined;
     }
-    await engine.append(thread.sessionId, [failed]);
-    await failTurn(engine, thread, turn, call.error);
-    return undefined;
+    // Durable at once when a wait follows: observers see the failure (and its time) while the thread waits.
+    await engine.append(thread.sessionId, [failed, ...rateLimitFacts(ids, model, failure, attempt)], {
+      durable: retryInMs !== undefined,
+    });
+    if (retryInMs === undefined) {
+      await failTurn(engine, thread, turn, withAttempts(failure.error, attempt, policy));
+      return undefined;
+    }
+    // An interrupt ends the wait at once (the interrupt then records the turn's end).
+    if (!(await waitUnlessAborted(retryInMs, signal))) return undefined;
+    await engine.append(
+      thread.sessionId,
+      [
+        {
+          type: 'model.requested',
+          ...ids,
+          payload: {
+            modelId: model.modelId,
+            provider: model.provider,
+            attempt: attempt + 1,
+            corrective: turn.pendingCorrection !== undefined,
+            retryOf: failure.failureClass,
+            messageCount: 2,
+            toolCount: agent.carrier === 'tool' ? 1 : 0,
+            inputTokenEstimate: context.tokenEstimate,
+          },
+        },
+      ],
+      { durable: true },
+    );
   }
-  const output = call.output;
-  await engine.append(thread.sessionId, [
+}
+
+/** The model's retry policy: its own configured fields, else the limits', else the defaults. */
+function retryPolicy(engine: Engine, model: ModelHandle): ModelRetryPolicy {
+  const limits = engine.limits;
+  return {
+    attempts: model.retry?.attempts ?? limits.modelAttempts ?? MODEL_CALL_DEFAULTS.attempts,
+    initialDelayMs:
+      model.retry?.initialDelayMs ?? limits.modelRetryInitialDelayMs ?? MODEL_CALL_DEFAULTS.initialDelayMs,
+    maxDelayMs: model.retry?.maxDelayMs ?? limits.modelRetryMaxDelayMs ?? MODEL_CALL_DEFAULTS.maxDelayMs,
+  };
+}
+
+/** A 429 is also a `rate_limit.hit`: what the provider said (its wait, its limit headers, its request id). */
+function rateLimitFacts(
+  ids: ReturnType<typeof turnIds>,
+  model: ModelHandle,
+  failure: ModelFailure,
+  attempt: number,
+): EventDraft[] {
+  if (failure.failureClass !== 'rate_limited') return [];
+  return [
     {
-      type: 'model.completed',
+      type: 'rate_limit.hit',
       ...ids,
       payload: {
         modelId: model.modelId,
         provider: model.provider,
-        finishReason: output.finishReason as 'stop',
-        usage: output.usage,
-        durationMs: output.durationMs,
-        output: { text: output.text, toolCalls: output.toolCalls },
+        attempt,
+        ...(failure.statusCode !== undefined ? { statusCode: failure.statusCode } : {}),
+        ...(failure.retryAfterMs !== undefined ? { retryAfterMs: failure.retryAfterMs } : {}),
+        ...(failure.rateLimit ? { limits: failure.rateLimit } : {}),
+        ...(failure.providerRequestId ? { providerRequestId: failure.providerRequestId } : {}),
       },
     },
-  ]);
-  return signal.aborted ? undefined : output;
+  ];
+}
+
+/** The error a call ends the turn with: how many attempts it took, and why no more were made. */
+function withAttempts(error: OarError, attempts: number, policy: ModelRetryPolicy): OarError {
+  const retryAfterMs = error.details?.retryAfterMs;
+  const reason = !error.retryable
+    ? 'not_retryable'
+    : typeof retryAfterMs === 'number' && retryAfterMs > policy.maxDelayMs
+      ? 'retry_after_too_long'
+      : 'attempts_exhausted';
+  return { ...error, details: { ...error.details, attempts, maxAttempts: policy.attempts, gaveUp: reason } };
+}
+
+/** Wait `ms`; false when the signal aborted first (at once, without waiting out the rest). */
+function waitUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
+  if (signal.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const done = (value: boolean) => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      resolve(value);
+    };
+    const onAbort = () => done(false);
+    const timer = setTimeout(() => done(true), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
 }
 
 /** Phase 3: parse the output in the agent's carrier; apply a valid declaration, otherwise handle the fault. */
@@ -555,7 +691,7 @@ async function resolveStep(
 ): Promise<void> {
   const outcome = parseOutput(thread, step, output);
   if (!outcome.ok || !outcome.declaration) {
-    await rejectOutput(engine, thread, turn, outcome, output);
+    await rejectOutput(engine, thread, turn, step.agent, outcome, output);
     return;
   }
   await applyDeclaration(engine, thread, turn, outcome.declaration, outcome);
@@ -578,11 +714,12 @@ async function rejectOutput(
   engine: Engine,
   thread: ThreadView,
   turn: TurnState,
+  agent: AgentConfig,
   outcome: ParseOutcome,
   output: ModelOutput,
 ): Promise<void> {
   const ids = turnIds(thread, turn);
-  const fault = describeFault(outcome, output.finishReason);
+  const fault = describeFault(outcome, output, agent.carrier);
   const details = {
     errors: outcome.errors,
     repairs: outcome.repairs,
@@ -605,7 +742,8 @@ async function rejectOutput(
     ]);
     return;
   }
-  if (engine.onProtocolFailure === 'plain_text' && output.text.trim() !== '') {
+  const text = output.text.trim();
+  if ((agent.onProtocolFailure ?? engine.onProtocolFailure) === 'plain_text' && text !== '') {
     await engine.append(thread.sessionId, [
       {
         type: 'runtime.warning',
@@ -625,7 +763,10 @@ async function rejectOutput(
     engine,
     thread,
     turn,
-    oarError('protocol_violation', 'the model broke the agent protocol twice; nothing was executed', { details }),
+    oarError('protocol_violation', 'the model broke the agent protocol twice; nothing was executed', {
+      // The model's words are not lost: a failed turn carries them (bounded), and the CLI prints them.
+      details: { ...details, ...(text !== '' ? { modelText: boundedText(text, MAX_FAILED_TEXT) } : {}) },
+    }),
   );
 }
 

@@ -62,7 +62,7 @@ async function runAndScan(h: Harness, planted: PlantedSecrets, scanStore: () => 
   await h.runtime.submitTurn({ sessionId, input: 'Check the model connection.' });
   await h.runtime.settled(sessionId);
   const failed = await h.runtime.getThreadRead({ sessionId, threadId });
-  expect(failed.lastOutcome).toMatchObject({ status: 'failed', error: { code: 'model_error' } });
+  expect(failed.lastOutcome).toMatchObject({ status: 'failed', error: { code: 'model_auth' } });
   await h.runtime.submitTurn({ sessionId, input: 'Review the configuration of this project.' });
   await h.runtime.settled(sessionId);
   const read = await h.runtime.getThreadRead({ sessionId, threadId });

@@ -216,7 +216,7 @@ describe('sub-agent delegation', () => {
     expect(ofType(events, 'subagent.failed')).toHaveLength(1);
     const read = await h.runtime.getThreadRead({ sessionId, threadId });
     const byId = Object.fromEntries(actionRows(read).map((a) => [a.actionId, a]));
-    expect(byId.delegate).toMatchObject({ status: 'failed', error: { code: 'model_error' } });
+    expect(byId.delegate).toMatchObject({ status: 'failed', error: { code: 'model_invalid_request' } });
     expect(byId.after).toMatchObject({ status: 'skipped', error: { code: 'dependency_failed' } });
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'The reviewer failed.' });
   });
