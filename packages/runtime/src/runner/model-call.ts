@@ -60,6 +60,35 @@ function protocolTool(): LanguageModelV3FunctionTool {
 }
 
 /**
+ * The call's result, unless the signal aborts first: a provider that ignores the abort must not hold the step, and
+ * its late answer to an abandoned attempt is dropped (the attempt already failed as a timeout or an interrupt).
+ */
+function settledUnlessAborted<T>(call: PromiseLike<T>, signal: AbortSignal): Promise<T> {
+  const pending = Promise.resolve(call);
+  if (signal.aborted) {
+    pending.catch(() => undefined);
+    return Promise.reject(signal.reason);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      pending.catch(() => undefined);
+      reject(signal.reason);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    pending.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/**
  * One attempt of a model call. Retries are the runner's (`callStep`): each attempt is a recorded fact, so the log
  * shows every failure and wait, and a resumed thread knows how many attempts were made.
  */
@@ -67,24 +96,28 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
   const started = Date.now();
   const timeout = new AbortController();
   const timer = setTimeout(() => timeout.abort(new Error('model call timed out')), request.timeoutMs);
+  const signal = AbortSignal.any([request.signal, timeout.signal]);
   try {
-    const result = await handle.model.doGenerate({
-      prompt: [
-        { role: 'system', content: request.system },
-        { role: 'user', content: [{ type: 'text', text: request.transcript }] },
-      ],
-      ...(request.carrier === 'tool'
-        ? {
-            tools: [protocolTool()],
-            toolChoice: handle.supportsForcedToolChoice
-              ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
-              : { type: 'required' as const },
-          }
-        : {}),
-      ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
-      abortSignal: AbortSignal.any([request.signal, timeout.signal]),
-      providerOptions: { oar: { modelCall: request.modelCall } },
-    });
+    const result = await settledUnlessAborted(
+      handle.model.doGenerate({
+        prompt: [
+          { role: 'system', content: request.system },
+          { role: 'user', content: [{ type: 'text', text: request.transcript }] },
+        ],
+        ...(request.carrier === 'tool'
+          ? {
+              tools: [protocolTool()],
+              toolChoice: handle.supportsForcedToolChoice
+                ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
+                : { type: 'required' as const },
+            }
+          : {}),
+        ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
+        abortSignal: signal,
+        providerOptions: { oar: { modelCall: request.modelCall } },
+      }),
+      signal,
+    );
     let text = '';
     const toolCalls: ModelOutput['toolCalls'] = [];
     for (const part of result.content) {

@@ -2,10 +2,11 @@ import { writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import type { LanguageModelV3CallOptions } from '@ai-sdk/provider';
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveModel } from '../../src/index.js';
-import type { ModelScriptStep } from '../../src/testing.js';
+import { createScriptedModel, type ModelScriptStep } from '../../src/testing.js';
 import { tempDir } from '../support/temp-dirs.js';
 import { type Harness, harness } from './harness.js';
 import { allEvents, answer, ofType, payload, waitForEvent } from './helpers.js';
@@ -158,6 +159,39 @@ describe('provider failures', () => {
     const { events } = await runTurn([slow, answer('On time.')], { ...FAST, modelTimeoutMs: 100 });
     expect(payload(ofType(events, 'model.failed')[0])).toMatchObject({ failureClass: 'timeout' });
     expect(payload(ofType(events, 'turn.completed')[0]).answer).toBe('On time.');
+  });
+
+  it('a provider that ignores the timeout’s abort does not hold the step; its late answer is dropped', async () => {
+    const inner = createScriptedModel({ steps: [answer('Too late.'), answer('In time.')] });
+    const deaf = {
+      ...inner,
+      specificationVersion: inner.specificationVersion,
+      provider: inner.provider,
+      modelId: inner.modelId,
+      supportedUrls: inner.supportedUrls,
+      // The first call ignores its abort signal and answers after 600 ms anyway.
+      doGenerate: async (options: LanguageModelV3CallOptions) => {
+        const { abortSignal: _ignored, ...rest } = options;
+        if (options.providerOptions?.oar?.modelCall === 0) await new Promise((resolve) => setTimeout(resolve, 600));
+        return inner.doGenerate(rest);
+      },
+      doStream: (options: LanguageModelV3CallOptions) => inner.doStream(options),
+    };
+    h = await harness(
+      { steps: [] },
+      {
+        limits: { ...FAST, modelTimeoutMs: 100 },
+        model: () => ({ model: deaf, provider: 'oar-script', modelId: inner.modelId, supportsForcedToolChoice: true }),
+      },
+    );
+    const { sessionId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'go' });
+    await h.runtime.settled(sessionId);
+    await new Promise((resolve) => setTimeout(resolve, 700)); // the late answer arrives meanwhile
+    const events = await allEvents(h, sessionId);
+    expect(payload(ofType(events, 'model.failed')[0])).toMatchObject({ failureClass: 'timeout' });
+    expect(ofType(events, 'model.completed')).toHaveLength(1);
+    expect(payload(ofType(events, 'turn.completed')[0]).answer).toBe('In time.');
   });
 
   it('an interrupt ends the wait for a retry at once', async () => {
