@@ -135,7 +135,7 @@ export const ERROR_CODES = {
 
   // Recorded on turns and actions.
   interrupted: recorded('The turn or action was cancelled by an interrupt.'),
-  model_error: recorded('The model provider failed in a way OAR does not classify; details carry what it said.', true),
+  model_error: recorded('The model provider failed in a way OAR does not classify; details carry what it said.'),
   model_transient: recorded(
     "The provider failed transiently (HTTP 5xx, 408, a dropped connection); retried under the model's retry policy, then reported.",
     true,
