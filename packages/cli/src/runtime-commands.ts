@@ -567,7 +567,15 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
           `  tasks: ${t.total ?? 0} total, ${t.completed ?? 0} completed, ${t.failed ?? 0} failed, ${t.waiting ?? 0} waiting\n`,
         );
         const usage = snapshot.telemetrySummary.usage;
-        if (usage) process.stdout.write(`  tokens: ${usage.inputTokens ?? 0} in, ${usage.outputTokens ?? 0} out\n`);
+        if (usage) {
+          // The cache and reasoning counts are parts of the input and output counts, shown when reported.
+          const parts = [
+            ...(usage.cachedInputTokens ? [`${usage.cachedInputTokens} of them cached`] : []),
+            ...(usage.reasoningTokens ? [`${usage.reasoningTokens} reasoning`] : []),
+          ];
+          const extra = parts.length > 0 ? ` (${parts.join(', ')})` : '';
+          process.stdout.write(`  tokens: ${usage.inputTokens ?? 0} in, ${usage.outputTokens ?? 0} out${extra}\n`);
+        }
       });
     });
 

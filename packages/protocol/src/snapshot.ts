@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { OarErrorSchema } from './errors.js';
+import { UsageSchema } from './usage.js';
 
 /**
  * Durable snapshots and read models of the Agent Runtime standard (`agentruntime-snapshot.schema.json`), shaped so
@@ -308,13 +309,8 @@ export type RoutingLimitSummary = z.infer<typeof RoutingLimitSummarySchema>;
 export const TelemetrySummarySchema = z.object({
   traceIds: z.array(Id).optional(),
   joinStatus: z.enum(['joined', 'partial', 'not_joined', 'unavailable', 'unknown']).optional(),
-  usage: z
-    .object({
-      inputTokens: Count.optional(),
-      outputTokens: Count.optional(),
-      totalTokens: Count.optional(),
-    })
-    .optional(),
+  /** The session's model usage: the same shape as a call's (`model.completed.usage`), summed. */
+  usage: UsageSchema.optional(),
 });
 export type TelemetrySummary = z.infer<typeof TelemetrySummarySchema>;
 

@@ -8,6 +8,7 @@ import {
   ThreadStatusSchema,
   VerificationOutcomeSchema,
 } from '../snapshot.js';
+import { UsageSchema } from '../usage.js';
 import { EVENT_TYPES, type EventType } from './catalog.js';
 import { JsonObjectSchema } from './envelope.js';
 
@@ -24,15 +25,7 @@ const Ref = z.string().min(1);
 const Count = z.number().int().min(0);
 const DurationMs = z.number().min(0);
 
-/** Token usage as the provider reported it; a missing figure means "not reported", never zero. */
-export const UsageSchema = z.looseObject({
-  inputTokens: Count.optional(),
-  outputTokens: Count.optional(),
-  totalTokens: Count.optional(),
-  reasoningTokens: Count.optional(),
-  cachedInputTokens: Count.optional(),
-});
-export type Usage = z.infer<typeof UsageSchema>;
+export { type Usage, UsageSchema } from '../usage.js';
 
 /** Normalized provider finish reasons (the AI SDK's vocabulary); adapters map anything else to `other`. */
 export const FINISH_REASONS = ['stop', 'length', 'content-filter', 'tool-calls', 'error', 'other', 'unknown'] as const;

@@ -12,7 +12,15 @@ export const SessionStateSchema = z.object({
   createdAt: z.string(),
   updatedAt: z.string(),
   threadIds: z.array(z.string()),
-  usage: z.object({ inputTokens: z.number(), outputTokens: z.number(), totalTokens: z.number() }),
+  /** Totals of the session's model calls; the cache and reasoning counts appear once a provider reports them. */
+  usage: z.object({
+    inputTokens: z.number(),
+    outputTokens: z.number(),
+    totalTokens: z.number(),
+    cachedInputTokens: z.number().optional(),
+    cacheWriteTokens: z.number().optional(),
+    reasoningTokens: z.number().optional(),
+  }),
   routing: z
     .object({ selectedModel: z.string(), provider: z.string().optional(), candidateCount: z.number() })
     .optional(),
@@ -64,15 +72,23 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
         ? next
         : { ...next, threadIds: [...next.threadIds, event.threadId] };
     case 'model.completed': {
-      const usage = payload.usage as { inputTokens?: number; outputTokens?: number; totalTokens?: number };
+      const usage = payload.usage as Partial<Record<keyof SessionState['usage'], number>>;
       const input = usage.inputTokens ?? 0;
       const output = usage.outputTokens ?? 0;
+      const total = next.usage;
+      // An optional count joins the totals the first time a call reports it.
+      const plus = (key: 'cachedInputTokens' | 'cacheWriteTokens' | 'reasoningTokens') =>
+        typeof usage[key] === 'number' ? { [key]: (total[key] ?? 0) + usage[key] } : {};
       return {
         ...next,
         usage: {
-          inputTokens: next.usage.inputTokens + input,
-          outputTokens: next.usage.outputTokens + output,
-          totalTokens: next.usage.totalTokens + (usage.totalTokens ?? input + output),
+          ...total,
+          inputTokens: total.inputTokens + input,
+          outputTokens: total.outputTokens + output,
+          totalTokens: total.totalTokens + (usage.totalTokens ?? input + output),
+          ...plus('cachedInputTokens'),
+          ...plus('cacheWriteTokens'),
+          ...plus('reasoningTokens'),
         },
       };
     }

@@ -39,7 +39,18 @@ export interface ModelOutput {
   text: string;
   toolCalls: { name: string; arguments: string }[];
   finishReason: string;
-  usage: { inputTokens: number; outputTokens: number; totalTokens: number };
+  /**
+   * Tokens as the provider reported them. The cache and reasoning counts are part of the input and output counts
+   * (not added to them); each is present only when the provider reported it.
+   */
+  usage: {
+    inputTokens: number;
+    outputTokens: number;
+    totalTokens: number;
+    cachedInputTokens?: number;
+    cacheWriteTokens?: number;
+    reasoningTokens?: number;
+  };
   durationMs: number;
 }
 
@@ -127,6 +138,8 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
     }
     const input = result.usage.inputTokens.total ?? 0;
     const output = result.usage.outputTokens.total ?? 0;
+    const { cacheRead, cacheWrite } = result.usage.inputTokens;
+    const { reasoning } = result.usage.outputTokens;
     const unified = result.finishReason.unified;
     return {
       ok: true,
@@ -134,7 +147,14 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
         text,
         toolCalls,
         finishReason: FINISH_REASONS.has(unified) ? unified : 'unknown',
-        usage: { inputTokens: input, outputTokens: output, totalTokens: input + output },
+        usage: {
+          inputTokens: input,
+          outputTokens: output,
+          totalTokens: input + output,
+          ...(cacheRead !== undefined ? { cachedInputTokens: cacheRead } : {}),
+          ...(cacheWrite !== undefined ? { cacheWriteTokens: cacheWrite } : {}),
+          ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
+        },
         durationMs: Date.now() - started,
       },
     };

@@ -256,7 +256,13 @@ describe('provider failures over HTTP (openai-compatible, real wire format)', ()
             created: 1_700_000_000,
             model: 'fake-model',
             choices: [{ index: 0, message, finish_reason: 'tool_calls' }],
-            usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+            usage: {
+              prompt_tokens: 10,
+              completion_tokens: 5,
+              total_tokens: 15,
+              prompt_tokens_details: { cached_tokens: 4 },
+              completion_tokens_details: { reasoning_tokens: 2 },
+            },
           }),
         );
       });
@@ -295,6 +301,11 @@ describe('provider failures over HTTP (openai-compatible, real wire format)', ()
       limits: { 'x-ratelimit-limit-requests': '60' },
     });
     expect(payload(ofType(events, 'turn.completed')[0]).answer).toBe('Hi.');
+    // Usage as the provider reported it, cache and reasoning included, and summed for the session.
+    const usage = { inputTokens: 10, outputTokens: 5, totalTokens: 15, cachedInputTokens: 4, reasoningTokens: 2 };
+    expect(payload(ofType(events, 'model.completed')[0]).usage).toMatchObject(usage);
+    const { snapshot } = await h.runtime.getSession({ sessionId });
+    expect(snapshot.telemetrySummary).toMatchObject({ usage });
   });
 });
 
