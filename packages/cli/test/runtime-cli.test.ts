@@ -94,6 +94,23 @@ describe('oar run: a plain-text reply under the tool carrier', () => {
   });
 });
 
+describe('oar inspect: usage', () => {
+  it('prints the session’s tokens with the cached and reasoning parts the model reported', () => {
+    const steps = [
+      {
+        ...answer('Done.'),
+        usage: { inputTokens: 1200, outputTokens: 80, cachedInputTokens: 1000, reasoningTokens: 30 },
+      },
+    ];
+    const cwd = project({ steps });
+    const run = oarIn(cwd, ['run', '--json', 'go']);
+    expect(run.code, run.stderr).toBe(0);
+    const { sessionId } = resultLine(run.stdout) as { sessionId: string };
+    const inspect = oarIn(cwd, ['inspect', sessionId]);
+    expect(inspect.stdout).toContain('tokens: 1200 in, 80 out (1000 of them cached, 30 reasoning)');
+  });
+});
+
 describe('oar run approvals', () => {
   it('--approve-all approves the write with a visible note', () => {
     const cwd = project({ steps: [writeNotes, answer('Wrote it.')] });

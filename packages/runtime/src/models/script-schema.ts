@@ -33,6 +33,10 @@ export const ScriptErrorSchema = z.strictObject({
 export const ScriptUsageSchema = z.strictObject({
   inputTokens: z.number().int().nonnegative().optional(),
   outputTokens: z.number().int().nonnegative().optional(),
+  /** Of the input tokens, how many the provider read from its prompt cache (not reported when left out). */
+  cachedInputTokens: z.number().int().nonnegative().optional(),
+  /** Of the output tokens, how many were reasoning (not reported when left out). */
+  reasoningTokens: z.number().int().nonnegative().optional(),
 });
 
 /**

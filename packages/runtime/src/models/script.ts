@@ -183,8 +183,18 @@ export class ScriptedModel implements LanguageModelV3 {
       content,
       finishReason: { unified, raw: unified },
       usage: {
-        inputTokens: { total: inputTokens, noCache: inputTokens, cacheRead: 0, cacheWrite: 0 },
-        outputTokens: { total: outputTokens, text: outputTokens, reasoning: 0 },
+        // Cache and reasoning counts only when scripted: a count left out is "not reported", as with a provider.
+        inputTokens: {
+          total: inputTokens,
+          noCache: inputTokens - (step.usage?.cachedInputTokens ?? 0),
+          cacheRead: step.usage?.cachedInputTokens,
+          cacheWrite: undefined,
+        },
+        outputTokens: {
+          total: outputTokens,
+          text: outputTokens - (step.usage?.reasoningTokens ?? 0),
+          reasoning: step.usage?.reasoningTokens,
+        },
       },
       responseId: `script-${index}`,
     };
