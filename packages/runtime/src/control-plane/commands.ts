@@ -10,12 +10,21 @@ import {
 import { agentByName, type Engine } from '../engine.js';
 import { notFound, OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
-import { type AppendGuard, type EventDraft, type EventLog, loadReadModels } from '../log/event-log.js';
+import {
+  type AppendGuard,
+  type AppendOptions,
+  type EventDraft,
+  type EventLog,
+  loadReadModels,
+} from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
+import { setRecent } from '../lru.js';
 import { grantFor, type PermissionRequest, PermissionRequestSchema } from '../policy/permissions.js';
 import { threadView, threadViews } from '../read-models/project.js';
 import { bindingOf, isTerminalTaskStatus, type SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
+import type { Redactor } from '../redaction/redactor.js';
+import { bindingRedactor } from '../redaction/sources.js';
 import { actionStatusChange } from '../runner/action-context.js';
 import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
 import { failTurn } from '../runner/thread-runner.js';
@@ -58,6 +67,9 @@ export interface InterruptResult {
    */
   status?: 'cancelled' | 'requested' | 'ended';
 }
+
+/** How many session bindings' redactors commands keep (each scanned its workspace's `.env` files once). */
+const MAX_REDACTORS = 64;
 
 export interface CommandDeps {
   log: EventLog;
@@ -138,7 +150,7 @@ export class Commands {
     if (hash === session.bindingHash) return { bindingHash: hash, changed: [] };
     // Nothing is recorded that could not run: the session would be stuck on it from its next turn.
     await this.deps.verify(next, hash);
-    await this.log.append(
+    await this.append(
       input.sessionId,
       [
         {
@@ -213,7 +225,7 @@ export class Commands {
         drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
       }
       // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
-      await this.log.append(input.sessionId, drafts, { guard: threadUnchanged(thread) });
+      await this.append(input.sessionId, drafts, { guard: threadUnchanged(thread) });
       return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
     });
   }
@@ -235,13 +247,9 @@ export class Commands {
       const thread = await this.log.thread(input.sessionId, input.threadId);
       const entry = thread.queue.find((q) => q.turnId === input.turnId);
       if (!entry) throw notFound('queued_turn', input.turnId);
-      await this.log.append(
-        input.sessionId,
-        [queueChanged(thread, reorder(thread.queue, entry), change, input.turnId)],
-        {
-          guard: threadUnchanged(thread),
-        },
-      );
+      await this.append(input.sessionId, [queueChanged(thread, reorder(thread.queue, entry), change, input.turnId)], {
+        guard: threadUnchanged(thread),
+      });
     });
   }
 
@@ -275,7 +283,7 @@ export class Commands {
       }
     };
     visit(root);
-    await this.log.append(
+    await this.append(
       input.sessionId,
       targets.map((thread) => ({
         type: 'thread.updated' as const,
@@ -315,18 +323,42 @@ export class Commands {
   }
 
   /** The runner's turn-ending code, writing as a command: each append also re-checks `guard`. */
+  /** Redactors of the session bindings commands recently wrote for, by binding hash. */
+  private readonly redactors = new Map<string, Promise<Redactor>>();
+
+  /**
+   * Append for a command, cleaned by the session's own redactor: a prompt that pastes a value from the workspace's
+   * `.env` or a variable the binding names as secret is recorded redacted, as a worker's facts are. A session
+   * without a binding (or one being created) gets the log's process redactor.
+   */
+  private async append(sessionId: string, drafts: EventDraft[], options: AppendOptions = {}) {
+    return this.log.append(sessionId, drafts, { ...options, redactor: await this.redactorFor(sessionId) });
+  }
+
+  private async redactorFor(sessionId: string): Promise<Redactor> {
+    const session = (await this.log.readModels(sessionId, [])).session;
+    const binding = session && bindingOf(session);
+    if (!session?.bindingHash || !binding) return this.log.redactor;
+    let redactor = this.redactors.get(session.bindingHash);
+    if (!redactor) {
+      redactor = bindingRedactor(binding);
+      // A workspace that cannot be read now is tried again next time, not remembered.
+      redactor.catch(() => this.redactors.delete(session.bindingHash as string));
+      setRecent(this.redactors, session.bindingHash, redactor, MAX_REDACTORS);
+    }
+    return redactor;
+  }
+
   private writer(guard: AppendGuard): Pick<Engine, 'append' | 'wake' | 'loadThread'> {
     return {
       loadThread: (sessionId, threadId) => this.log.thread(sessionId, threadId),
       append: (sessionId, drafts, options = {}) =>
-        this.log
-          .append(sessionId, drafts, {
-            guard: async (tx) => {
-              await guard(tx);
-              await options.guard?.(tx);
-            },
-          })
-          .then(() => undefined),
+        this.append(sessionId, drafts, {
+          guard: async (tx) => {
+            await guard(tx);
+            await options.guard?.(tx);
+          },
+        }).then(() => undefined),
       // The notifier tells the workers; a command never drives anything itself.
       wake: () => undefined,
     };
@@ -492,7 +524,7 @@ export class Commands {
     }
     drafts.push({ type: 'task.resumed', ...ids, payload: { reason: `decision ${input.decision}` } });
     // Resolve at most once: a concurrent respond_action for the same decision may have committed since we read it.
-    await this.log.append(input.sessionId, drafts, {
+    await this.append(input.sessionId, drafts, {
       guard: async (tx) => {
         const current = await loadReadModels(tx, input.sessionId, [{ kind: 'thread', key: thread.threadId }]);
         if (!current.threads.get(thread.threadId)?.pending.some((p) => p.actionId === input.actionId)) {
@@ -516,7 +548,7 @@ export class Commands {
       reason: input.reason ?? 'sub-agent closed',
     });
     const current = await this.log.thread(input.sessionId, parent.threadId);
-    await this.log.append(input.sessionId, [
+    await this.append(input.sessionId, [
       {
         type: 'subagent.closed',
         threadId: current.threadId,
@@ -575,7 +607,7 @@ export class Commands {
     const attempt = (task.attempts?.length ?? 1) + 1;
     const ids = { threadId: thread.threadId, turnId, taskId: input.taskId, runId };
     const title = lastRun.declaration.title ?? task.title ?? 'retry';
-    await this.log.append(
+    await this.append(
       input.sessionId,
       [
         {
@@ -627,12 +659,12 @@ export class Commands {
     const changed = [`state.${input.key}`];
     if (input.threadId) {
       await this.log.thread(input.sessionId, input.threadId);
-      await this.log.append(input.sessionId, [
+      await this.append(input.sessionId, [
         { type: 'thread.updated', threadId: input.threadId, payload: { changed, state } },
       ]);
     } else {
       await this.session(input.sessionId);
-      await this.log.append(input.sessionId, [{ type: 'session.updated', payload: { changed, state } }]);
+      await this.append(input.sessionId, [{ type: 'session.updated', payload: { changed, state } }]);
     }
   }
 }

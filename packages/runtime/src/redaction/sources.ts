@@ -145,6 +145,17 @@ export async function dotenvSecrets(root: string, options: DotenvSearchOptions =
 }
 
 /** Every literal secret of a binding: its secret environment variables' values and its workspace's `.env*` values. */
+/**
+ * The redactor of a session's binding: credential shapes, the provider keys and the binding's secret variables, and
+ * the values in its workspace's `.env*` files. Workers record with it, and so do commands about that session.
+ */
+export async function bindingRedactor(
+  binding: SecretBindingFields & { workspaceRoot: string },
+  env: Record<string, string | undefined> = process.env,
+): Promise<Redactor> {
+  return Redactor.create({ secrets: await bindingSecrets(binding, env) });
+}
+
 export async function bindingSecrets(
   binding: SecretBindingFields & { workspaceRoot: string },
   env: Record<string, string | undefined>,

@@ -2,8 +2,7 @@ import { existsSync } from 'node:fs';
 import type { AgentConfig, SessionBinding } from '../binding.js';
 import type { BoundConfig } from '../engine.js';
 import { OarRuntimeError } from '../errors.js';
-import { Redactor } from '../redaction/redactor.js';
-import { bindingSecrets } from '../redaction/sources.js';
+import { bindingRedactor } from '../redaction/sources.js';
 import type { ModelHandle } from '../runner/model-call.js';
 import { loadToolModule } from '../tools/modules.js';
 import { ToolRegistry } from '../tools/registry.js';
@@ -42,7 +41,7 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
   }
   const models = new Map<string, Promise<ModelHandle>>();
   // The secrets are read once per binding in this process (a `.env` created later is matched from the next start).
-  const redactor = Redactor.create({ secrets: await bindingSecrets(binding, process.env) });
+  const redactor = await bindingRedactor(binding);
   return {
     redactor,
     binding,
