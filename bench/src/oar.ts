@@ -5,6 +5,7 @@ import {
   type AgentConfig,
   defineTool,
   type ModelHandle,
+  READ_ONLY_FILE_TOOL,
   Runtime,
   Store,
   ToolRegistry,
@@ -113,12 +114,8 @@ export function peersReadTool(workspace: string) {
     name: 'read',
     description: 'Read a text file in the workspace.',
     input: z.strictObject({ filePath: z.string() }),
-    isReadOnly: true,
-    isConcurrencySafe: true,
-    isDestructive: false,
-    isIdempotent: true,
-    interruptBehavior: 'cancel',
-    capabilities: ['read'],
+    ...READ_ONLY_FILE_TOOL,
+    capabilities: [...READ_ONLY_FILE_TOOL.capabilities],
     async execute(input) {
       const text = await readFile(join(workspace, input.filePath), 'utf8');
       return { text, summary: text };

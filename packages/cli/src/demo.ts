@@ -3,7 +3,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildRuntime, OarConfigSchema } from '@oar/runtime';
 import type { Command } from 'commander';
-import { redactedForOutput, turnErrorText } from './io.js';
+import { turnErrorText } from './io.js';
 import { attachPrinter, driveSession } from './session-driver.js';
 
 /** The bundled demo assets: the sample workspace, the scripted model and the sub-agent configuration. */

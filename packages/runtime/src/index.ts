@@ -91,6 +91,7 @@ export type { ModelHandle } from './runner/model-call.js';
 export { Runtime, type RuntimeOptions } from './runtime.js';
 export { type Fence, type LeaseHolder, LeaseLostError } from './store/leases.js';
 export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';
+export { READ_ONLY_FILE_TOOL } from './tools/builtin/files.js';
 export { editTool, globTool, grepTool, readTool, workspaceTools, writeTool } from './tools/builtin/index.js';
 export { loadToolModule } from './tools/modules.js';
 export { type ToolInventoryEntry, ToolRegistry } from './tools/registry.js';

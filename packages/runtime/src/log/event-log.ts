@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createEvent, type EventFields, type EventType, type RuntimeEvent, type Task } from '@oar/protocol';
+import { createEvent, type EventFields, type EventType, type RuntimeEvent } from '@oar/protocol';
 import { sql } from 'kysely';
 import type { PendingArtifact } from '../artifacts.js';
 import { notFound, OarRuntimeError } from '../errors.js';
@@ -16,7 +16,7 @@ import {
   updatedView,
 } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
-import type { RunState, ThreadState, ThreadView } from '../read-models/thread-state.js';
+import type { RunState, ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { processRedactor } from '../redaction/sources.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
@@ -368,7 +368,7 @@ export class EventLog {
       // served again (the store's sequence has moved past it), never older.
       const models = await loadAllReadModels(this.store.db, sessionId);
       const loaded = new Set<string>([keyOf({ kind: 'session', key: sessionId })]);
-      for (const [kind, map] of modelMaps(models)) for (const key of map.keys()) loaded.add(keyOf({ kind, key }));
+      for (const kind of KEYED_KINDS) for (const key of mapOf(models, kind).keys()) loaded.add(keyOf({ kind, key }));
       entry = { sequence, models, loaded, complete: true };
       setRecent(this.cache, sessionId, entry, MAX_CACHED_SESSIONS);
     }
@@ -503,10 +503,8 @@ function decodeReadModels(rows: { kind: string; key: string; body: string }[]): 
   for (const row of rows) {
     const body = JSON.parse(row.body);
     if (row.kind === 'session') models.session = body as SessionState;
-    else if (row.kind === 'thread') models.threads.set(row.key, body as ThreadState);
-    else if (row.kind === 'run') models.runs.set(row.key, body as RunState);
-    else if (row.kind === 'task') models.tasks.set(row.key, body as Task);
-    else if (row.kind === 'tool_inventory') models.toolInventory.set(row.key, body);
+    else if ((KEYED_KINDS as readonly string[]).includes(row.kind))
+      mapOf(models, row.kind as KeyedKind).set(row.key, body);
   }
   return models;
 }
@@ -533,38 +531,26 @@ function keyOf(k: ModelKey): string {
   return `${k.kind}\u0000${k.key}`;
 }
 
-function modelOf(models: ReadModels, k: ModelKey): unknown {
-  switch (k.kind) {
-    case 'session':
-      return models.session;
-    case 'thread':
-      return models.threads.get(k.key);
-    case 'run':
-      return models.runs.get(k.key);
-    case 'task':
-      return models.tasks.get(k.key);
-    case 'tool_inventory':
-      return models.toolInventory.get(k.key);
-  }
+type KeyedKind = Exclude<ReadModelKind, 'session'>;
+
+/** The map holding the models of one keyed kind (every kind but the session model itself). */
+function mapOf(models: ReadModels, kind: KeyedKind): Map<string, unknown> {
+  const maps = { thread: models.threads, run: models.runs, task: models.tasks, tool_inventory: models.toolInventory };
+  return maps[kind] as Map<string, unknown>;
 }
 
-/** The keyed models of a session by kind (everything but the session model itself). */
-function modelMaps(models: ReadModels): [ReadModelKind, Map<string, unknown>][] {
-  return [
-    ['thread', models.threads],
-    ['run', models.runs],
-    ['task', models.tasks],
-    ['tool_inventory', models.toolInventory],
-  ];
+const KEYED_KINDS: readonly KeyedKind[] = ['thread', 'run', 'task', 'tool_inventory'];
+
+function modelOf(models: ReadModels, k: ModelKey): unknown {
+  return k.kind === 'session' ? models.session : mapOf(models, k.kind).get(k.key);
 }
 
 function setModel(models: ReadModels, k: ModelKey, value: unknown): void {
-  const maps = { thread: models.threads, run: models.runs, task: models.tasks, tool_inventory: models.toolInventory };
   if (k.kind === 'session') {
     models.session = value as SessionState | undefined;
     return;
   }
-  const map = maps[k.kind] as Map<string, unknown>;
+  const map = mapOf(models, k.kind);
   if (value === undefined) map.delete(k.key);
   else map.set(k.key, value);
 }

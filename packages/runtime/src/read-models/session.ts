@@ -1,4 +1,4 @@
-import type { RuntimeEvent, Task, TaskAttempt, TaskStatusValue } from '@oar/protocol';
+import { type RuntimeEvent, type Task, type TaskAttempt, type TaskStatusValue, UsageSchema } from '@oar/protocol';
 import { z } from 'zod';
 import { type SessionBinding, SessionBindingSchema } from '../binding.js';
 import { SessionGrantSchema } from '../policy/permission-schema.js';
@@ -13,14 +13,7 @@ export const SessionStateSchema = z.object({
   updatedAt: z.string(),
   threadIds: z.array(z.string()),
   /** Totals of the session's model calls; the cache and reasoning counts appear once a provider reports them. */
-  usage: z.object({
-    inputTokens: z.number(),
-    outputTokens: z.number(),
-    totalTokens: z.number(),
-    cachedInputTokens: z.number().optional(),
-    cacheWriteTokens: z.number().optional(),
-    reasoningTokens: z.number().optional(),
-  }),
+  usage: UsageSchema.required({ inputTokens: true, outputTokens: true, totalTokens: true }),
   routing: z
     .object({ selectedModel: z.string(), provider: z.string().optional(), candidateCount: z.number() })
     .optional(),

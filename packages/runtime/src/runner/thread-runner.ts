@@ -470,7 +470,7 @@ const MAX_LISTED_OMISSIONS = 50;
 
 /** Recorded before every model call: the context it is given and the request itself. */
 function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
-  const { agent, catalog, context, model } = step;
+  const { catalog, context } = step;
   const ids = turnIds(thread, turn);
   return [
     {
@@ -500,21 +500,34 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
         tokenBudget: engine.limits.contextBudgetTokens,
       },
     },
-    {
-      type: 'model.requested',
-      ...ids,
-      payload: {
-        modelId: model.modelId,
-        provider: model.provider,
-        // 1 for a step's first request; a corrective retry counts on (a provider retry: see callStep).
-        attempt: turn.pendingCorrection !== undefined ? turn.correctiveRetries + 1 : 1,
-        corrective: turn.pendingCorrection !== undefined,
-        messageCount: 2,
-        toolCount: agent.carrier === 'tool' ? 1 : 0,
-        inputTokenEstimate: context.tokenEstimate,
-      },
-    },
+    // 1 for a step's first request; a corrective retry counts on (a provider retry: see callStep).
+    modelRequested(thread, turn, step, {
+      attempt: turn.pendingCorrection !== undefined ? turn.correctiveRetries + 1 : 1,
+    }),
   ];
+}
+
+/** A request to the step's model: its first attempt (`requestFacts`) or a provider retry (`callStep`). */
+function modelRequested(
+  thread: ThreadView,
+  turn: TurnState,
+  step: PreparedStep,
+  attempt: { attempt: number; retryOf?: string },
+): EventDraft {
+  const { agent, context, model } = step;
+  return {
+    type: 'model.requested',
+    ...turnIds(thread, turn),
+    payload: {
+      modelId: model.modelId,
+      provider: model.provider,
+      ...attempt,
+      corrective: turn.pendingCorrection !== undefined,
+      messageCount: 2,
+      toolCount: agent.carrier === 'tool' ? 1 : 0,
+      inputTokenEstimate: context.tokenEstimate,
+    },
+  };
 }
 
 /**
@@ -596,26 +609,8 @@ async function callStep(
     }
     // An interrupt ends the wait at once (the interrupt then records the turn's end).
     if (!(await waitUnlessAborted(retryInMs, signal))) return undefined;
-    await engine.append(
-      thread.sessionId,
-      [
-        {
-          type: 'model.requested',
-          ...ids,
-          payload: {
-            modelId: model.modelId,
-            provider: model.provider,
-            attempt: attempt + 1,
-            corrective: turn.pendingCorrection !== undefined,
-            retryOf: failure.failureClass,
-            messageCount: 2,
-            toolCount: agent.carrier === 'tool' ? 1 : 0,
-            inputTokenEstimate: context.tokenEstimate,
-          },
-        },
-      ],
-      { durable: true },
-    );
+    const retry = modelRequested(thread, turn, step, { attempt: attempt + 1, retryOf: failure.failureClass });
+    await engine.append(thread.sessionId, [retry], { durable: true });
   }
 }
 

@@ -2,7 +2,17 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type AnyTool, defineTool } from '../../src/index.js';
 import { type Harness, harness } from './harness.js';
-import { act, actionRows, allEvents, answer, ofType, payload, registryWith, waitFor } from './helpers.js';
+import {
+  act,
+  actionRows,
+  allEvents,
+  answer,
+  ofType,
+  payload,
+  READ_ONLY_TEST_TOOL,
+  registryWith,
+  waitFor,
+} from './helpers.js';
 
 /**
  * expand_ref's `range.pattern` is a model-supplied RE2 pattern run over a stored output (up to
@@ -27,12 +37,7 @@ function longLineTool(): AnyTool {
     name: 'long_line',
     description: 'Prints a long line.',
     input: z.strictObject({}),
-    isReadOnly: true,
-    isConcurrencySafe: true,
-    isDestructive: false,
-    isIdempotent: true,
-    interruptBehavior: 'cancel',
-    capabilities: ['read'],
+    ...READ_ONLY_TEST_TOOL,
     async execute() {
       const lines = Array.from({ length: 300 }, (_, i) => `line ${i + 1}: lorem ipsum`);
       lines.push('a'.repeat(20_000), 'call f(x here');

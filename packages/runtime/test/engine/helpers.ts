@@ -17,6 +17,16 @@ import { createScriptedModel } from '../../src/testing.js';
 import { abortedError } from '../../src/tools/errors.js';
 import type { Harness } from './harness.js';
 
+/** The flags of a test tool that only reads: safe to run in parallel, to re-run after a crash, and to cancel. */
+export const READ_ONLY_TEST_TOOL = {
+  isReadOnly: true,
+  isConcurrencySafe: true,
+  isDestructive: false,
+  isIdempotent: true,
+  interruptBehavior: 'cancel',
+  capabilities: ['read'],
+} as const satisfies Partial<AnyTool>;
+
 /** Every event of the session, in sequence order. */
 export function allEvents(h: Harness, sessionId: string): Promise<RuntimeEvent[]> {
   return h.runtime.log.read(sessionId);
@@ -107,12 +117,7 @@ export function cancellableTool(timeline: Timeline, ms = 10_000): AnyTool {
     name: 'slow_cancel',
     description: 'Waits a long time unless cancelled.',
     input: z.strictObject({ label: z.string() }),
-    isReadOnly: true,
-    isConcurrencySafe: true,
-    isDestructive: false,
-    isIdempotent: true,
-    interruptBehavior: 'cancel',
-    capabilities: ['read'],
+    ...READ_ONLY_TEST_TOOL,
     async execute(input, context) {
       timeline.push(`start:${input.label}`);
       await sleep(ms, context.signal);
@@ -171,12 +176,7 @@ export function flakyTool(counter: { calls: number }, failures: number): AnyTool
     name: 'flaky',
     description: 'Fails a few times, then succeeds.',
     input: z.strictObject({ label: z.string() }),
-    isReadOnly: true,
-    isConcurrencySafe: true,
-    isDestructive: false,
-    isIdempotent: true,
-    interruptBehavior: 'cancel',
-    capabilities: ['read'],
+    ...READ_ONLY_TEST_TOOL,
     async execute(input) {
       counter.calls++;
       if (counter.calls <= failures) {

@@ -16,6 +16,7 @@ import {
   cancellableTool,
   ofType,
   payload,
+  READ_ONLY_TEST_TOOL,
   recordingModel,
   registryWith,
   sideEffectTool,
@@ -192,12 +193,7 @@ describeStores('workers on one store', (factory) => {
       name: 'slow_idem',
       description: 'Slow and idempotent.',
       input: z.strictObject({ label: z.string() }),
-      isReadOnly: true,
-      isConcurrencySafe: true,
-      isDestructive: false,
-      isIdempotent: true,
-      interruptBehavior: 'cancel',
-      capabilities: ['read'],
+      ...READ_ONLY_TEST_TOOL,
       async execute(input, context) {
         calls.set(input.label, (calls.get(input.label) ?? 0) + 1);
         // The first call hangs until the closing runtime aborts it (helpers' sleep honours the signal).

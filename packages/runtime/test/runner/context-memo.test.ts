@@ -3,13 +3,15 @@ import {
   estimateTokens,
   normalizeCarrier,
   ProtocolOutputSchema,
+  type RuntimeEvent,
   renderTranscript,
   TRANSCRIPT_CLOSING_INSTRUCTION,
   type TranscriptTurnInput,
 } from '@oar/protocol';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { RunState, ThreadView, TurnState } from '../../src/read-models/thread-state.js';
+import { reduceThread } from '../../src/read-models/thread.js';
+import type { RunState, ThreadState, ThreadView, TurnState } from '../../src/read-models/thread-state.js';
 import { type AgentProfile, assembleContext, systemPrompt, threadTranscript } from '../../src/runner/context.js';
 
 /**
@@ -32,25 +34,18 @@ const catalog: Catalog = {
 };
 const THREAD_ID = 'thr_1';
 
+/** A running thread with no turns yet, as the thread reducer starts one. */
 function emptyThread(): ThreadView {
-  return {
+  const started = {
+    type: 'thread.started',
     threadId: THREAD_ID,
     sessionId: 'ses_1',
-    agent: 'main',
-    depth: 0,
-    status: 'running',
-    createdAt: '2026-01-01T00:00:00.000Z',
-    updatedAt: '2026-01-01T00:00:00.000Z',
-    turns: [],
-    queue: [],
-    pending: [],
-    modelCalls: 0,
-    state: {},
-    incidents: [],
-    subagents: [],
-    lastSequence: 0,
-    runs: new Map(),
-  };
+    sequence: 0,
+    timestamp: '2026-01-01T00:00:00.000Z',
+    payload: { agent: 'main', depth: 0 },
+  } as unknown as RuntimeEvent;
+  const thread = reduceThread(undefined, started) as ThreadState;
+  return { ...thread, status: 'running', runs: new Map() };
 }
 
 function declaredRun(turnId: string, n: number, calls: number): RunState {
