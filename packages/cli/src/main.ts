@@ -5,6 +5,7 @@ import { registerDemoCommand } from './demo.js';
 import { printError, printJson, UsageError } from './io.js';
 import { registerProtocolCommands } from './protocol-commands.js';
 import { registerRuntimeCommands } from './runtime-commands.js';
+import { tracingFromEnv } from './tracing.js';
 
 export const VERSION = '0.1.0';
 
@@ -19,9 +20,19 @@ const CLI_HINTS: Record<string, string> = {
 
 /**
  * Runs the oar CLI and returns the exit code: 0 ok, 1 the checked input was not ok, 2 usage error.
- * Returning the code (rather than calling process.exit) lets output streams flush.
+ * Returning the code (rather than calling process.exit) lets output streams flush — and the last spans, when the
+ * `OTEL_*` environment turns tracing on (tracing.ts).
  */
 export async function main(argv: string[]): Promise<number> {
+  const tracing = await tracingFromEnv(VERSION);
+  try {
+    return await run(argv);
+  } finally {
+    await tracing?.shutdown();
+  }
+}
+
+async function run(argv: string[]): Promise<number> {
   let exitCode = 0;
   let commanderText = '';
   const setExit = (code: number) => {

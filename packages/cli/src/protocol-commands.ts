@@ -10,7 +10,7 @@ import {
   TranscriptInputSchema,
 } from '@oar/protocol';
 import type { Command } from 'commander';
-import { INPUT_LIMITS, printJson, readInput, readJsonFile, UsageError } from './io.js';
+import { INPUT_LIMITS, printJson, readInput, readJsonFile, redactedForOutput, UsageError } from './io.js';
 
 interface CheckOptions {
   carrier: string;
@@ -63,13 +63,17 @@ async function check(file: string | undefined, options: CheckOptions): Promise<n
     }
     outcome = parseToolCall(value, parseOptions);
   }
-  printJson({
-    ok: outcome.ok,
-    ...(outcome.declaration ? { declaration: outcome.declaration } : {}),
-    ...(outcome.errors.length > 0 ? { errors: outcome.errors } : {}),
-    ...(outcome.repairs.length > 0 ? { repairs: outcome.repairs } : {}),
-    recovered: outcome.recovered,
-  });
+  // The output repeats the input (the declaration, the errors quote it): a pasted key is printed redacted, like
+  // everything else the CLI prints (docs/security.md). The check itself ran on the input as given.
+  printJson(
+    redactedForOutput({
+      ok: outcome.ok,
+      ...(outcome.declaration ? { declaration: outcome.declaration } : {}),
+      ...(outcome.errors.length > 0 ? { errors: outcome.errors } : {}),
+      ...(outcome.repairs.length > 0 ? { repairs: outcome.repairs } : {}),
+      recovered: outcome.recovered,
+    }),
+  );
   return outcome.ok ? 0 : 1;
 }
 
@@ -91,7 +95,8 @@ async function transcript(file: string, options: { mode?: string; budget?: strin
     throw new UsageError(oarError('invalid_option', `--budget must be a positive integer, not "${options.budget}"`));
   }
   const rendered = renderTranscript(parsed.data, { mode, ...(budget !== undefined ? { budgetTokens: budget } : {}) });
-  process.stdout.write(rendered.text.endsWith('\n') ? rendered.text : `${rendered.text}\n`);
+  const text = redactedForOutput(rendered.text);
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
   return 0;
 }
 

@@ -271,7 +271,7 @@ async function resume(sessionIds: string[], options: ResumeOptions): Promise<num
   if (sessionIds.length === 0 && !options.all) {
     const opened = await openForReading(options);
     return withRuntime(opened, async (runtime) => {
-      const resumable = await runtime.resumableSessions();
+      const resumable = await readSettled(() => runtime.resumableSessions());
       if (options.json) printJson(resumable);
       else if (resumable.length === 0) process.stdout.write('nothing to resume\n');
       else {
@@ -283,10 +283,13 @@ async function resume(sessionIds: string[], options: ResumeOptions): Promise<num
   }
   const opened = await openForSessions(options, options.all ? 'all' : sessionIds);
   return withRuntime(opened, async (runtime) => {
-    const targets = options.all ? (await runtime.resumableSessions()).map((r) => r.sessionId) : sessionIds;
+    // Reads of what the store holds ride out a briefly unreachable store, like every other CLI read (readSettled).
+    const targets = options.all
+      ? (await readSettled(() => runtime.resumableSessions())).map((r) => r.sessionId)
+      : sessionIds;
     let waiting = 0;
     for (const sessionId of targets) {
-      const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
+      const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
       await runtime.worker?.look(sessionId);
       for (const thread of snapshot.threads) noteHolder(runtime, thread.threadId, options.json === true);
       const main = snapshot.threads[0];
@@ -317,6 +320,9 @@ async function updateSession(sessionId: string, options: SessionUpdateOptions): 
       // The template leaves an empty list out; a config that says `"secrets": {"env": []}` asks for none, one that
       // says nothing about secrets leaves the session's names as they are (they keep values out of the record).
       if (opened.config.secrets?.env.length === 0) update.secrets = { env: [] };
+      // Pipelines and services are the file's: none in the file clears the session's (the template omits empties).
+      update.pipelines = template.pipelines ?? [];
+      update.services = template.services ?? [];
     }
     if (options.model) update.model = template.model;
     if (options.workspace) update.workspaceRoot = template.workspaceRoot;

@@ -74,3 +74,56 @@ describe('oar run reads the outcome of a settled turn through a dropped PostgreS
     expect(error).toMatchObject({ code: 'store_unavailable', retryable: true });
   });
 });
+
+describe('oar resume reads its sessions through a dropped PostgreSQL connection', async () => {
+  const unavailable = await postgresUnavailable();
+  if (unavailable && process.env.CI) throw new Error(`PostgreSQL is required in CI: ${unavailable.message}`);
+  if (unavailable) {
+    console.warn(`SKIPPED PostgreSQL resume-read test: ${unavailable.message}`);
+    return;
+  }
+
+  it('retries the read of a named session on store_unavailable (exit 3: still waiting, not 74)', {
+    timeout: 60_000,
+  }, async () => {
+    const schema = `oar_t_${randomBytes(6).toString('hex')}`;
+    const direct = new URL(POSTGRES_URL);
+    direct.searchParams.set('schema', schema);
+    const upstream = new URL(POSTGRES_URL);
+    // Armed by the first thing any `oar` process sends (the migration check), so the fault hits resume's own reads.
+    const proxy = await PgFaultProxy.start(
+      { host: upstream.hostname, port: Number(upstream.port || 5432) },
+      { armOn: 'oar_migrations', query: ALL_READ_MODELS, count: 2 },
+    );
+    const viaProxy = new URL(direct);
+    viaProxy.hostname = '127.0.0.1';
+    viaProxy.port = String(proxy.port);
+    try {
+      const cwd = tempDir('oar-resume-read-');
+      writeJson(cwd, 'script.json', {
+        steps: [
+          {
+            protocol: {
+              kind: 'act',
+              calls: [{ id: 'w', type: 'tool', name: 'write', args: { filePath: 'out.txt', content: 'x' } }],
+            },
+          },
+          { protocol: { kind: 'answer', message: 'written' } },
+        ],
+      });
+      writeJson(cwd, 'oar.config.json', { model: 'script:script.json', store: direct.toString() });
+      // Waits for the approval of the write (no TTY, no decision flag): exit 3.
+      const run = await runOar(cwd, ['run', '--json', 'write it']);
+      expect(run.code, run.stderr).toBe(3);
+      const sessionId = (JSON.parse(run.stdout.trim().split('\n').at(-1) ?? '{}') as { result: { sessionId: string } })
+        .result.sessionId;
+      const resumed = await runOar(cwd, ['resume', '--store', viaProxy.toString(), sessionId]);
+      expect(proxy.dropped, resumed.stdout + resumed.stderr).toBe(2);
+      expect(resumed.code, resumed.stderr).toBe(3);
+      expect(resumed.stdout).toContain('still waiting for a decision');
+    } finally {
+      await proxy.close();
+      await dropSchema(schema);
+    }
+  });
+});

@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuntimeEvent } from '@oar/protocol';
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, ndjson, oarIn, spawnOar, tempDir, writeJson } from './cli-helpers.js';
+import { FIXTURES, ndjson, oarIn, repoRoot, spawnOar, tempDir, writeJson } from './cli-helpers.js';
 
 /** End-to-end scenarios through the real `oar` binary: spill + expand_ref, interrupt, queue, malformed outputs. */
 
@@ -203,5 +203,75 @@ describe('malformed model output, each class, through the binary', () => {
     const declared = events.find((e) => e.type === 'run.status' && payloadOf(e).phase === 'declared');
     expect(payloadOf(declared)).toMatchObject({ recovered: true, form: 'text_tool_call' });
     expect(events.some((e) => e.type === 'tool.result')).toBe(true);
+  });
+});
+
+describe("the specification's canonical DSL example, through the binary", () => {
+  it('a tool worker inspects with the capability-matched tools; the review agent gets its summary', () => {
+    const canonical = readFileSync(join(repoRoot, 'examples/dsl-canonical.md'), 'utf8');
+    const cwd = tempDir('oar-scenario-');
+    writeJson(cwd, 'script.json', {
+      steps: [{ text: canonical }, { text: 'Undo/redo is not wired through (high).' }],
+      agents: {
+        'main.tool_worker': {
+          steps: [
+            {
+              text: [
+                '```json agent-protocol',
+                JSON.stringify({
+                  type: 'agent.protocol',
+                  version: '1',
+                  intent: 'execute',
+                  payload: {
+                    type: 'action_graph',
+                    actions: [
+                      {
+                        type: 'action',
+                        id: 'find',
+                        executor: { type: 'tool', target: 'glob' },
+                        input: { pattern: '*.vue' },
+                      },
+                    ],
+                  },
+                }),
+                '```',
+              ].join('\n'),
+            },
+            { text: 'Found Toolbar.vue and ToolbarButton.vue.' },
+          ],
+        },
+        'frontend-reviewer': { steps: [answer('Undo/redo state is not wired through.')] },
+      },
+    });
+    writeJson(cwd, 'oar.config.json', {
+      model: 'script:script.json',
+      agent: { carrier: 'text' },
+      agents: [
+        { name: 'frontend-reviewer', description: 'Frontend review', capabilities: ['code_review', 'frontend'] },
+      ],
+    });
+    writeFileSync(join(cwd, 'Toolbar.vue'), '<template><ToolbarButton /></template>\n');
+    writeFileSync(join(cwd, 'ToolbarButton.vue'), '<template><button /></template>\n');
+
+    const run = runJson(cwd, ['run', 'Review the toolbar buttons.']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.result).toMatchObject({ status: 'completed', answer: 'Undo/redo is not wired through (high).' });
+    const log = ndjson(
+      oarIn(cwd, ['events', run.result?.sessionId ?? '', '--json']).stdout,
+    ) as unknown as RuntimeEvent[];
+    const spawned = log.filter((e) => e.type === 'subagent.spawned').map((e) => payloadOf(e));
+    expect(spawned.map((p) => [p.graphActionId, p.role ?? 'agent'])).toEqual([
+      ['inspect_code', 'tool_worker'],
+      ['review_toolbar', 'agent'],
+    ]);
+    expect(spawned[0]?.tools).toEqual(['glob', 'grep']);
+    const reviewerTurn = log.find((e) => e.type === 'turn.submitted' && e.threadId === spawned[1]?.childThreadId);
+    const input = String(payloadOf(reviewerTurn).input);
+    expect(input).toContain('<item source="action:inspect_code.summary">');
+    expect(input).toContain('Found Toolbar.vue and ToolbarButton.vue.');
+    expect(input).toContain('Review each toolbar button.');
+    const inspect = oarIn(cwd, ['inspect', run.result?.sessionId ?? '']);
+    expect(inspect.code).toBe(0);
+    expect(oarIn(cwd, ['replay', run.result?.sessionId ?? '']).stdout).toContain('"equal": true');
   });
 });

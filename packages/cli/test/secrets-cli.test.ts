@@ -160,3 +160,50 @@ describe('the errors the oar binary prints are redacted', { timeout: 120_000 }, 
     expect(usage).toContain('[REDACTED:github_token]');
   });
 });
+
+describe('oar protocol prints what it checked redacted', { timeout: 120_000 }, () => {
+  const random = (n: number) =>
+    randomBytes(n * 2)
+      .toString('base64')
+      .replace(/[^A-Za-z0-9]/g, '')
+      .slice(0, n);
+  const github = `ghp_${random(36)}`;
+  const providerKey = `provider-key-${random(24)}`;
+  const env = { OPENAI_API_KEY: providerKey };
+
+  it('check: a declaration, an error and a recovered call that carry secrets', () => {
+    const cwd = tempDir('oar-secrets-check-');
+    dirs.push(cwd);
+    const declaration = {
+      kind: 'act',
+      message: `Using ${providerKey}.`,
+      calls: [{ id: 'w', type: 'tool', name: 'write', args: { filePath: 'a.txt', content: `token=${github}` } }],
+    };
+    const ok = oarIn(cwd, ['protocol', 'check', '--no-validate'], JSON.stringify(declaration), env);
+    expect(ok.code, ok.stderr).toBe(0);
+    for (const secret of [github, providerKey]) expect(ok.stdout).not.toContain(secret);
+    expect(ok.stdout).toContain('[REDACTED:github_token]');
+    expect(ok.stdout).toContain('[REDACTED:env_secret]');
+
+    // A text carrier whose block does not parse: the errors quote the input.
+    const text = `Here:\n\`\`\`agent-protocol\n{"kind": "act", "message": "${github}", "calls": [\n\`\`\``;
+    const failed = oarIn(cwd, ['protocol', 'check', '--carrier', 'text'], text, env);
+    expect(failed.code).toBe(1);
+    expect(failed.stdout + failed.stderr).not.toContain(github);
+  });
+
+  it('transcript: the rendered Markdown', () => {
+    const cwd = tempDir('oar-secrets-check-');
+    dirs.push(cwd);
+    const file = writeJson(cwd, 'transcript.json', {
+      turns: [
+        { kind: 'user', text: `my key is ${github} and ${providerKey}` },
+        { kind: 'answer', text: 'noted' },
+      ],
+    });
+    const result = oarIn(cwd, ['protocol', 'transcript', file], undefined, env);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('[REDACTED:github_token]');
+    for (const secret of [github, providerKey]) expect(result.stdout + result.stderr).not.toContain(secret);
+  });
+});

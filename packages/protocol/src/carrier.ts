@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { EXECUTOR_TYPES, REFERENCE_PATTERN } from './declaration.js';
 
 /**
  * The compatible carrier: the arguments of the runtime-owned `AgentProtocolOutput` tool call.
@@ -15,7 +16,18 @@ export const CARRIER_RESULT_POLICIES = [
   'adaptive',
 ] as const;
 export const CARRIER_KINDS = ['act', 'answer', 'done'] as const;
-export const CALL_FIELDS = ['id', 'type', 'name', 'args', 'depends', 'result', 'title'] as const;
+export const CALL_FIELDS = [
+  'id',
+  'type',
+  'name',
+  'args',
+  'depends',
+  'result',
+  'title',
+  'capabilities',
+  'prompt',
+  'context',
+] as const;
 
 /** Call ids become graph node ids, log keys and transcript headings, so they are kept short and plain. */
 export const ACTION_ID_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:-]*$/;
@@ -27,14 +39,29 @@ const actionId = z
   .max(MAX_ACTION_ID_LENGTH)
   .regex(ACTION_ID_PATTERN, 'ids use letters, digits, "_", ".", ":" or "-" and start with a letter, digit or "_"');
 
+/** A carrier call's context refs: every reference kind but `md:` (a tool call has no Markdown sections). */
+const contextRef = z
+  .string()
+  .regex(
+    REFERENCE_PATTERN,
+    'use action:<id>.summary, action:<id>.output, input:user.goal, runtime://… or artifact:<name>',
+  )
+  .refine((ref) => !ref.startsWith('md:'), 'md: references need the text form (a fenced block with sections)');
+
 export const CarrierCallSchema = z.strictObject({
   id: actionId,
-  type: z.enum(['tool', 'agent']),
+  type: z.enum(EXECUTOR_TYPES),
   name: z.string().min(1),
   args: z.record(z.string(), z.unknown()).optional(),
   depends: z.union([actionId, z.array(actionId)]).optional(),
   result: z.enum(CARRIER_RESULT_POLICIES).optional(),
   title: z.string().optional(),
+  /** With name "auto": what the chosen executor must be able to do. */
+  capabilities: z.array(z.string().min(1)).optional(),
+  /** The task in words: a tool call with a prompt and without a complete input is done by a tool worker. */
+  prompt: z.string().optional(),
+  /** References resolved into the executor's context (docs/protocol.md "References"). */
+  context: z.array(contextRef).optional(),
 });
 export type CarrierCall = z.infer<typeof CarrierCallSchema>;
 
@@ -101,8 +128,11 @@ export function carrierParametersJsonSchema(): Record<string, unknown> {
           type: 'object',
           properties: {
             id: { type: 'string', description: 'Unique call id in this thread, e.g. "read_package".' },
-            type: { type: 'string', enum: ['tool', 'agent'] },
-            name: { type: 'string', description: 'Tool name from the catalog, or agent name, or "auto" for agents.' },
+            type: { type: 'string', enum: [...EXECUTOR_TYPES] },
+            name: {
+              type: 'string',
+              description: 'Tool, agent, human or runtime operation name from the prompt, or "auto" with capabilities.',
+            },
             args: {
               type: 'object',
               description: "Tool input matching the tool's input schema, or the delegation input for an agent.",
@@ -119,6 +149,22 @@ export function carrierParametersJsonSchema(): Record<string, unknown> {
               description: 'What you want back: summary (default), full, structured, on_failure, on_demand, adaptive.',
             },
             title: { type: 'string', description: 'Short label shown to the user.' },
+            capabilities: {
+              type: 'array',
+              items: { type: 'string' },
+              description: 'With name "auto": the capabilities the executor needs.',
+            },
+            prompt: {
+              type: 'string',
+              description:
+                'The task in words; a tool call with a prompt and no complete args is done by a tool worker.',
+            },
+            context: {
+              type: 'array',
+              items: { type: 'string' },
+              description:
+                'References to give the executor: action:<id>.summary|output, input:user.goal, artifact:<name>.',
+            },
           },
           required: ['id', 'type', 'name'],
           additionalProperties: false,

@@ -23,15 +23,28 @@ export const RETURN_TO_MODEL = [
 export const ReturnToModelSchema = z.enum(RETURN_TO_MODEL);
 export type ReturnToModel = z.infer<typeof ReturnToModelSchema>;
 
+/**
+ * `if_truncated`: what happens when the output the policy would show exceeds the budget.
+ * provide_ref_and_summary (default): a preview plus the ref; fail: the action fails with `output_over_budget`
+ * (the full output is still stored); ask_model: the preview, and the observation asks the model to expand a range
+ * of the ref or continue. See docs/protocol.md "Budget and truncation".
+ */
+export const IF_TRUNCATED = ['provide_ref_and_summary', 'fail', 'ask_model'] as const;
+export type IfTruncated = (typeof IF_TRUNCATED)[number];
+
 export const ResultPolicySchema = z.object({
   returnToModel: ReturnToModelSchema,
   /** For `adaptive`: what to keep first when the budget is short, e.g. ["errors", "matching_lines"]. */
   priority: z.array(z.string()).optional(),
   /** Upper bound the model asks for; the runtime's own context budget still wins. */
   maxTokens: z.number().int().positive().optional(),
-  /** Full outputs are always stored as artifacts; the model may not switch that off (kept for fidelity). */
+  /**
+   * The model's `store_full` request as sent (default true). The runtime keeps every full output in its audit
+   * record regardless; when this is false the observation says the request was not applied, and why.
+   */
   storeFull: z.boolean(),
-  ifTruncated: z.string().optional(),
+  /** What to do when the output exceeds the budget (default `provide_ref_and_summary`): see `IF_TRUNCATED`. */
+  ifTruncated: z.enum(IF_TRUNCATED).optional(),
 });
 export type ResultPolicy = z.infer<typeof ResultPolicySchema>;
 
@@ -47,6 +60,17 @@ export const FailurePolicySchema = z.object({
 export type FailurePolicy = z.infer<typeof FailurePolicySchema>;
 
 export const DEFAULT_FAILURE_POLICY: FailurePolicy = { onFailure: 'continue', maxAttempts: 1 };
+
+/**
+ * The references the runtime resolves (docs/protocol.md "References"): `md:` sections of the same message (resolved
+ * when parsed), and at execution time `action:<id>.summary|output`, `input:user.goal`, `runtime://…` records and
+ * `artifact:<name>` / `artifact://<id>` artifacts. Anything else is rejected before execution.
+ */
+export const REFERENCE_PATTERN =
+  /^(md:.+|action:[^.\s]+\.(summary|output)|input:[A-Za-z0-9_.-]+|runtime:\/\/\S+|artifact:\S+)$/;
+
+/** An `action:<id>.summary|output` reference: group 1 is the action id, group 2 the part. */
+export const ACTION_REFERENCE_PATTERN = /^action:([^.\s]+)\.(summary|output)$/;
 
 export const ExecutorSchema = z.object({
   type: ExecutorTypeSchema,

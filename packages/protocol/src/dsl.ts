@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ACTION_ID_PATTERN, MAX_ACTION_ID_LENGTH } from './carrier.js';
-import { EXECUTOR_TYPES, INTENTS, RETURN_TO_MODEL } from './declaration.js';
+import { EXECUTOR_TYPES, IF_TRUNCATED, INTENTS, RETURN_TO_MODEL } from './declaration.js';
 
 /**
  * The full DSL: one fenced ```json agent-protocol block holding the envelope, plus Markdown sections that
@@ -28,7 +28,12 @@ export const DslResultPolicySchema = z.strictObject({
   priority: z.array(z.string()).optional(),
   max_tokens: z.number().int().positive().optional(),
   store_full: z.boolean().optional(),
-  if_truncated: z.string().optional(),
+  /** "ask-model" is accepted as in `failure_policy` (the specification's spelling there). */
+  if_truncated: z
+    .enum([...IF_TRUNCATED, 'ask-model'], {
+      error: () => ({ message: `if_truncated must be one of ${IF_TRUNCATED.join(', ')}` }),
+    })
+    .optional(),
 });
 
 /** "ask-model" is the specification's own spelling; "retry" means one more attempt, then continue. */

@@ -37,6 +37,32 @@ export const ProtocolIssueSchema = z.object({
 });
 export type ProtocolIssue = z.infer<typeof ProtocolIssueSchema>;
 
+/** A sentence ends with its own punctuation: `.`, `?`, `!`, `:` or an ellipsis (`…`) — or gets a full stop. */
+function asSentence(text: string): string {
+  return /[.?!:…]$/.test(text) ? text : `${text}.`;
+}
+
+/**
+ * Join sentences with one space, giving each exactly one closing mark: a part that already ends in `.` (or `?`,
+ * `!`, `:`, `…`) keeps it, any other gets a full stop, so "message." + "hint" never reads "message.. hint". Blank
+ * parts are dropped.
+ */
+export function joinSentences(...parts: string[]): string {
+  return parts
+    .map((part) => part.trim())
+    .filter((part) => part !== '')
+    .map(asSentence)
+    .join(' ');
+}
+
+/**
+ * One issue as the line of a corrective request: `- [code] at /path: message. hint` (no path part when the path
+ * is empty). The one place message and hint are joined, so every runtime builds the same clean wording.
+ */
+export function correctiveLine(issue: ProtocolIssue): string {
+  return `- [${issue.code}]${issue.path ? ` at ${issue.path}` : ''}: ${joinSentences(issue.message, issue.hint)}`;
+}
+
 /** A repair the runtime applied to a known malformation; recorded so adherence and repair rates can be measured. */
 export const RepairSchema = z.object({
   code: z.string().min(1),

@@ -4,9 +4,13 @@
  * else that fails to parse is reported as an error, never guessed at.
  */
 
+/**
+ * `unbalanced`: the text ends before every string, array and object is closed — a fact about the text, not a claim
+ * that the output was cut off (only the model's finish reason can say that; see `readStringified`).
+ */
 export type JsonRead =
   | { ok: true; value: unknown; controlCharactersEscaped: boolean }
-  | { ok: false; message: string; truncated: boolean; tooDeep?: boolean };
+  | { ok: false; message: string; unbalanced: boolean; tooDeep?: boolean };
 
 /**
  * The deepest nesting of arrays and objects accepted in JSON a model wrote. Real declarations need a handful of
@@ -86,10 +90,10 @@ export function escapeControlCharactersInStrings(text: string): string | null {
 }
 
 /**
- * A best-effort signal that the text was cut off (unbalanced brackets or an open string at the end), so the
- * error can tell the model to send a shorter declaration rather than "fix your JSON".
+ * Does the text end before every string, array and object it opened is closed? A fact about the text only:
+ * whether the output was *cut off* is for the model's finish reason to say (`length`), never guessed from this.
  */
-export function looksTruncated(text: string): boolean {
+export function endsUnbalanced(text: string): boolean {
   let depth = 0;
   let inString = false;
   let escaped = false;
@@ -110,7 +114,7 @@ export function readJson(text: string): JsonRead {
     return {
       ok: false,
       message: `arrays and objects are nested deeper than ${MAX_JSON_DEPTH} levels`,
-      truncated: false,
+      unbalanced: false,
       tooDeep: true,
     };
   }
@@ -128,7 +132,7 @@ export function readJson(text: string): JsonRead {
     return {
       ok: false,
       message: error instanceof Error ? error.message : String(error),
-      truncated: looksTruncated(text),
+      unbalanced: endsUnbalanced(text),
     };
   }
 }

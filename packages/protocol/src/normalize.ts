@@ -4,6 +4,7 @@ import {
   DEFAULT_FAILURE_POLICY,
   type Declaration,
   type FailurePolicy,
+  REFERENCE_PATTERN,
   type ResultPolicy,
 } from './declaration.js';
 import type { DslAction, DslEnvelope } from './dsl.js';
@@ -37,14 +38,14 @@ export function normalizeCarrier(
   source: Pick<Declaration['source'], 'carrier' | 'form' | 'recovered'>,
 ): Declaration {
   const actions: Action[] = (output.calls ?? []).map((call) => {
-    const prompt = call.type === 'agent' ? delegationPrompt(call.args) : undefined;
+    const prompt = call.prompt ?? (call.type === 'agent' ? delegationPrompt(call.args) : undefined);
     return {
       id: call.id,
       ...(call.title !== undefined ? { title: call.title } : {}),
-      executor: { type: call.type, target: call.name, capabilities: [] },
+      executor: { type: call.type, target: call.name, capabilities: call.capabilities ?? [] },
       input: call.args ?? {},
       dependsOn: toArray(call.depends),
-      contextRefs: [],
+      contextRefs: call.context ?? [],
       ...(prompt !== undefined ? { prompt } : {}),
       resultPolicy: { returnToModel: call.result ?? 'summary', storeFull: true },
       failurePolicy: { ...DEFAULT_FAILURE_POLICY },
@@ -59,9 +60,6 @@ export function normalizeCarrier(
     source: { ...source },
   };
 }
-
-/** Reference kinds the runtime knows; anything else is rejected before execution. */
-const REFERENCE = /^(md:.+|action:[^.\s]+\.(summary|output)|input:[A-Za-z0-9_.-]+|runtime:\/\/\S+|artifact:\S+)$/;
 
 export interface DslNormalization {
   declaration?: Declaration;
@@ -84,9 +82,12 @@ function resultPolicy(policy: DslAction['result_policy']): ResultPolicy {
     returnToModel: policy.return_to_model,
     ...(policy.priority ? { priority: policy.priority } : {}),
     ...(policy.max_tokens ? { maxTokens: policy.max_tokens } : {}),
-    // Full outputs are always kept: the model cannot opt the runtime out of its own record.
-    storeFull: true,
-    ...(policy.if_truncated ? { ifTruncated: policy.if_truncated } : {}),
+    // Kept as the model asked: the runtime stores every full output anyway (its own record) and, when the model
+    // asked for false, says so in the observation (shapeObservation).
+    storeFull: policy.store_full ?? true,
+    ...(policy.if_truncated
+      ? { ifTruncated: policy.if_truncated === 'ask-model' ? 'ask_model' : policy.if_truncated }
+      : {}),
   };
 }
 
@@ -101,7 +102,6 @@ export function normalizeDsl(
 ): DslNormalization {
   const issues: ProtocolIssue[] = [];
   const payload = envelope.payload;
-  const declaredIds = new Set(payload.type === 'action_graph' ? payload.actions.map((a) => a.id) : []);
   const resolveMd = (ref: string, path: (string | number)[]): string | undefined => {
     const id = ref.slice('md:'.length).trim().toLowerCase();
     const text = sections.get(id);
@@ -128,7 +128,7 @@ export function normalizeDsl(
       const contextRefs: string[] = [];
       (dsl.context_refs ?? []).forEach((ref, k) => {
         const path = [...base, 'context_refs', k];
-        if (!REFERENCE.test(ref)) {
+        if (!REFERENCE_PATTERN.test(ref)) {
           issues.push({
             code: 'invalid_reference',
             path: pointer(path),
@@ -142,29 +142,15 @@ export function normalizeDsl(
           if (text !== undefined) context.push(text);
           return;
         }
-        const target = /^action:([^.\s]+)\./.exec(ref)?.[1];
-        if (target !== undefined && declaredIds.has(target) && !dependsOn.includes(target)) {
-          issues.push({
-            code: 'reference_not_dependency',
-            path: pointer(path),
-            message: `"${ref}" reads action "${target}" of this declaration, which "${dsl.id}" does not depend on`,
-            hint: `Add "${target}" to depends_on of "${dsl.id}" so its result exists when "${dsl.id}" starts.`,
-          });
-        } else if (target !== undefined && !declaredIds.has(target) && !options.knownActionIds?.has(target)) {
-          issues.push({
-            code: 'unresolved_reference',
-            path: pointer(path),
-            message: `"${ref}" names action "${target}", which is neither in this declaration nor completed earlier`,
-            hint: 'Reference only actions of this declaration (and depend on them) or actions completed earlier.',
-          });
-        }
+        // Whether an action: reference names a dependency or an earlier completed action is the validator's check
+        // (checkReferences), so the carrier's refs get it too.
         contextRefs.push(ref);
       });
       let prompt: string | undefined;
       if (dsl.prompt_ref !== undefined) {
         const path = [...base, 'prompt_ref'];
         if (dsl.prompt_ref.startsWith('md:')) prompt = resolveMd(dsl.prompt_ref, path);
-        else if (!REFERENCE.test(dsl.prompt_ref)) {
+        else if (!REFERENCE_PATTERN.test(dsl.prompt_ref)) {
           issues.push({
             code: 'invalid_reference',
             path: pointer(path),

@@ -10,7 +10,7 @@ import { normalizeCarrier, normalizeDsl } from './normalize.js';
 import { asNativeCall, findTextCalls, type NativeCall, recoveredCallId } from './recovery.js';
 import { nestingTooDeep, readStringified, repairCarrierArguments } from './repair.js';
 import { schemaIssues } from './schema-issues.js';
-import { type ValidationLimits, validateDeclaration } from './validate.js';
+import { type ExecutorRegistry, type ValidationLimits, validateDeclaration } from './validate.js';
 
 /**
  * The two entry points a runtime calls with a finished assistant message: `parseToolCall` for the native
@@ -35,6 +35,13 @@ export interface ParseOptions {
   allowPlainText?: boolean;
   /** Graph validation against the catalog (default true). Recovered requests are always validated. */
   validate?: boolean;
+  /** Pipeline / service / runtime / human names beyond the catalog (the catalog's pipelines and services count). */
+  executors?: ExecutorRegistry;
+  /**
+   * The model's finish reason for this output (`stop`, `length`, `tool-calls`…), when the caller knows it. Only
+   * `length` makes JSON that fails to parse `truncated_output`; otherwise it is `invalid_json`.
+   */
+  finishReason?: string;
 }
 
 export const ParseOutcomeSchema = z.object({
@@ -140,6 +147,7 @@ function finish(ctx: Context, declaration: Declaration, repairs: Repair[]): Pars
     catalog: ctx.catalog,
     history: ctx.options.history ?? {},
     ...(ctx.options.limits ? { limits: ctx.options.limits } : {}),
+    ...(ctx.options.executors ? { executors: ctx.options.executors } : {}),
   });
   if (result.ok) return { ok: true, declaration: result.declaration, errors: [], repairs, recovered };
   const errors = recovered
@@ -170,16 +178,21 @@ function carrierDeclaration(
       source.recovered,
     );
   }
-  const repaired = repairCarrierArguments(raw);
+  const repaired = repairCarrierArguments(raw, { finishReason: ctx.options.finishReason });
   if (repaired.issues.length > 0) return failure(repaired.issues, repaired.repairs, source.recovered);
   const parsed = ProtocolOutputSchema.safeParse(repaired.value);
   if (!parsed.success) return failure(schemaIssues(parsed.error, basePath), repaired.repairs, source.recovered);
   return finish(ctx, normalizeCarrier(parsed.data, source), repaired.repairs);
 }
 
-/** Recover direct calls to catalog tools as one `act`; any call outside the catalog makes the whole set fail. */
+/**
+ * Recover direct calls to catalog tools — and to catalog agents, as delegations — as one `act`; any call outside
+ * the catalog makes the whole set fail (fail closed). A tool wins when a tool and an agent share a name.
+ */
 function recoverCalls(ctx: Context, calls: NativeCall[], carrier: 'tool' | 'text', repairs: Repair[]): ParseOutcome {
-  const known = new Set(ctx.catalog.tools.map((t) => t.name));
+  const tools = new Set(ctx.catalog.tools.map((t) => t.name));
+  const agents = new Set(ctx.catalog.agents.map((a) => a.name));
+  const known = new Set([...tools, ...agents]);
   const unknown = calls.filter((c) => !known.has(c.name));
   if (unknown.length > 0) {
     const available = [...known].slice(0, 30).join(', ') || '(none)';
@@ -187,7 +200,7 @@ function recoverCalls(ctx: Context, calls: NativeCall[], carrier: 'tool' | 'text
       unknown.map((c) => ({
         code: PARSE_CODES.unknownDirectCall,
         path: '',
-        message: `"${c.name}" is neither ${AGENT_PROTOCOL_TOOL_NAME} nor a tool in the catalog`,
+        message: `"${c.name}" is neither ${AGENT_PROTOCOL_TOOL_NAME} nor a tool or agent in the catalog`,
         hint: `${CARRIER_HINT} Available tools: ${available}.`,
       })),
       repairs,
@@ -199,7 +212,9 @@ function recoverCalls(ctx: Context, calls: NativeCall[], carrier: 'tool' | 'text
   for (const call of calls) {
     let args = call.arguments;
     if (typeof args === 'string') {
-      const read = readStringified(args, '', `the arguments of "${call.name}"`, repairs);
+      const read = readStringified(args, '', `the arguments of "${call.name}"`, repairs, {
+        finishReason: ctx.options.finishReason,
+      });
       if (!read.ok) return failure([read.issue], repairs, true);
       args = read.value;
     }
@@ -217,7 +232,8 @@ function recoverCalls(ctx: Context, calls: NativeCall[], carrier: 'tool' | 'text
         true,
       );
     }
-    outCalls.push({ id: recoveredCallId(call.name, used), type: 'tool', name: call.name, args });
+    const type = tools.has(call.name) ? 'tool' : 'agent';
+    outCalls.push({ id: recoveredCallId(call.name, used), type, name: call.name, args });
   }
   const form = carrier === 'tool' ? 'direct_tool_call' : 'text_tool_call';
   const outcome = carrierDeclaration(ctx, { kind: 'act', calls: outCalls }, { carrier, form, recovered: true });
@@ -346,7 +362,9 @@ export function parseAssistantText(text: string, options: ParseOptions = {}): Pa
       ]);
     }
     const repairs: Repair[] = [];
-    const read = readStringified(block.content, '', 'the agent-protocol block', repairs);
+    const read = readStringified(block.content, '', 'the agent-protocol block', repairs, {
+      finishReason: options.finishReason,
+    });
     if (!read.ok) return failure([read.issue], repairs);
     const envelope = DslEnvelopeSchema.safeParse(read.value);
     if (!envelope.success) return failure(schemaIssues(envelope.error), repairs);

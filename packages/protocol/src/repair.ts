@@ -27,12 +27,23 @@ export interface RepairOutcome {
   issues: ProtocolIssue[];
 }
 
+/** What the parser knows about how the model's output ended. */
+export interface OutputEnd {
+  /**
+   * The model's finish reason for this output, as the runtime normalized it (`stop`, `length`, `tool-calls`…).
+   * Only `length` — the model hit its output-token limit — makes a payload that fails to parse `truncated_output`;
+   * without it a broken payload is `invalid_json`, however it ends (the parser never guesses a cut).
+   */
+  finishReason?: string;
+}
+
 /** Parse a stringified payload, recording the control-character repair when it was needed. */
 export function readStringified(
   text: string,
   path: string,
   what: string,
   repairs: Repair[],
+  end: OutputEnd = {},
 ): { ok: true; value: unknown } | { ok: false; issue: ProtocolIssue } {
   const read = readJson(text);
   if (read.ok) {
@@ -45,14 +56,27 @@ export function readStringified(
     return { ok: true, value: read.value };
   }
   if (read.tooDeep) return { ok: false, issue: nestingTooDeep(path, what) };
+  if (end.finishReason === 'length') {
+    return {
+      ok: false,
+      issue: {
+        code: 'truncated_output',
+        path,
+        message: `${what} is not valid JSON (${read.message}): the output was cut off at the model's output-token limit`,
+        hint: 'Your output was cut off before the JSON closed. Send a shorter declaration (fewer calls, shorter message).',
+      },
+    };
+  }
   return {
     ok: false,
     issue: {
-      code: read.truncated ? 'truncated_output' : 'invalid_json',
+      code: 'invalid_json',
       path,
-      message: `${what} is not valid JSON: ${read.message}`,
-      hint: read.truncated
-        ? 'Your output was cut off before the JSON closed. Send a shorter declaration (fewer calls, shorter message).'
+      message: read.unbalanced
+        ? `${what} is not valid JSON: it ends before every string, array and object is closed (${read.message})`
+        : `${what} is not valid JSON: ${read.message}`,
+      hint: read.unbalanced
+        ? 'Send the arguments as one complete JSON object: close every string, array and object you open.'
         : 'Send the arguments as one valid JSON object: double-quoted keys and strings, no comments, no trailing commas.',
     },
   };
@@ -90,19 +114,19 @@ function repairCall(call: unknown, index: number, repairs: Repair[]): unknown {
  * Apply the carrier repairs to `AgentProtocolOutput` arguments (an object, or the JSON string a provider sent).
  * Returns the repaired value; structural validation happens afterwards against `ProtocolOutputSchema`.
  */
-export function repairCarrierArguments(raw: unknown): RepairOutcome {
+export function repairCarrierArguments(raw: unknown, end: OutputEnd = {}): RepairOutcome {
   const repairs: Repair[] = [];
   const issues: ProtocolIssue[] = [];
   let value = raw;
 
   if (typeof value === 'string') {
-    const read = readStringified(value, '', 'the AgentProtocolOutput arguments', repairs);
+    const read = readStringified(value, '', 'the AgentProtocolOutput arguments', repairs, end);
     if (!read.ok) return { value, repairs, issues: [read.issue] };
     value = read.value;
   }
 
   if (isRecord(value) && Object.keys(value).length === 1 && typeof value.input === 'string') {
-    const read = readStringified(value.input, '/input', 'the "input" wrapper', repairs);
+    const read = readStringified(value.input, '/input', 'the "input" wrapper', repairs, end);
     if (!read.ok) return { value, repairs, issues: [read.issue] };
     repairs.push({
       code: REPAIR_CODES.inputWrapperUnwrapped,
@@ -115,7 +139,7 @@ export function repairCarrierArguments(raw: unknown): RepairOutcome {
   const out: Record<string, unknown> = { ...value };
 
   if (typeof out.calls === 'string') {
-    const read = readStringified(out.calls, '/calls', '"calls"', repairs);
+    const read = readStringified(out.calls, '/calls', '"calls"', repairs, end);
     if (!read.ok) {
       issues.push(read.issue);
       return { value: out, repairs, issues };

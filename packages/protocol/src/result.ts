@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { DEFAULT_RESULT_POLICY, ExecutorTypeSchema, type ResultPolicy } from './declaration.js';
-import { type OarError, OarErrorSchema } from './errors.js';
+import { DEFAULT_RESULT_POLICY, ExecutorTypeSchema, type IfTruncated, type ResultPolicy } from './declaration.js';
+import { type OarError, OarErrorSchema, oarError } from './errors.js';
 
 /**
  * What the runtime reports back about executed actions: the `agent.protocol.result` record (logs, UI, trace
@@ -220,6 +220,8 @@ export const ObservedCallSchema = z.object({
   dependsOn: z.array(z.string()).default([]),
   title: z.string().optional(),
   description: z.string().optional(),
+  /** Why the model declared the action: shown with the result when the declaration is not in view. */
+  reason: z.string().optional(),
 });
 export type ObservedCall = z.infer<typeof ObservedCallSchema>;
 
@@ -232,6 +234,7 @@ export interface ObservableAction {
   id: string;
   title?: string;
   description?: string;
+  reason?: string;
   operation?: string;
   executor: { type: ObservedCall['executor']['type']; target: string };
   input?: Record<string, unknown>;
@@ -301,9 +304,39 @@ function expandNote(ref: string): string {
   return `request expand_ref on ${ref} to see more`;
 }
 
+/** The question `if_truncated: ask_model` puts to the model when what it sees is cut. */
+export function askModelQuestion(ref: string): string {
+  return `Decide before going on: request expand_ref on ${ref} with a range (start_line/end_line, pattern or max_tokens) for the part you need, or continue with this preview.`;
+}
+
+/**
+ * The notes that mark a cut, by `if_truncated`: `truncated(total)` ends a preview of a text of `total` tokens,
+ * `omitted(names)` ends an adaptive result whose named sections were left out. Both always carry the ref.
+ */
+interface CutNotes {
+  truncated(total: number): string;
+  omitted(names: string[]): string;
+}
+
+function cutNotes(mode: IfTruncated, ref: string, budget: number): CutNotes {
+  if (mode === 'ask_model') {
+    return {
+      truncated: (total) =>
+        `[output cut: ~${total} tokens in full, over the budget of ${budget} tokens. ${askModelQuestion(ref)}]`,
+      omitted: (names) => `[omitted for budget: ${names.join(', ')}. ${askModelQuestion(ref)}]`,
+    };
+  }
+  return {
+    truncated: (total) => `[truncated: ~${total} tokens in full; ${expandNote(ref)}]`,
+    omitted: (names) => `[omitted for budget: ${names.join(', ')}; ${expandNote(ref)}]`,
+  };
+}
+
 interface Fitted {
   text: string;
   truncated: boolean;
+  /** The estimate of what would have been shown whole (set when truncated). */
+  fullTokens?: number;
 }
 
 /**
@@ -311,10 +344,10 @@ interface Fitted {
  * survives, even when it alone exceeds a tiny budget, because a ref is the only way back to the full output.
  * `headTail` keeps the end as well (errors and final lines cluster there); otherwise the preview is the head.
  */
-function fit(text: string, budget: number, ref: string, shape: 'head' | 'headTail'): Fitted {
+function fit(text: string, budget: number, notes: CutNotes, shape: 'head' | 'headTail'): Fitted {
   const total = estimateTokens(text);
   if (total <= budget) return { text, truncated: false };
-  const note = `[truncated: ~${total} tokens in full; ${expandNote(ref)}]`;
+  const note = notes.truncated(total);
   // Two separators ("\n…\n") and the note are paid from the same budget as the preview.
   const previewBudget = Math.max(0, budget - estimateTokens(note) - 2);
   let preview: string;
@@ -325,7 +358,11 @@ function fit(text: string, budget: number, ref: string, shape: 'head' | 'headTai
   } else {
     preview = previewBudget > 0 ? `${headWithinTokens(text, previewBudget)}\n…` : '';
   }
-  return { text: preview.trim() === '…' || preview === '' ? note : `${preview}\n${note}`, truncated: true };
+  return {
+    text: preview.trim() === '…' || preview === '' ? note : `${preview}\n${note}`,
+    truncated: true,
+    fullTokens: total,
+  };
 }
 
 function fullText(output: FullOutput): string | undefined {
@@ -339,7 +376,7 @@ function fullText(output: FullOutput): string | undefined {
  * the budget. Once one section does not fit, later ones are omitted even if smaller, so a low-priority section
  * never displaces a higher-priority one.
  */
-function adaptiveContent(output: FullOutput, priority: string[], budget: number, ref: string): Fitted {
+function adaptiveContent(output: FullOutput, priority: string[], budget: number, notes: CutNotes): Fitted {
   const sections = new Map<string, string>();
   if (isPlainObject(output.structured)) {
     for (const [key, value] of Object.entries(output.structured)) sections.set(key, pretty(value));
@@ -355,9 +392,10 @@ function adaptiveContent(output: FullOutput, priority: string[], budget: number,
   const uniqueOrder = [...new Set(order)];
   const rendered = uniqueOrder.map((name) => `## ${name}\n\n${sections.get(name) ?? ''}`);
   const whole = rendered.join('\n\n');
-  if (estimateTokens(whole) <= budget) return { text: whole, truncated: false };
+  const wholeTokens = estimateTokens(whole);
+  if (wholeTokens <= budget) return { text: whole, truncated: false };
   // Something will be omitted, so room for the omission note (with the ref) is reserved before any section.
-  const reserve = estimateTokens(`[omitted for budget: ${uniqueOrder.join(', ')}; ${expandNote(ref)}]`) + 1;
+  const reserve = estimateTokens(notes.omitted(uniqueOrder)) + 1;
   const room = budget - reserve;
   const parts: string[] = [];
   const omitted: string[] = [];
@@ -378,9 +416,17 @@ function adaptiveContent(output: FullOutput, priority: string[], budget: number,
     }
     omitted.push(name);
   }
-  const note = `[omitted for budget: ${omitted.join(', ')}; ${expandNote(ref)}]`;
+  const note = notes.omitted(omitted);
   // The first omitted section may be partly shown above; the note still names it so the model knows it is cut.
-  return { text: [...parts, note].join('\n\n'), truncated: true };
+  return { text: [...parts, note].join('\n\n'), truncated: true, fullTokens: wholeTokens };
+}
+
+/** The code of an action failed by `if_truncated: fail`: its output did not fit the observation budget. */
+export const OUTPUT_OVER_BUDGET = 'output_over_budget';
+
+/** The note an observation carries when the model asked for `store_full: false` (docs/protocol.md, "store_full"). */
+export function storeFullNote(ref: string): string {
+  return `[store_full: false was not applied: the runtime keeps every full output in its audit record, so it stays stored at ${ref}]`;
 }
 
 /**
@@ -388,6 +434,12 @@ function adaptiveContent(output: FullOutput, priority: string[], budget: number,
  * The effective budget is the smaller of `budgetTokens` (the runtime's context budget — it always wins) and the
  * policy's `maxTokens`. The structured `error`, status and artifact refs are kept under every policy: they are
  * short runtime facts, not output, and a failure without its reason is not something a model can act on.
+ *
+ * Over the budget, `policy.ifTruncated` decides: `provide_ref_and_summary` (default) shows a preview and the ref;
+ * `ask_model` shows the preview with a note asking the model to expand a range of the ref or continue; `fail`
+ * turns a completed action into a failed one with the `output_over_budget` error (size, budget, ref) and no
+ * content — an action that already failed keeps its own error and gets the preview. `storeFull: false` adds
+ * {@link storeFullNote}, paid from the same budget.
  */
 export function shapeObservation(
   action: ObservableAction,
@@ -403,7 +455,13 @@ export function shapeObservation(
     (options.runId
       ? `runtime://runs/${options.runId}/actions/${action.id}/output`
       : `runtime://actions/${action.id}/output`);
-  const budget = Math.max(0, Math.floor(Math.min(budgetTokens, policy.maxTokens ?? Number.POSITIVE_INFINITY)));
+  const limit = Math.max(0, Math.floor(Math.min(budgetTokens, policy.maxTokens ?? Number.POSITIVE_INFINITY)));
+  const ifTruncated = policy.ifTruncated ?? 'provide_ref_and_summary';
+  // `fail` marks the cut the default way while shaping; the cut then becomes the failure below.
+  const notes = cutNotes(ifTruncated, ref, limit);
+  const storeNote = policy.storeFull === false ? storeFullNote(ref) : undefined;
+  // The store note and its blank-line separator are paid from the budget first, so the content stays within it.
+  const budget = storeNote ? Math.max(0, limit - estimateTokens(storeNote) - 1) : limit;
 
   const call: ObservedCall = {
     id: action.id,
@@ -413,6 +471,7 @@ export function shapeObservation(
     ...(action.operation !== undefined ? { operation: action.operation } : {}),
     ...(action.title !== undefined ? { title: action.title } : {}),
     ...(action.description !== undefined ? { description: action.description } : {}),
+    ...(action.reason !== undefined ? { reason: action.reason } : {}),
   };
   const result: ActionResult = {
     id: action.id,
@@ -422,9 +481,11 @@ export function shapeObservation(
     artifacts,
     ...(output.error ? { error: output.error } : {}),
   };
+  let fullTokens: number | undefined;
   const apply = (fitted: Fitted): void => {
     result.content = fitted.text;
     if (fitted.truncated) result.truncated = true;
+    if (fitted.fullTokens !== undefined) fullTokens = fitted.fullTokens;
   };
   const summaryText = (): string => output.summary ?? mechanicalSummary(output);
 
@@ -432,7 +493,7 @@ export function shapeObservation(
     case 'none':
       break;
     case 'summary': {
-      const fitted = fit(summaryText(), budget, ref, 'head');
+      const fitted = fit(summaryText(), budget, notes, 'head');
       result.summary = fitted.text;
       apply(fitted);
       break;
@@ -440,13 +501,13 @@ export function shapeObservation(
     case 'structured': {
       if (output.structured === undefined) {
         // Nothing structured was produced: the closest honest answer is the summary, not an empty object.
-        const fitted = fit(summaryText(), budget, ref, 'head');
+        const fitted = fit(summaryText(), budget, notes, 'head');
         result.summary = fitted.text;
         apply(fitted);
         break;
       }
       const record = isPlainObject(output.structured) ? output.structured : { value: output.structured };
-      const fitted = fit(JSON.stringify(record, null, 2), budget, ref, 'head');
+      const fitted = fit(JSON.stringify(record, null, 2), budget, notes, 'head');
       // The record carries the fields only when they were shown whole; a cut-off object is not structured data.
       if (!fitted.truncated) result.structured = record;
       apply(fitted);
@@ -455,35 +516,54 @@ export function shapeObservation(
     case 'excerpt': {
       const source = output.excerpt ?? fullText(output);
       if (source === undefined) break;
-      const fitted = fit(source, budget, ref, 'headTail');
+      const fitted = fit(source, budget, notes, 'headTail');
       result.excerpt = fitted.text;
       apply(fitted);
       break;
     }
     case 'full': {
       const source = fullText(output);
-      if (source !== undefined) apply(fit(source, budget, ref, 'head'));
+      if (source !== undefined) apply(fit(source, budget, notes, 'head'));
       break;
     }
     case 'on_failure': {
       if (!FAILURE_STATUSES.has(status) && !output.error) break;
       const source = fullText(output) ?? (output.error ? `${output.error.code}: ${output.error.message}` : undefined);
-      if (source !== undefined) apply(fit(source, budget, ref, 'headTail'));
+      if (source !== undefined) apply(fit(source, budget, notes, 'headTail'));
       break;
     }
     case 'on_demand': {
       const pointer = `Full output: ${ref} — request expand_ref to see more.`;
-      const fitted = fit(summaryText(), Math.max(0, budget - estimateTokens(pointer) - 1), ref, 'head');
+      const fitted = fit(summaryText(), Math.max(0, budget - estimateTokens(pointer) - 1), notes, 'head');
       result.summary = fitted.text;
+      apply(fitted);
       result.content = `${fitted.text}\n\n${pointer}`;
-      if (fitted.truncated) result.truncated = true;
       break;
     }
     case 'adaptive':
       if (output.structured !== undefined || output.text !== undefined) {
-        apply(adaptiveContent(output, policy.priority ?? [], budget, ref));
+        apply(adaptiveContent(output, policy.priority ?? [], budget, notes));
       }
       break;
   }
+  if (ifTruncated === 'fail' && result.truncated && status === 'completed' && !output.error) {
+    // The model asked for all or nothing: what it would see does not fit, so the action fails, naming the size,
+    // the budget and where the full output is stored (it is kept like any other).
+    const size = fullTokens ?? 0;
+    const { content: _content, summary: _summary, excerpt: _excerpt, structured: _structured, ...kept } = result;
+    const failed: ActionResult = {
+      ...kept,
+      status: 'failed',
+      error: oarError(
+        OUTPUT_OVER_BUDGET,
+        `the output is ~${size} tokens, over the budget of ${limit} tokens (if_truncated: fail); the full output is stored at ${ref}`,
+        { details: { outputTokens: size, budgetTokens: limit, ref, ifTruncated } },
+      ),
+    };
+    delete failed.truncated;
+    if (storeNote) failed.content = storeNote;
+    return { call, result: failed };
+  }
+  if (storeNote) result.content = result.content === undefined ? storeNote : `${result.content}\n\n${storeNote}`;
   return { call, result };
 }

@@ -66,6 +66,7 @@ const TranscriptActionSchema = z.object({
     .transform((v) => (v === undefined ? [] : typeof v === 'string' ? [v] : v)),
   title: z.string().optional(),
   description: z.string().optional(),
+  reason: z.string().optional(),
 });
 
 /**
@@ -303,8 +304,10 @@ function renderCall(call: ObservedCall, level: RenderLevel, declarationShown: bo
   if (call.operation) lines.push(`Operation: ${inlineCode(call.operation)}`);
   if (call.dependsOn.length > 0) lines.push(`Depends: ${call.dependsOn.map(inlineCode).join(', ')}`);
   if (call.title) lines.push(`Title: ${oneLine(call.title)}`);
-  // Without the exact declaration in view, the description is what tells the model what this action meant.
-  if (call.description && !declarationShown) lines.push(`Description: ${oneLine(call.description)}`);
+  // The spec: the description belongs in the model-visible result, always. The reason helps when the result comes
+  // back later, so it is shown when the exact declaration is not in view (and dropped at the summary level).
+  if (call.description) lines.push(`Description: ${oneLine(call.description)}`);
+  if (call.reason && !declarationShown && level !== 'summary') lines.push(`Reason: ${oneLine(call.reason)}`);
   const hasInput = Object.keys(call.input).length > 0;
   if (level === 'summary') {
     if (hasInput) {

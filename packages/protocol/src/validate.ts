@@ -1,8 +1,15 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { z } from 'zod';
-import type { Catalog, CatalogAgent, CatalogTool } from './catalog.js';
-import { type Action, type Declaration, EXECUTOR_TYPES, type ExecutorType, type Intent } from './declaration.js';
+import { type Catalog, type CatalogAgent, type CatalogTool, withCapabilities } from './catalog.js';
+import {
+  ACTION_REFERENCE_PATTERN,
+  type Action,
+  type Declaration,
+  EXECUTOR_TYPES,
+  type ExecutorType,
+  type Intent,
+} from './declaration.js';
 import { ProtocolIssueSchema, pointer } from './errors.js';
 
 /**
@@ -39,6 +46,8 @@ export const VALIDATION_CODES = {
   too_many_dependencies: 'too_many_dependencies',
   empty_action_graph: 'empty_action_graph',
   unexpected_actions: 'unexpected_actions',
+  reference_not_dependency: 'reference_not_dependency',
+  unresolved_reference: 'unresolved_reference',
 } as const;
 export type ValidationCode = (typeof VALIDATION_CODES)[keyof typeof VALIDATION_CODES];
 
@@ -278,7 +287,9 @@ function checkActions(ctx: ValidationContext, ids: ActionIds): DependencyGraph {
     checkExecutor(ctx, scope);
     // Shape and size apply to every executor type; tools also got schema validation in checkExecutor.
     checkInputEnvelope(ctx, scope);
-    return resolveDependencies(ctx, scope, ids);
+    const edges = resolveDependencies(ctx, scope, ids);
+    checkReferences(ctx, scope, ids);
+    return edges;
   });
   return { ids: ids.ids, edges };
 }
@@ -383,22 +394,52 @@ const TARGET_CHECKS: Record<
 
 const NO_TOOLS_HINT = 'No tools are available in this turn; do this work another way or answer without tools.';
 
+/**
+ * A tool action either is a complete call (a tool and an input its schema accepts) and runs directly, or is a
+ * semantic action — a task in words (`prompt`) for the tools with the requested capabilities, or for the one named
+ * tool whose input is still partial — which the runtime's tool worker carries out with those tools.
+ */
 function checkToolTarget(ctx: ValidationContext, scope: ActionScope, request: ExecutorRequest): void {
-  const tool =
-    request.target === 'auto'
-      ? resolveAutoTool(ctx, scope, request.capabilities)
-      : findNamedTool(ctx, scope, request.target);
-  if (tool) checkToolInput(ctx, scope, tool);
+  const semantic = hasTask(scope.action);
+  if (request.target !== 'auto') {
+    const tool = findNamedTool(ctx, scope, request.target);
+    if (tool && !(semantic && !inputFits(tool, scope.action.input))) checkToolInput(ctx, scope, tool);
+    return;
+  }
+  const candidates = withCapabilities(ctx.catalog.tools, request.capabilities);
+  const [only] = candidates;
+  if (candidates.length === 1 && only && !(semantic && !inputFits(only, scope.action.input))) {
+    resolveTarget(ctx, scope, only.name, `only tool with capabilities [${request.capabilities.join(', ')}]`);
+    checkToolInput(ctx, scope, only);
+  } else if (!semantic || candidates.length === 0) {
+    reportUnresolvedTool(ctx, scope, request.capabilities, candidates);
+  }
 }
 
-function resolveAutoTool(ctx: ValidationContext, scope: ActionScope, capabilities: string[]): CatalogTool | undefined {
-  const { catalog, add } = ctx;
-  const candidates = catalog.tools.filter((t) => capabilities.every((c) => t.capabilities.includes(c)));
-  if (candidates.length === 1 && candidates[0]) {
-    const tool = candidates[0];
-    resolveTarget(ctx, scope, tool.name, `only tool with capabilities [${capabilities.join(', ')}]`);
-    return tool;
+/** Whether the action states its task in words: the prompt (resolved from md:) or a prompt_ref resolved later. */
+export function hasTask(action: Record<string, unknown> | Action): boolean {
+  const { prompt, promptRef } = action as Record<string, unknown>;
+  return (typeof prompt === 'string' && prompt.trim() !== '') || typeof promptRef === 'string';
+}
+
+/** Whether `input` is a complete call of `tool` (its schema accepts it); a broken schema never fits. */
+function inputFits(tool: CatalogTool, input: unknown): boolean {
+  const compiled = compileToolSchema(tool.inputSchema);
+  if (!compiled.ok || !isRecord(input)) return false;
+  try {
+    return compiled.validate(input) === true;
+  } catch {
+    return false;
   }
+}
+
+function reportUnresolvedTool(
+  ctx: ValidationContext,
+  scope: ActionScope,
+  capabilities: string[],
+  candidates: CatalogTool[],
+): void {
+  const { catalog, add } = ctx;
   const wanted = capabilities.length > 0 ? `capabilities [${capabilities.join(', ')}]` : 'no capabilities';
   add(
     'tool_target_unresolved',
@@ -410,10 +451,9 @@ function resolveAutoTool(ctx: ValidationContext, scope: ActionScope, capabilitie
       ? catalog.tools.length === 0
         ? NO_TOOLS_HINT
         : `Name a tool instead of 'auto'. Available tools and their capabilities: ${listTools(catalog.tools)}.`
-      : `Name one of the matching tools instead of 'auto': ${listNames(candidates.map((t) => t.name))}.`,
+      : `Name one of the matching tools instead of 'auto' (${listNames(candidates.map((t) => t.name))}), or state the task in a prompt and a tool worker will do it with them.`,
     { capabilities, candidates: candidates.map((t) => t.name) },
   );
-  return undefined;
 }
 
 function findNamedTool(ctx: ValidationContext, scope: ActionScope, target: string): CatalogTool | undefined {
@@ -498,9 +538,21 @@ function checkHumanTarget(ctx: ValidationContext, scope: ActionScope, { type, ta
   );
 }
 
-/** Pipeline and service: the registry carries names only, so 'auto' has nothing to select by. */
+/**
+ * Pipeline and service: offered by the registry (names only) or the catalog (names with an input schema, checked
+ * like a tool's). Neither says enough to choose between entries, so 'auto' is not resolved.
+ */
 function checkRegisteredTarget(ctx: ValidationContext, scope: ActionScope, { type, target }: ExecutorRequest) {
-  const offered = (type === 'pipeline' ? ctx.executors.pipeline : ctx.executors.service) ?? [];
+  const listed = type === 'pipeline' ? ctx.catalog.pipelineByName : ctx.catalog.serviceByName;
+  const entry = listed.get(target);
+  if (entry) {
+    checkToolInput(ctx, scope, entry, type);
+    return;
+  }
+  const offered = uniq([
+    ...((type === 'pipeline' ? ctx.executors.pipeline : ctx.executors.service) ?? []),
+    ...listed.keys(),
+  ]);
   if (offered.includes(target)) return;
   ctx.add(
     'unknown_executor',
@@ -551,17 +603,19 @@ function checkInputEnvelope(ctx: ValidationContext, scope: ActionScope): void {
   }
 }
 
-function checkToolInput(ctx: ValidationContext, scope: ActionScope, tool: CatalogTool): void {
+/** `noun` names what is called in the messages: a tool, or a configured pipeline or service (same schema check). */
+function checkToolInput(ctx: ValidationContext, scope: ActionScope, tool: CatalogTool, noun = 'tool'): void {
   const { limits, add } = ctx;
   const { label, at } = scope;
   const input = scope.action.input;
   const compiled = compileToolSchema(tool.inputSchema);
+  const Noun = `${noun.charAt(0).toUpperCase()}${noun.slice(1)}`;
   if (!compiled.ok) {
     add(
       'invalid_tool_schema',
       at('executor', 'target'),
-      `Tool '${tool.name}' has an input schema that does not compile (${compiled.error}). This is a fault in the tool catalog, not in your declaration.`,
-      `Tool '${tool.name}' cannot be called in this turn because its definition is broken; use another tool or do this work another way.`,
+      `${Noun} '${tool.name}' has an input schema that does not compile (${compiled.error}). This is a fault in the ${noun} catalog, not in your declaration.`,
+      `${Noun} '${tool.name}' cannot be called in this turn because its definition is broken; use another ${noun} or do this work another way.`,
       { tool: tool.name, error: compiled.error },
     );
     return;
@@ -596,8 +650,8 @@ function checkToolInput(ctx: ValidationContext, scope: ActionScope, tool: Catalo
     add(
       'invalid_tool_args',
       `${pointer(at('input'))}${e.instancePath}`,
-      `Action ${label}: ${where} ${e.message ?? 'is invalid'}${ajvDetail(e)} (tool '${tool.name}').${more}`,
-      `${ajvFix(e)}Expected input for tool '${tool.name}': ${expected}`,
+      `Action ${label}: ${where} ${e.message ?? 'is invalid'}${ajvDetail(e)} (${noun} '${tool.name}').${more}`,
+      `${ajvFix(e)}Expected input for ${noun} '${tool.name}': ${expected}`,
       { tool: tool.name, keyword: e.keyword, params: e.params },
     );
   });
@@ -665,6 +719,41 @@ function resolveDependency(
     { dependency: dep },
   );
   return undefined;
+}
+
+/**
+ * An `action:` reference (in context_refs or prompt_ref) reads a result that must exist when the action starts:
+ * an action of this declaration the action depends on, or an action of the thread that completed earlier.
+ */
+function checkReferences(ctx: ValidationContext, scope: ActionScope, ids: ActionIds): void {
+  const { action } = scope;
+  const refs: Array<[unknown, Array<string | number>]> = Array.isArray(action.contextRefs)
+    ? action.contextRefs.map((ref, k) => [ref, scope.at('contextRefs', k)])
+    : [];
+  if (typeof action.promptRef === 'string') refs.push([action.promptRef, scope.at('promptRef')]);
+  const dependsOn = Array.isArray(action.dependsOn) ? action.dependsOn : [];
+  for (const [ref, path] of refs) {
+    const target = typeof ref === 'string' ? ACTION_REFERENCE_PATTERN.exec(ref)?.[1] : undefined;
+    if (target === undefined) continue;
+    if (ids.firstIndexOf.has(target)) {
+      if (dependsOn.includes(target)) continue;
+      ctx.add(
+        'reference_not_dependency',
+        path,
+        `"${ref}" reads action '${target}' of this declaration, which ${scope.label} does not depend on.`,
+        `Add '${target}' to the dependencies of ${scope.label} so its result exists when ${scope.label} starts.`,
+        { ref, target },
+      );
+    } else if (!ctx.history.completed.has(target)) {
+      ctx.add(
+        'unresolved_reference',
+        path,
+        `"${ref}" names action '${target}', which is neither in this declaration nor completed earlier in this thread.`,
+        `Reference only actions of this declaration (and depend on them) or completed earlier actions (${listNames([...ctx.history.completed])}).`,
+        { ref, target },
+      );
+    }
+  }
 }
 
 // ---- phase 4: the dependency graph as a whole
@@ -976,6 +1065,9 @@ type NormalizedCatalog = {
   agents: CatalogAgent[];
   toolByName: Map<string, CatalogTool>;
   agentByName: Map<string, CatalogAgent>;
+  /** Configured pipelines and services; checked like tools (same fields), under their own executor type. */
+  pipelineByName: Map<string, CatalogTool>;
+  serviceByName: Map<string, CatalogTool>;
 };
 
 /** Tolerates an unparsed catalog (missing arrays or capabilities); the first entry of a duplicated name wins. */
@@ -990,7 +1082,29 @@ function normalizeCatalog(catalog: Catalog | undefined): NormalizedCatalog {
   for (const t of tools) if (!toolByName.has(t.name)) toolByName.set(t.name, t);
   const agentByName = new Map<string, CatalogAgent>();
   for (const a of agents) if (!agentByName.has(a.name)) agentByName.set(a.name, a);
-  return { tools: [...toolByName.values()], agents: [...agentByName.values()], toolByName, agentByName };
+  return {
+    tools: [...toolByName.values()],
+    agents: [...agentByName.values()],
+    toolByName,
+    agentByName,
+    pipelineByName: executorsByName(catalog?.pipelines),
+    serviceByName: executorsByName(catalog?.services),
+  };
+}
+
+/** Pipelines or services by name, as tolerant as the tool list (the first entry of a duplicated name wins). */
+function executorsByName(entries: unknown): Map<string, CatalogTool> {
+  const byName = new Map<string, CatalogTool>();
+  for (const e of Array.isArray(entries) ? entries : []) {
+    if (!isRecord(e) || typeof e.name !== 'string' || byName.has(e.name)) continue;
+    byName.set(e.name, {
+      name: e.name,
+      description: typeof e.description === 'string' ? e.description : '',
+      capabilities: stringsOf(e.capabilities),
+      inputSchema: isRecord(e.inputSchema) ? e.inputSchema : { type: 'object' },
+    });
+  }
+  return byName;
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

@@ -53,6 +53,49 @@ describe('tool carrier', () => {
   });
 });
 
+describe('tool carrier: every executor type, semantic tool calls and context refs', () => {
+  it('carries a semantic tool call: auto with capabilities, a prompt, context refs', () => {
+    const call = {
+      id: 'inspect',
+      type: 'tool',
+      name: 'auto',
+      capabilities: ['filesystem', 'search'],
+      prompt: 'Locate the toolbar components.',
+      context: ['input:user.goal'],
+    };
+    const outcome = parseToolCall({ kind: 'act', calls: [call] }, { catalog });
+    expect(outcome.errors).toEqual([]);
+    const [action] = outcome.declaration!.actions;
+    // Two tools match and there is a task: it stays `auto` for the tool worker.
+    expect(action!.executor).toEqual({ type: 'tool', target: 'auto', capabilities: ['filesystem', 'search'] });
+    expect(action!.prompt).toBe('Locate the toolbar components.');
+    expect(action!.contextRefs).toEqual(['input:user.goal']);
+  });
+
+  it.each([
+    ['human', { id: 'ask', type: 'human', name: 'ask_user', args: { question: 'Which branch?' } }],
+    ['runtime', { id: 'more', type: 'runtime', name: 'expand_ref', args: { ref: 'artifact://abc' } }],
+  ])('reaches %s executors', (type, call) => {
+    const outcome = parseToolCall({ kind: 'act', calls: [call] }, { catalog });
+    expect(outcome.errors).toEqual([]);
+    expect(outcome.declaration!.actions[0]!.executor.type).toBe(type);
+  });
+
+  it('rejects md: refs and unknown ref kinds in a call context', () => {
+    const bad = (ref: string) =>
+      parseToolCall({ kind: 'act', calls: [{ ...readCall, context: [ref] }] }, { catalog }).errors.map((e) => e.path);
+    expect(bad('md:notes')).toEqual(['/calls/0/context/0']);
+    expect(bad('http://example.com')).toEqual(['/calls/0/context/0']);
+  });
+
+  it('checks action refs against dependencies and history', () => {
+    const calls = [readCall, { ...readCall, id: 'r2', context: ['action:r1.summary'] }];
+    expect(codes(parseToolCall({ kind: 'act', calls }, { catalog }))).toEqual(['reference_not_dependency']);
+    const ok = parseToolCall({ kind: 'act', calls: [{ ...calls[1], depends: 'r1' }, readCall] }, { catalog });
+    expect(ok.errors).toEqual([]);
+  });
+});
+
 describe('repairs (each recorded)', () => {
   const cases: [string, unknown, string, (o: ParseOutcome) => void][] = [
     [
@@ -141,7 +184,8 @@ describe('carrier errors', () => {
     ['bad result policy', { kind: 'act', calls: [{ ...readCall, result: 'everything' }] }, 'invalid_schema'],
     ['invalid call id', { kind: 'act', calls: [{ ...readCall, id: 'has space' }] }, 'invalid_schema'],
     ['invalid JSON', '{"kind": "act", calls: []}', 'invalid_json'],
-    ['cut-off JSON', '{"kind": "act", "calls": [{"id": "r1", "type": "tool"', 'truncated_output'],
+    // Unbalanced JSON is not called cut off without the finish reason `length` (see corrective.test.ts).
+    ['unbalanced JSON', '{"kind": "act", "calls": [{"id": "r1", "type": "tool"', 'invalid_json'],
     ['calls string that is not JSON', { kind: 'act', calls: '[{id: 1}]' }, 'invalid_json'],
     ['not an object', 42, 'invalid_schema'],
     ['null', null, 'invalid_schema'],
@@ -242,6 +286,34 @@ describe('direct-request recovery (tool channel)', () => {
     );
     expect(outcome.ok).toBe(true);
     expect(outcome.declaration!.actions.map((a) => a.id)).toEqual(['read_2', 'read_3']);
+  });
+
+  it('recovers a native call to a catalog agent as a delegation, its prompt from the arguments', () => {
+    const outcome = parseToolCall(
+      [
+        { name: 'code-reviewer', arguments: { prompt: 'Review src/a.ts' } },
+        { name: 'read', arguments: { filePath: 'a' } },
+      ],
+      { catalog },
+    );
+    expect(outcome.errors).toEqual([]);
+    expect(outcome.recovered).toBe(true);
+    const [review, read] = outcome.declaration!.actions;
+    expect(review!.executor).toEqual({ type: 'agent', target: 'code-reviewer', capabilities: [] });
+    expect(review!.prompt).toBe('Review src/a.ts');
+    expect(read!.executor.type).toBe('tool');
+  });
+
+  it('fails closed when one of several calls names neither a tool nor an agent', () => {
+    const outcome = parseToolCall(
+      [
+        { name: 'code-reviewer', arguments: { prompt: 'x' } },
+        { name: 'deployer', arguments: {} },
+      ],
+      { catalog },
+    );
+    expect(codes(outcome)).toEqual(['unknown_direct_call']);
+    expect(outcome.declaration).toBeUndefined();
   });
 
   it('fails closed for a tool outside the catalog', () => {

@@ -250,7 +250,15 @@ const rows: Row[] = [
       { declaration: decl([act('a', tool('auto', { path: 'x' }, ['teleport']))]) },
       { declaration: decl([act('a', tool('auto', { path: 'x' }))]) },
     ],
-    good: [{ declaration: decl([act('a', tool('auto', { path: 'x' }, ['filesystem', 'read']))]) }],
+    good: [
+      { declaration: decl([act('a', tool('auto', { path: 'x' }, ['filesystem', 'read']))]) },
+      // A task in words for several tools is a semantic action: the tool worker does it.
+      { declaration: decl([act('a', { ...tool('auto', {}, ['read']), prompt: 'Find the config files' })]) },
+      {
+        declaration: decl([act('a', { ...tool('auto', {}, ['read']), promptRef: 'action:earlier.summary' })]),
+        options: { history: { completedActionIds: ['earlier'] } },
+      },
+    ],
   },
   {
     code: 'invalid_tool_args',
@@ -262,7 +270,37 @@ const rows: Row[] = [
     ],
     good: [
       { declaration: decl([act('a', tool('read_file', { path: 'x', limit: 3 }))]) },
+      // Partial input with a task: the named tool's worker completes the call.
+      { declaration: decl([act('a', { ...tool('read_file', { limit: 3 }), prompt: 'Read the main config' })]) },
       { declaration: decl([act('a', tool('search', { query: 'q', url: 'https://example.com/' }))]) },
+    ],
+  },
+  {
+    code: 'reference_not_dependency',
+    bad: [
+      {
+        declaration: decl([act('a'), act('b', { contextRefs: ['action:a.summary'] })]),
+        path: '/actions/1/contextRefs/0',
+      },
+      { declaration: decl([act('a'), act('b', { promptRef: 'action:a.output' })]), path: '/actions/1/promptRef' },
+    ],
+    good: [{ declaration: decl([act('a'), act('b', { dependsOn: ['a'], contextRefs: ['action:a.summary'] })]) }],
+  },
+  {
+    code: 'unresolved_reference',
+    bad: [
+      { declaration: decl([act('b', { contextRefs: ['action:ghost.output'] })]), path: '/actions/0/contextRefs/0' },
+      // Used earlier but not completed: there is no result to read.
+      {
+        declaration: decl([act('b', { contextRefs: ['action:old.summary'] })]),
+        options: { history: { usedActionIds: ['old'] } },
+      },
+    ],
+    good: [
+      {
+        declaration: decl([act('b', { contextRefs: ['action:old.summary', 'input:user.goal', 'artifact:x'] })]),
+        options: { history: { completedActionIds: ['old'] } },
+      },
     ],
   },
   {

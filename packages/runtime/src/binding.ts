@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
+import { REPLAY_MODES } from '@oar/protocol';
 import { z } from 'zod';
+import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { EnvVarNameSchema, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 
@@ -36,6 +38,12 @@ export const RuntimeLimitsSchema = z.strictObject({
   modelRetryMaxDelayMs: z.number().int().min(0).optional(),
   /** One model call's time limit (default 600,000: ten minutes). */
   modelTimeoutMs: z.number().int().min(1).optional(),
+  /** Tool calls one semantic tool action's worker may make (default 12). */
+  toolWorkerToolCalls: z.number().int().min(1).max(256).optional(),
+  /** Model calls one tool worker may make, its corrective retries included (default 8). */
+  toolWorkerModelCalls: z.number().int().min(1).max(64).optional(),
+  /** Tokens (input + output) one tool worker's model calls may use (default 100,000). */
+  toolWorkerTokens: z.number().int().min(1_000).optional(),
 });
 export type RuntimeLimits = z.infer<typeof RuntimeLimitsSchema>;
 
@@ -49,6 +57,9 @@ export const MODEL_CALL_DEFAULTS = {
   maxDelayMs: 60_000,
   timeoutMs: 600_000,
 } as const;
+
+/** The tool worker's bounds, kept out of DEFAULT_LIMITS for the same reason as MODEL_CALL_DEFAULTS. */
+export const TOOL_WORKER_DEFAULTS = { toolCalls: 12, modelCalls: 8, tokens: 100_000 } as const;
 
 export const DEFAULT_LIMITS: RuntimeLimits = {
   maxSteps: 24,
@@ -78,6 +89,11 @@ export const AgentSchema = z.strictObject({
    * `onProtocolFailure` when omitted.
    */
   onProtocolFailure: z.enum(['fail', 'plain_text']).optional(),
+  /**
+   * How earlier graphs are replayed to this agent (docs/protocol.md "Replay modes"): `compressed` (default: calls
+   * and observations), `hybrid` (also the declarations of recent turns), `full` (every declaration).
+   */
+  replay: z.enum(REPLAY_MODES).optional(),
 });
 export type AgentConfig = z.infer<typeof AgentSchema>;
 
@@ -97,6 +113,8 @@ export const SessionBindingSchema = z.strictObject({
   model: z.string().optional(),
   /** Configured models the specs may name (environment variable NAMES for keys, never values). */
   models: ModelsConfigSchema,
+  /** The model of semantic tool actions' workers; the declaring agent's model when omitted (docs/protocol.md). */
+  toolWorkerModel: z.string().optional(),
   /** Absolute real path every workspace tool is confined to. */
   workspaceRoot: z.string().min(1),
   /** Names of the tools the session's agents are offered. */
@@ -114,6 +132,12 @@ export const SessionBindingSchema = z.strictObject({
    * when the list is empty, so such bindings keep their hash.
    */
   secrets: SecretsConfigSchema.optional(),
+  /**
+   * Configured pipelines (deterministic flows of tool calls) and services (HTTP integrations) the agents may call
+   * (docs/executors.md). Absent when empty, like `secrets`, so bindings recorded without them keep their hash.
+   */
+  pipelines: PipelinesSchema.optional(),
+  services: ServicesSchema.optional(),
 });
 export type SessionBinding = z.infer<typeof SessionBindingSchema>;
 
@@ -150,8 +174,12 @@ export function applyBindingUpdate(binding: SessionBinding, update: BindingUpdat
     ...update,
     limits: { ...binding.limits, ...(update.limits ?? {}) },
   });
-  // Cleared, the field stays an own property set to undefined: JSON and `bindingHash` leave it out, and a
+  // Cleared, a field stays an own property set to undefined: JSON and `bindingHash` leave it out, and a
   // field-by-field comparison with the binding before (what an update reports as changed) still sees it go.
-  if (!next.secrets || next.secrets.env.length === 0) return { ...next, secrets: undefined };
-  return { ...next, secrets: { ...next.secrets, env: [...new Set(next.secrets.env)].sort() } };
+  const executors = {
+    pipelines: next.pipelines?.length ? next.pipelines : undefined,
+    services: next.services?.length ? next.services : undefined,
+  };
+  if (!next.secrets || next.secrets.env.length === 0) return { ...next, ...executors, secrets: undefined };
+  return { ...next, ...executors, secrets: { ...next.secrets, env: [...new Set(next.secrets.env)].sort() } };
 }

@@ -2,6 +2,7 @@ import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { type AgentConfig, AgentSchema, RuntimeLimitsSchema, SecretsConfigSchema } from './binding.js';
 import { OarRuntimeError } from './errors.js';
+import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from './input-files.js';
 import { absoluteModelSpec, absoluteModels, bindingModel, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
@@ -25,6 +26,8 @@ export const OarConfigSchema = z.strictObject({
   /** Default model spec (openai:…, anthropic:…, openai-compatible:NAME, script:FILE, or a name from `models`). */
   model: z.string().optional(),
   models: ModelsConfigSchema.default({}),
+  /** The model of semantic tool actions' workers (default: the declaring agent's model). */
+  toolWorkerModel: z.string().optional(),
   /** The main agent. */
   agent: AgentSchema.partial({ name: true }).default({ description: '', capabilities: [], carrier: 'tool' }),
   /** Sub-agents the main agent may delegate to. */
@@ -48,6 +51,10 @@ export const OarConfigSchema = z.strictObject({
    * none; `oar session update --from-config` then leaves a session's names as they are, and `{"env": []}` clears them.
    */
   secrets: SecretsConfigSchema.optional(),
+  /** Predefined flows of tool calls the agents may run as one `pipeline` action (docs/executors.md). */
+  pipelines: PipelinesSchema.default([]),
+  /** External HTTP integrations the agents may call as `service` actions; credentials by env var NAME only. */
+  services: ServicesSchema.default([]),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
 
@@ -153,12 +160,15 @@ export async function buildRuntime(
     agents,
     ...(modelSpec ? { defaultModel: modelSpec } : {}),
     models: absoluteModels(config.models, baseDir),
+    ...(config.toolWorkerModel ? { toolWorkerModel: absoluteModelSpec(config.toolWorkerModel, baseDir) } : {}),
     model: (agent, binding) => bindingModel(agent, binding, options.env),
     permissions: config.permissions,
     limits: config.limits,
     queuePolicy: config.queuePolicy,
     onProtocolFailure: config.onProtocolFailure,
     ...(config.secrets ? { secrets: config.secrets } : {}),
+    pipelines: config.pipelines,
+    services: config.services,
     worker:
       options.worker === false
         ? false

@@ -43,6 +43,11 @@ export interface Engine extends BoundConfig {
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
   /** The session's approve_for_session grants. */
   grants(sessionId: string): Promise<SessionGrant[]>;
+  /**
+   * The permissions of the session's current binding when it is not the one this engine runs with (the binding was
+   * updated during the turn); undefined otherwise. An approved action is checked against both before it runs.
+   */
+  updatedPermissions(sessionId: string): Promise<PermissionsConfig | undefined>;
   readonly artifacts: {
     put(sessionId: string, content: ArtifactContent, maxBytes?: number): Promise<StoredArtifact>;
     text(sessionId: string, artifactId: string): Promise<string | undefined>;

@@ -170,6 +170,22 @@ export const ERROR_CODES = {
   subagent_depth_exceeded: recorded('Delegation went deeper than limits.maxDepth.'),
   invalid_human_action: recorded('A human action is malformed.'),
   unknown_reference: recorded('A runtime operation referred to something that does not exist.'),
+  unresolved_reference: recorded(
+    "An action's context_refs or prompt_ref name a result, input or artifact that is not there.",
+  ),
+  tool_target_unresolved: recorded('No tool offered to the agent has the capabilities a tool action asks for.'),
+  decision_not_applicable: recorded(
+    'A decide/revise/report declaration cannot apply to the thread as it is; the model gets one corrective retry.',
+    true,
+  ),
+  not_resumed: recorded('An action of a graph declared without persistence was not resumed after a restart.'),
+  tool_worker_nested: recorded('A tool worker declared a task in words instead of a complete tool call.'),
+  tool_worker_budget_exceeded: recorded(
+    'A tool worker used its model calls (limits.toolWorkerModelCalls) or tokens (limits.toolWorkerTokens).',
+  ),
+  output_over_budget: recorded(
+    'The action asked for if_truncated: fail and its output was over the observation budget; details: outputTokens, budgetTokens, ref (the full output is stored there).',
+  ),
   unknown_runtime_operation: recorded('The runtime operation is not one OAR knows.'),
   script_exhausted: recorded('The scripted model ran out of steps.'),
   script_agent_missing: recorded('The scripted model has no steps for this agent.'),
@@ -197,6 +213,23 @@ export const ERROR_CODES = {
     true,
   ),
   aborted: recorded('The tool did not start or was stopped because the turn was interrupted.'),
+  pipeline_step_failed: recorded(
+    "A step of a pipeline failed, was denied or needed approval; details.cause is the step's error, details.steps what ran.",
+  ),
+  pipeline_mapping_unresolved: recorded(
+    'A pipeline step input references a value that does not exist ($input or $step path) and has no default.',
+  ),
+  approval_required: recorded(
+    'A pipeline step matches an ask rule; a running pipeline cannot wait for an answer. Add an allow rule or run the step as its own action.',
+  ),
+  service_http_error: recorded(
+    'The service answered an HTTP error (details: status, body). Retryable (and retried for idempotent methods) for 408, 425, 429 and 5xx.',
+  ),
+  service_timeout: recorded('The service did not answer within its timeoutMs.', true),
+  service_network_error: recorded('The service could not be reached (connection refused, DNS, reset).', true),
+  service_bad_json: recorded('The service answered a JSON content type that does not parse.'),
+  service_response_too_large: recorded("The service's answer is larger than its maxResponseBytes."),
+  service_auth_missing: recorded("The environment variable the service's auth names is not set; nothing was sent."),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

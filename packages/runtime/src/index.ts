@@ -38,6 +38,16 @@ export type {
 export type { BoundConfig, Engine } from './engine.js';
 export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './error-codes.js';
 export { notFound, OarRuntimeError, toOarError } from './errors.js';
+export {
+  type PipelineConfig,
+  PipelineSchema,
+  type PipelineStep,
+  PipelinesSchema,
+  type ServiceAuth,
+  type ServiceConfig,
+  ServiceSchema,
+  ServicesSchema,
+} from './executors/definitions.js';
 export { newId } from './ids.js';
 export { checkJsonDepth, INPUT_FILE_LIMITS, inputTooLarge, readBoundedText, utf8WithoutBom } from './input-files.js';
 export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
@@ -103,4 +113,11 @@ export {
   ToolError,
   type ToolOutput,
 } from './tools/tool.js';
+export {
+  genAiProviderName,
+  setGlobalTracerProvider,
+  TRACER_NAME,
+  Tracing,
+  type TracingOptions,
+} from './tracing.js';
 export { DEFAULT_LEASE_TTL_MS, Worker, type WorkerOptions } from './worker/worker.js';

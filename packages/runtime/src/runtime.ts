@@ -1,4 +1,5 @@
 import type { RuntimeEvent } from '@oar/protocol';
+import type { z } from 'zod';
 import {
   type AgentConfig,
   AgentSchema,
@@ -22,6 +23,7 @@ import { type ControlInput, checkInput } from './control-plane/inputs.js';
 import { Queries } from './control-plane/queries.js';
 import type { BoundConfig } from './engine.js';
 import { notFound } from './errors.js';
+import { type PipelineConfig, PipelinesSchema, type ServiceConfig, ServicesSchema } from './executors/definitions.js';
 import { newId } from './ids.js';
 import { EventLog } from './log/event-log.js';
 import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from './log/notifier.js';
@@ -34,6 +36,7 @@ import { isStoreFault } from './store/faults.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
 import { ToolRegistry } from './tools/registry.js';
+import { Tracing, type TracingOptions } from './tracing.js';
 import { bindConfig, type Host } from './worker/bound-config.js';
 import { type UnsettledThread, unsettledThreads } from './worker/unsettled.js';
 import { Worker, type WorkerOptions } from './worker/worker.js';
@@ -63,6 +66,8 @@ export interface RuntimeOptions {
   defaultModel?: string;
   /** Configured models the specs may name (environment variable names for keys, never keys). */
   models?: ModelsConfig;
+  /** The model spec of semantic tool actions' workers (default: the declaring agent's model). */
+  toolWorkerModel?: string;
   permissions?: Partial<PermissionsConfig>;
   limits?: Partial<RuntimeLimits>;
   /** A turn submitted while the thread is busy waits in the queue (default) or is rejected. */
@@ -71,6 +76,9 @@ export interface RuntimeOptions {
   onProtocolFailure?: 'fail' | 'plain_text';
   /** Environment variables (names) whose values are secrets, beyond the provider keys (docs/security.md). */
   secrets?: Partial<SecretsConfig>;
+  /** Pipelines and services new sessions may call (docs/executors.md); config-file shapes, defaults applied here. */
+  pipelines?: z.input<typeof PipelinesSchema> | PipelineConfig[];
+  services?: z.input<typeof ServicesSchema> | ServiceConfig[];
   // ---- this process ----
   /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
   model: (agent: AgentConfig, binding: SessionBinding) => ModelHandle | Promise<ModelHandle>;
@@ -79,6 +87,11 @@ export interface RuntimeOptions {
    * queries, with the threads driven by workers elsewhere.
    */
   worker?: boolean | WorkerOptions;
+  /**
+   * OpenTelemetry spans of the worker's turns, model calls and tool runs (docs/tracing.md): the tracer provider
+   * (default the global one, a no-op until an SDK is registered) and whether prompts and outputs are recorded.
+   */
+  tracing?: TracingOptions;
   /** Look for unfinished work in the worker's sessions when the runtime starts (default true). */
   resumeOnStart?: boolean;
   /**
@@ -130,6 +143,9 @@ export class Runtime {
         // A binding must mean the same from any directory: a relative script path is made absolute here.
         ...(options.defaultModel ? { model: absoluteModelSpec(options.defaultModel, process.cwd()) } : {}),
         models: options.models ?? {},
+        ...(options.toolWorkerModel
+          ? { toolWorkerModel: absoluteModelSpec(options.toolWorkerModel, process.cwd()) }
+          : {}),
         workspaceRoot: options.workspaceRoot,
         tools: options.bindTools ?? tools.list().map((tool) => tool.name),
         toolModules: options.toolModules ?? [],
@@ -141,6 +157,9 @@ export class Runtime {
         ...(options.secrets?.env?.length
           ? { secrets: SecretsConfigSchema.parse({ env: [...new Set(options.secrets.env)].sort() }) }
           : {}),
+        // Likewise recorded only when there are some.
+        ...(options.pipelines?.length ? { pipelines: PipelinesSchema.parse(options.pipelines) } : {}),
+        ...(options.services?.length ? { services: ServicesSchema.parse(options.services) } : {}),
       },
       undefined,
     );
@@ -153,7 +172,10 @@ export class Runtime {
     this.queries = new Queries({ log: this.log, configFor });
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
     this.worker = workerOptions
-      ? new Worker({ log: this.log, notifier: this.notifier, runtimeId, configFor }, workerOptions)
+      ? new Worker(
+          { log: this.log, notifier: this.notifier, runtimeId, configFor, tracing: new Tracing(options.tracing) },
+          workerOptions,
+        )
       : undefined;
   }
 

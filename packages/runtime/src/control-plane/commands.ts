@@ -114,17 +114,25 @@ export class Commands {
       throw new OarRuntimeError('unknown_agent', `agent "${agent}" is not configured`, { details: { agent } });
     }
     const hash = bindingHash(binding);
-    await this.log.createSession(sessionId, input.title, [
-      {
-        type: 'session.created',
-        payload: { ...(input.title ? { title: input.title } : {}), binding, bindingHash: hash },
-      },
-      {
-        type: 'thread.started',
-        threadId,
-        payload: { agent, depth: 0, ...(input.title ? { title: input.title } : {}) },
-      },
-    ]);
+    // Recorded with the new binding's own redactor, as every later command about the session is: a `.env` value of
+    // its workspace or a secret variable it names, pasted into the title, never reaches the record.
+    const redactor = await this.redactorOf(hash, binding);
+    await this.log.createSession(
+      sessionId,
+      input.title,
+      [
+        {
+          type: 'session.created',
+          payload: { ...(input.title ? { title: input.title } : {}), binding, bindingHash: hash },
+        },
+        {
+          type: 'thread.started',
+          threadId,
+          payload: { agent, depth: 0, ...(input.title ? { title: input.title } : {}) },
+        },
+      ],
+      { redactor },
+    );
     return { sessionId, threadId, bindingHash: hash };
   }
 
@@ -329,7 +337,7 @@ export class Commands {
   /**
    * Append for a command, cleaned by the session's own redactor: a prompt that pastes a value from the workspace's
    * `.env` or a variable the binding names as secret is recorded redacted, as a worker's facts are. A session
-   * without a binding (or one being created) gets the log's process redactor.
+   * without a binding (created before bindings) gets the log's process redactor.
    */
   private async append(sessionId: string, drafts: EventDraft[], options: AppendOptions = {}) {
     return this.log.append(sessionId, drafts, { ...options, redactor: await this.redactorFor(sessionId) });
@@ -339,12 +347,17 @@ export class Commands {
     const session = (await this.log.readModels(sessionId, [])).session;
     const binding = session && bindingOf(session);
     if (!session?.bindingHash || !binding) return this.log.redactor;
-    let redactor = this.redactors.get(session.bindingHash);
+    return this.redactorOf(session.bindingHash, binding);
+  }
+
+  /** The redactor of one binding, kept among the most recently used (`MAX_REDACTORS`). */
+  private redactorOf(hash: string, binding: SessionBinding): Promise<Redactor> {
+    let redactor = this.redactors.get(hash);
     if (!redactor) {
       redactor = bindingRedactor(binding);
       // A workspace that cannot be read now is tried again next time, not remembered.
-      redactor.catch(() => this.redactors.delete(session.bindingHash as string));
-      setRecent(this.redactors, session.bindingHash, redactor, MAX_REDACTORS);
+      redactor.catch(() => this.redactors.delete(hash));
+      setRecent(this.redactors, hash, redactor, MAX_REDACTORS);
     }
     return redactor;
   }
@@ -418,7 +431,7 @@ export class Commands {
     threadId: string,
     turnId: string,
     actionId: string,
-  ): Promise<PermissionRequest> {
+  ): Promise<{ request: PermissionRequest; workspaceRoot?: string }> {
     const rows = await this.log.store.db
       .selectFrom('oar_events')
       .select('body')
@@ -430,9 +443,12 @@ export class Commands {
     for (const row of rows) {
       const event = JSON.parse(row.body) as RuntimeEvent & { actionId?: string };
       if (event.actionId !== actionId) continue;
-      const scope = (event.payload as { scope?: { executor?: unknown; paths?: unknown } }).scope;
+      const scope = (event.payload as { scope?: { executor?: unknown; paths?: unknown; workspaceRoot?: unknown } })
+        .scope;
       const request = PermissionRequestSchema.safeParse({ executor: scope?.executor, paths: scope?.paths });
-      if (request.success) return request.data;
+      // The workspace it was asked in (a question recorded before grants were scoped names none).
+      const root = typeof scope?.workspaceRoot === 'string' && scope.workspaceRoot ? scope.workspaceRoot : undefined;
+      if (request.success) return { request: request.data, ...(root ? { workspaceRoot: root } : {}) };
     }
     throw new OarRuntimeError(
       'invalid_decision',
@@ -485,7 +501,7 @@ export class Commands {
     if (pending.actionType === 'tool_approval') {
       // A session grant is exactly the request the human was shown, as recorded when it was asked — not the
       // call's paths worked out again now (a symlink created since would widen it), nor another executor's.
-      const request =
+      const asked =
         input.decision === 'approve_for_session'
           ? await this.askedRequest(input.sessionId, thread.threadId, pending.turnId, input.actionId)
           : undefined;
@@ -500,7 +516,7 @@ export class Commands {
           toolName: pending.toolName,
           source: 'human',
           grantScope: input.decision === 'approve_for_session' ? 'session' : 'once',
-          ...(request ? { grant: grantFor(request) } : {}),
+          ...(asked ? { grant: grantFor(asked.request, asked.workspaceRoot) } : {}),
           ...(input.reason ? { reason: input.reason } : {}),
         },
       });

@@ -1,8 +1,10 @@
-import { oarError } from '@oar/protocol';
+import { type OarError, oarError } from '@oar/protocol';
 import { type AgentConfig, agentByName } from '../engine.js';
 import { newId } from '../ids.js';
+import type { EventDraft } from '../log/event-log.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
+import { nodeRequest, resolveActionContext, taskText, unresolvedReference } from '../runner/references.js';
 import { gate } from './tool.js';
 
 /** `auto` picks the first configured agent that has every requested capability. */
@@ -15,30 +17,13 @@ export function selectAgent(
   return agents.find((agent) => capabilities.every((c) => agent.capabilities.includes(c)));
 }
 
-function delegationPrompt(ctx: ActionContext): string {
-  const { action } = ctx;
-  const task =
-    action.prompt ??
-    [action.input.prompt, action.input.task, action.input.description].find((v) => typeof v === 'string') ??
-    action.description ??
-    action.title ??
-    JSON.stringify(action.input);
-  const context = [...(action.context ?? [])];
-  for (const ref of action.contextRefs) {
-    const match = /^action:([^.\s]+)\.(summary|output)$/.exec(ref);
-    const result = match ? ctx.run.actions[match[1] ?? '']?.result : undefined;
-    if (result) context.push(result.summary ?? result.content ?? '');
-  }
-  return context.length > 0 ? `${String(task)}\n\nContext:\n${context.join('\n\n')}` : String(task);
-}
-
 /**
  * An `agent` action: the delegation becomes a child thread running the same loop with the chosen agent, and a
  * child task linked to the parent task. The action stays running until the child's turn ends; the runner then
  * records subagent.completed/failed on the parent (see finishDelegation) and the parent's dependents proceed.
  */
 export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action, thread, run } = ctx;
+  const { engine, action, thread } = ctx;
   const sessionId = thread.sessionId;
   if (ctx.state.childThreadId) return 'running';
   const agent = selectAgent(engine.agents, action.executor.target, action.executor.capabilities);
@@ -62,24 +47,56 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
   }
   const gated = await gate(ctx, { executor: { type: 'agent', target: agent.name }, paths: [], input: action.input });
   if ('stopped' in gated) return gated.stopped;
+  const work = await delegatedWork(ctx);
+  if (!work.ok) {
+    await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', { error: work.error })]);
+    return 'failed';
+  }
 
+  if (!agentByName(engine, agent.name)) throw new Error(`agent ${agent.name} vanished`);
+  await startChildThread(ctx, gated.allowed, work, { agent: agent.name, taskKind: 'delegation' });
+  return 'running';
+}
+
+/** Who a child thread runs as: its agent, what its task is recorded as, and — for a tool worker — its bounds. */
+export interface ChildThreadRole {
+  agent: string;
+  taskKind: 'delegation' | 'tool_worker';
+  /** How the spawn names it, when not the agent (a tool worker: `<agent>.tool_worker`). */
+  agentName?: string;
+  toolWorker?: Record<string, unknown>;
+  /** Extra facts of the spawn (a tool worker: its role and tools). */
+  spawned?: Record<string, unknown>;
+}
+
+/**
+ * Start the child thread a delegated node runs in: the thread (linked to the parent action), the spawn, the child's
+ * task under the parent's, and its first turn carrying the node request — written with the gate's evaluation, in
+ * one append. The parent action stays running until the child's first turn ends (see `delegationEnd`).
+ */
+export async function startChildThread(
+  ctx: ActionContext,
+  allowed: EventDraft[],
+  work: { prompt: string; task: string },
+  role: ChildThreadRole,
+): Promise<void> {
+  const { engine, action, thread, run } = ctx;
   const childThreadId = newId('thr');
   const subagentId = newId('sub');
-  const delegationTaskId = newId('task');
+  const childTaskId = newId('task');
   const childTurnId = newId('turn');
-  const prompt = delegationPrompt(ctx);
-  const objective = action.title ?? action.description ?? prompt.slice(0, 200);
-  if (!agentByName(engine, agent.name)) throw new Error(`agent ${agent.name} vanished`);
-  await engine.append(sessionId, [
-    ...gated.allowed,
+  const objective = action.title ?? action.description ?? work.task.slice(0, 200);
+  await engine.append(thread.sessionId, [
+    ...allowed,
     {
       type: 'thread.started',
       threadId: childThreadId,
       payload: {
-        agent: agent.name,
+        agent: role.agent,
         title: objective,
         parentThreadId: thread.threadId,
         depth: thread.depth + 1,
+        ...(role.toolWorker ? { toolWorker: role.toolWorker } : {}),
         parent: {
           threadId: thread.threadId,
           turnId: run.turnId,
@@ -87,7 +104,7 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
           taskId: run.taskId,
           actionId: action.id,
           subagentId,
-          delegationTaskId,
+          delegationTaskId: childTaskId,
         },
       },
     },
@@ -95,15 +112,22 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
       type: 'subagent.spawned',
       ...actionIds(ctx),
       subagentId,
-      payload: { agentName: agent.name, childThreadId, objective, isolation: 'child_thread', graphActionId: action.id },
+      payload: {
+        agentName: role.agentName ?? role.agent,
+        childThreadId,
+        objective,
+        isolation: 'child_thread',
+        ...role.spawned,
+        graphActionId: action.id,
+      },
     },
     {
       type: 'task.created',
-      taskId: delegationTaskId,
+      taskId: childTaskId,
       parentTaskId: run.taskId,
       threadId: childThreadId,
       turnId: childTurnId,
-      payload: { title: objective, objective: prompt, taskKind: 'delegation' },
+      payload: { title: objective, objective: work.task, taskKind: role.taskKind },
     },
     {
       type: 'turn.submitted',
@@ -111,9 +135,27 @@ export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatu
       turnId: childTurnId,
       status: 'accepted',
       // The delegated turn runs with the binding of the turn that delegated it, not whatever is current later.
-      payload: { status: 'accepted', input: prompt, source: 'delegation', bindingHash: engine.bindingHash },
+      payload: { status: 'accepted', input: work.prompt, source: role.taskKind, bindingHash: engine.bindingHash },
     },
   ]);
-  engine.wake(sessionId, childThreadId);
-  return 'running';
+  engine.wake(thread.sessionId, childThreadId);
+}
+
+/**
+ * The work a delegated node receives: the node request (its resolved context and task) and the task alone (the
+ * delegation task's title). A reference that cannot be resolved fails the action: the node would work blind.
+ */
+export async function delegatedWork(
+  ctx: ActionContext,
+): Promise<{ ok: true; prompt: string; task: string } | { ok: false; error: OarError }> {
+  // Half the child's context budget for what it is handed; the rest is its own work.
+  const resolved = await resolveActionContext(ctx, Math.floor(ctx.engine.limits.contextBudgetTokens / 2));
+  if (!resolved.ok) return { ok: false, error: unresolvedReference(resolved) };
+  const task = taskText(ctx.action, resolved.task);
+  const input = ctx.action.executor.type === 'tool' ? ctx.action.input : undefined;
+  return {
+    ok: true,
+    task,
+    prompt: nodeRequest({ runId: ctx.run.runId, actionId: ctx.action.id }, resolved.items, task, input),
+  };
 }

@@ -2,6 +2,7 @@ import { oarError } from '@oar/protocol';
 import { newId } from '../ids.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
+import { resolveActionContext, unresolvedReference } from '../runner/references.js';
 import { subagentStatus } from '../runner/subagent-status.js';
 import { gate } from './tool.js';
 
@@ -26,12 +27,23 @@ export async function runHumanAction(ctx: ActionContext): Promise<RunActionStatu
     ]);
     return 'completed';
   }
-  const question =
-    action.prompt ??
+  const resolved = await resolveActionContext(ctx, engine.limits.observationTokens);
+  if (!resolved.ok) {
+    const error = unresolvedReference(resolved);
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    return 'failed';
+  }
+  const asked =
+    resolved.task ??
     (typeof action.input.question === 'string' ? action.input.question : undefined) ??
     (typeof action.input.prompt === 'string' ? action.input.prompt : undefined) ??
     action.description ??
     action.title;
+  // The person sees what the model pointed at, labelled with where it came from.
+  const question =
+    asked && resolved.items.length > 0
+      ? `${asked}\n\nContext:\n${resolved.items.map((item) => `[${item.source}]\n${item.text}`).join('\n\n')}`
+      : asked;
   if (!question) {
     const error = oarError(
       'invalid_human_action',

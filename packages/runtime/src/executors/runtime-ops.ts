@@ -1,9 +1,9 @@
 import { oarError } from '@oar/protocol';
 import { RE2JS } from 're2js';
-import { artifactIdFromRef } from '../artifacts.js';
 import { isClosing, toOarError } from '../errors.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+import { resolveActionContext, resolveReference, unresolvedReference } from '../runner/references.js';
 import { type MatchProgram, PatternMatcher } from '../tools/match-worker.js';
 import { MAX_PATTERN_LENGTH } from '../tools/pattern.js';
 import { ToolError } from '../tools/tool.js';
@@ -81,37 +81,6 @@ async function matchingLines(pattern: string, text: string, signal: AbortSignal)
   }
 }
 
-/**
- * Resolve `action:<id>.summary|output` against the thread's runs (latest first). `.output` is the action's full
- * output — its artifact when it has one — so a model can expand a result it saw only as a preview.
- */
-async function actionRef(ctx: ActionContext, ref: string): Promise<string | undefined> {
-  const match = /^action:([^.\s]+)\.(summary|output)$/.exec(ref);
-  if (!match) return undefined;
-  for (const run of [...ctx.thread.runs.values()].reverse()) {
-    const result = run.actions[match[1] ?? '']?.result;
-    if (!result) continue;
-    if (match[2] === 'summary') return result.summary ?? result.content ?? '';
-    const artifactId = result.artifacts[0] ? artifactIdFromRef(result.artifacts[0]) : undefined;
-    const full = artifactId ? await ctx.engine.artifacts.text(ctx.thread.sessionId, artifactId) : undefined;
-    return full ?? result.content ?? result.summary ?? '';
-  }
-  return undefined;
-}
-
-async function refText(ctx: ActionContext, ref: string): Promise<string | undefined> {
-  const artifactId = artifactIdFromRef(ref);
-  if (artifactId) return ctx.engine.artifacts.text(ctx.thread.sessionId, artifactId);
-  const runtime = /^runtime:\/\/runs\/([^/]+)\/actions\/([^/]+)\/output$/.exec(ref);
-  if (runtime) {
-    const result = ctx.thread.runs.get(runtime[1] ?? '')?.actions[runtime[2] ?? '']?.result;
-    const artifact = result?.artifacts[0];
-    const id = artifact ? artifactIdFromRef(artifact) : undefined;
-    return id ? ctx.engine.artifacts.text(ctx.thread.sessionId, id) : (result?.content ?? undefined);
-  }
-  return await actionRef(ctx, ref);
-}
-
 /** `runtime` actions: expand_ref (a bounded range of an artifact), summarize and merge (of referenced results). */
 export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionStatus> {
   const { engine, action } = ctx;
@@ -122,18 +91,17 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
   const operation = action.executor.target === 'auto' ? (action.operation ?? '') : action.executor.target;
   if (operation === 'expand_ref') {
     const ref = typeof action.input.ref === 'string' ? action.input.ref : undefined;
-    const text = ref ? await refText(ctx, ref) : undefined;
-    if (ref === undefined || text === undefined) {
-      const error = oarError(
-        'unknown_reference',
-        `cannot expand "${ref ?? '(no ref)'}": no such artifact or action output`,
-        {
-          details: { ref },
-        },
-      );
+    const scope = { engine, thread: await engine.loadThread(sessionId, ctx.thread.threadId), run: ctx.run };
+    const resolved = ref ? await resolveReference(scope, ref) : undefined;
+    if (ref === undefined || !resolved?.ok) {
+      const reason = resolved && !resolved.ok ? resolved.reason : 'no ref given';
+      const error = oarError('unknown_reference', `cannot expand "${ref ?? '(no ref)'}": ${reason}`, {
+        details: { ref },
+      });
       await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
       return 'failed';
     }
+    const text = resolved.text;
     const rangeInput = (action.input.range ?? {}) as Range;
     // Bounded like a tool call: the action's interrupt and limits.toolTimeoutMs stop the search (see selectRange).
     const timeoutMs = engine.limits.toolTimeoutMs;
@@ -173,12 +141,14 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
     return 'completed';
   }
   if (operation === 'summarize' || operation === 'merge') {
-    const parts: string[] = [];
-    for (const ref of action.contextRefs) {
-      const text = await refText(ctx, ref);
-      if (text !== undefined) parts.push(operation === 'merge' ? `## ${ref}\n${text}` : text);
+    // Full outputs, bounded by the action's own observation budget (its result is shaped again below).
+    const resolved = await resolveActionContext(ctx, engine.limits.observationTokens * 4);
+    if (!resolved.ok) {
+      const error = unresolvedReference(resolved);
+      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+      return 'failed';
     }
-    for (const text of action.context ?? []) parts.push(text);
+    const parts = resolved.items.map((item) => (operation === 'merge' ? `## ${item.source}\n${item.text}` : item.text));
     const text = parts.join('\n\n');
     await engine.append(sessionId, [
       actionStatusEvent(ctx, 'completed', { text, summary: `${operation} of ${parts.length} input(s)` }),

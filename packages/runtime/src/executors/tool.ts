@@ -1,5 +1,4 @@
-import { estimateTokens, MECHANICAL_SUMMARY_TOKENS, mechanicalSummary, oarError } from '@oar/protocol';
-import { artifactUri } from '../artifacts.js';
+import { oarError } from '@oar/protocol';
 import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -11,7 +10,6 @@ import {
   actionIds,
   actionStatusEvent,
   errorOutput,
-  observe,
   toolFailedEvent,
   toolIds,
 } from '../runner/action-context.js';
@@ -19,6 +17,7 @@ import { subagentStatus } from '../runner/subagent-status.js';
 import type { AnyTool, ToolOutput } from '../tools/tool.js';
 import { ToolError } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
+import { completeAction } from './outcome.js';
 
 /**
  * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,
@@ -78,9 +77,21 @@ export type GateResult = { stopped: RunActionStatus } | { allowed: EventDraft[] 
 
 export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<GateResult> {
   const { engine } = ctx;
-  // Approved by respond_action: still one permission.evaluated per execution (a retry or a re-run included),
-  // naming the human decision it rests on.
-  if (ctx.state.approved) {
+  const grants = await engine.grants(ctx.thread.sessionId);
+  let evaluation = evaluatePermission(request, { ...engine.permissions, grants, workspaceRoot: engine.workspaceRoot });
+  // Approved by respond_action: the approval answers an ask, never a deny. It is checked again now, on the request as
+  // it is now (a path that became a link to `.env` since the question reaches `.env`): a deny under the binding the
+  // action runs with, or under the session's binding if it was updated while the approval waited, wins
+  // (docs/permissions.md, "Approvals"). Otherwise still one permission.evaluated per execution (a retry or a
+  // re-run included), naming the human decision it rests on.
+  if (ctx.state.approved && evaluation.decision !== 'deny') {
+    const updated = await engine.updatedPermissions(ctx.thread.sessionId);
+    const now = updated && evaluatePermission(request, { ...updated, workspaceRoot: engine.workspaceRoot });
+    if (now?.decision === 'deny') {
+      evaluation = { ...now, reason: `${now.reason} (the session's binding was updated while the approval waited)` };
+    }
+  }
+  if (ctx.state.approved && evaluation.decision !== 'deny') {
     return {
       allowed: [
         {
@@ -97,8 +108,6 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
       ],
     };
   }
-  const grants = await engine.grants(ctx.thread.sessionId);
-  const evaluation = evaluatePermission(request, { ...engine.permissions, grants });
   const evaluated: EventDraft = {
     type: 'permission.evaluated',
     ...toolIds(ctx),
@@ -127,7 +136,8 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
         toolName: name,
         prompt,
         decisions: evaluation.decisions ?? ['approve', 'deny'],
-        scope: { paths: request.paths, executor: request.executor },
+        // What a session grant would cover, as the human is shown it: these paths, in this workspace.
+        scope: { paths: request.paths, executor: request.executor, workspaceRoot: engine.workspaceRoot },
         graphActionId: ctx.action.id,
         toolCallId: ctx.state.toolCallId,
         input: request.input as Record<string, unknown>,
@@ -171,16 +181,6 @@ export function withTimeout(
       signal.removeEventListener('abort', onAbort);
     },
   };
-}
-
-/**
- * A short output is its own best summary; a long one gets the tool's one-line summary followed by its first
- * lines, so `summary` tells the model what the output is *and* what it starts with.
- */
-function summaryOf(output: ToolOutput, text: string): string {
-  if (estimateTokens(text) <= MECHANICAL_SUMMARY_TOKENS) return text;
-  const head = mechanicalSummary({ text });
-  return output.summary ? `${output.summary}\n${head}` : head;
 }
 
 /** Run a `tool` action: gate, bracket the side effect with tool.started … tool.result/failed, store the full output. */
@@ -276,72 +276,6 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   }
   timer.clear();
   const durationMs = Date.now() - started;
-  const fullText = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
-  const artifact = await engine.artifacts
-    .put(
-      sessionId,
-      { text: fullText, mime: output.mime ?? 'text/plain', name: `${ctx.run.runId}/${action.id}` },
-      engine.limits.maxArtifactBytes,
-    )
-    .catch((error: unknown) => toOarError(error));
-  if ('code' in artifact) {
-    await engine.append(
-      sessionId,
-      [toolFailedEvent(ctx, { toolName: tool.name, error: artifact, durationMs })],
-      durable,
-    );
-    return 'failed';
-  }
-  const observation = observe(ctx, {
-    text: fullText,
-    ...(output.structured ? { structured: output.structured } : {}),
-    summary: summaryOf(output, fullText),
-    artifacts: [artifact.uri],
-  });
-  const drafts: EventDraft[] = [
-    {
-      type: 'artifact.changed',
-      ...actionIds(ctx),
-      artifactId: artifact.artifactId,
-      payload: {
-        change: 'created',
-        name: artifact.name,
-        mime: artifact.mime,
-        size: artifact.size,
-        hash: `sha256:${artifact.sha256}`,
-        uri: artifactUri(artifact.artifactId),
-        preview: artifact.preview,
-      },
-    },
-  ];
-  if (observation.truncated) {
-    drafts.push({
-      type: 'output.spilled',
-      ...toolIds(ctx),
-      artifactId: artifact.artifactId,
-      payload: {
-        artifactId: artifact.artifactId,
-        sizeBytes: artifact.size,
-        uri: artifact.uri,
-        preview: artifact.preview,
-        reason: 'observation over the context budget: the model sees a preview and the ref',
-      },
-    });
-  }
-  drafts.push({
-    type: 'tool.result',
-    ...toolIds(ctx),
-    payload: {
-      toolName: tool.name,
-      summary: observation.summary ?? output.summary,
-      outputRef: artifact.uri,
-      artifactIds: [artifact.artifactId],
-      truncated: observation.truncated ?? false,
-      durationMs,
-      graphActionId: action.id,
-      observation,
-    },
-  });
-  await engine.append(sessionId, drafts, durable);
-  return 'completed';
+  const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
+  return completeAction(ctx, tool.name, { ...output, text }, durationMs, durable);
 }

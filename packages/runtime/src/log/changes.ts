@@ -8,8 +8,13 @@ import type { Store } from '../store/store.js';
  *
  * - **SQLite**: the `rowid` of the last event seen. Events are never deleted, and SQLite has one writer at a time,
  *   so rowids are handed out in commit order: a reader that sees rowid N has seen every commit before it.
- * - **PostgreSQL**: a snapshot (`pg_current_snapshot()`). A session row whose last writer (`xmin`) was not yet
- *   visible in the previous poll's snapshot changed since — whatever the order in which transactions commit.
+ * - **PostgreSQL**: a snapshot (`pg_current_snapshot()`). A session row whose last writer (`change_xid`, the
+ *   writing transaction's id, stamped by a trigger) was not yet visible in the previous poll's snapshot changed
+ *   since — whatever the order in which transactions commit. A writer older than that snapshot's `xmin` (the oldest
+ *   transaction it saw running) had ended by then, so it was visible: the poll reads only the rows with
+ *   `change_xid >= xmin`, an index range, never the whole table. While nothing is running that range holds just the
+ *   rows written since the last poll; a long transaction elsewhere in the database widens it to the rows written
+ *   since it began (read, found visible, skipped) until it ends.
  *
  * A change is reported with the session's newest sequence; the same change may be reported twice (a session row
  * rewritten without a new event, an overlap at the start), never not at all.
@@ -43,18 +48,16 @@ export async function changesSince(
   cursor: ChangeCursor,
 ): Promise<{ changes: StoreChange[]; cursor: ChangeCursor; more: boolean }> {
   if (cursor.dialect === 'postgres') {
-    // The 32-bit `xmin` of a row is widened to a 64-bit xid8 against this statement's snapshot (every live xid is
-    // within 2^31 of it), then tested against the previous snapshot. One statement: the rows and the snapshot
-    // they were read under are the same view. The left join yields the snapshot even when nothing changed.
+    // One statement: the rows and the snapshot they were read under are the same view. The lower bound is a value,
+    // not an expression, so the planner sees how few rows it selects (an index range). The left join yields the
+    // snapshot even when nothing changed.
+    const xmin = snapshotXmin(cursor.snapshot);
     const { rows } = await sql<{ snapshot: string; id: string | null; last_sequence: number | string | null }>`
       select s.snap::text as snapshot, o.id, o.last_sequence
       from (select pg_current_snapshot() as snap) s
-      left join oar_sessions o on not pg_visible_in_snapshot(
-        (pg_snapshot_xmax(s.snap)::text::bigint
-          - ((pg_snapshot_xmax(s.snap)::text::bigint - o.xmin::text::bigint) % 4294967296 + 4294967296) % 4294967296
-        )::text::xid8,
-        ${cursor.snapshot}::pg_snapshot
-      )`.execute(store.db);
+      left join oar_sessions o
+        on o.change_xid >= ${xmin}::xid8
+        and not pg_visible_in_snapshot(o.change_xid, ${cursor.snapshot}::pg_snapshot)`.execute(store.db);
     const changes: StoreChange[] = [];
     for (const row of rows) {
       if (row.id !== null) changes.push({ sessionId: row.id, sequence: Number(row.last_sequence) });
@@ -79,4 +82,10 @@ export async function changesSince(
     cursor: { dialect: 'sqlite', rowid },
     more: seen >= CHANGE_WINDOW,
   };
+}
+
+/** The `xmin` of a `pg_snapshot` text (`xmin:xmax:xip,…`): the oldest transaction it saw still running. */
+function snapshotXmin(snapshot: string): string {
+  const xmin = snapshot.split(':')[0] ?? '';
+  return /^[0-9]+$/.test(xmin) ? xmin : '0';
 }

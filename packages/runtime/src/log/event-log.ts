@@ -22,6 +22,7 @@ import { processRedactor } from '../redaction/sources.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
 import type { Db, Store } from '../store/store.js';
+import { withActiveSpan } from '../tracing.js';
 
 /** What the engine writes: an event without the fields the log assigns (ids, sequence, time, profile fields). */
 export type EventDraft = {
@@ -92,8 +93,13 @@ export class EventLog {
     private readonly now: () => Date = () => new Date(),
   ) {}
 
-  async createSession(sessionId: string, title: string | undefined, drafts: EventDraft[]): Promise<RuntimeEvent[]> {
-    return this.write(sessionId, drafts, { create: { title } });
+  async createSession(
+    sessionId: string,
+    title: string | undefined,
+    drafts: EventDraft[],
+    options: Pick<AppendOptions, 'redactor'> = {},
+  ): Promise<RuntimeEvent[]> {
+    return this.write(sessionId, drafts, { ...options, create: { title } });
   }
 
   /**
@@ -111,6 +117,8 @@ export class EventLog {
     options: AppendOptions & { create?: { title: string | undefined } },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
+    // A command's facts carry the caller's span (a worker's carry its own: tracing.ts).
+    if (!options.fence) drafts = withActiveSpan(drafts);
     drafts = this.clean(drafts, options.redactor ?? this.redactor);
     const written = await this.store.transaction(async (tx) => {
       const timestamp = this.now().toISOString();
@@ -120,7 +128,11 @@ export class EventLog {
           .values({
             id: sessionId,
             runtime_id: this.runtimeId,
-            title: options.create.title ?? null,
+            // The title column is listed as is (`oar sessions`): cleaned like the facts.
+            title:
+              options.create.title === undefined
+                ? null
+                : (options.redactor ?? this.redactor).redactText(options.create.title),
             created_at: timestamp,
             updated_at: timestamp,
             last_sequence: 0,

@@ -20,7 +20,10 @@ export interface NotifierOptions {
    * forgotten session costs at most one extra hint (its next change is reported even if this process wrote it).
    */
   maxSessions?: number;
-  /** Take PostgreSQL LISTEN/NOTIFY hints (default true); without them other processes are heard by the poll only. */
+  /**
+   * Take PostgreSQL LISTEN/NOTIFY hints (default true); without them other processes are heard by the poll only. A
+   * lost LISTEN connection is made again with backoff, and a poll then catches up with what was missed.
+   */
   listen?: boolean;
 }
 
@@ -105,14 +108,22 @@ export class Notifier {
     this.cursor = changeCursor(this.log.store).catch(() => undefined);
     if (this.options.listen !== false) {
       this.stopListening = this.log.store
-        .listen(NOTIFY_CHANNEL, (payload) => {
-          // writerId:sequence:sessionId — our own appends were already heard locally.
-          const [writer, sequence, ...rest] = payload.split(':');
-          const sessionId = rest.join(':');
-          if (writer === this.log.writerId || !sessionId) return;
-          if (this.seen(sessionId, Number(sequence)))
-            this.emit({ sessionId, sequence: Number(sequence), fenced: false });
-        })
+        .listen(
+          NOTIFY_CHANNEL,
+          (payload) => {
+            // writerId:sequence:sessionId — our own appends were already heard locally.
+            const [writer, sequence, ...rest] = payload.split(':');
+            const sessionId = rest.join(':');
+            if (writer === this.log.writerId || !sessionId) return;
+            if (this.seen(sessionId, Number(sequence)))
+              this.emit({ sessionId, sequence: Number(sequence), fenced: false });
+          },
+          {
+            // LISTEN was lost and is back: what was notified in between is gone, so catch up from the store now
+            // rather than at the next (slow) poll.
+            onReconnect: () => void this.poll(),
+          },
+        )
         .catch(() => undefined);
     }
     const every = this.options.pollMs ?? (this.log.store.dialect === 'postgres' ? 1000 : 200);

@@ -51,7 +51,11 @@ function pathsMatch(rule: PermissionRule, paths: readonly string[]): boolean {
 export function ruleMatches(rule: PermissionRule, request: PermissionRequest): boolean {
   if (rule.executor !== undefined && rule.executor !== request.executor.type) return false;
   if (rule.tool !== undefined) {
-    const name = requestToolName(request);
+    // A rule that names a non-tool executor type matches `tool` against the target (`{"executor": "service",
+    // "tool": "crm"}`). Only then: a plain tool rule such as an allow for `*` must not start allowing pipelines.
+    const name =
+      requestToolName(request) ??
+      (rule.executor !== undefined && rule.executor !== 'tool' ? request.executor.target : undefined);
     if (name === undefined || !globMatches([rule.tool], name)) return false;
   }
   const tool = request.tool;

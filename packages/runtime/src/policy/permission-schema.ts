@@ -67,6 +67,11 @@ export const SessionGrantSchema = z.strictObject({
   tool: NonEmpty,
   /** Exact workspace-relative paths; absent means the approved call touched none. */
   paths: z.array(NonEmpty).optional(),
+  /**
+   * The workspace root (absolute real path) the grant was given in: it covers calls only while the session works
+   * there. A grant recorded without one (before grants were scoped) covers nothing under a policy that names a root.
+   */
+  workspaceRoot: NonEmpty.optional(),
 });
 export type SessionGrant = z.infer<typeof SessionGrantSchema>;
 
@@ -111,6 +116,8 @@ export interface PermissionPolicy {
   mode: PermissionMode;
   rules: readonly PermissionRule[];
   grants?: readonly SessionGrant[];
+  /** The workspace root the call runs in: only grants given for this root apply (see `SessionGrant.workspaceRoot`). */
+  workspaceRoot?: string;
   /** The runtime's default deny rules; `DEFAULT_DENY_RULES` when omitted, none with `[]` (tests, trusted hosts). */
   defaultRules?: readonly DefaultDenyRule[];
 }

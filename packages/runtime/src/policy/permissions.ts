@@ -171,7 +171,11 @@ export function evaluatePermission(request: PermissionRequest, policy: Permissio
     return { decision: 'ask', source: 'rule', rule: ask, mode, reason, decisions: [...RULE_ASK_DECISIONS] };
   }
 
-  const grant = policy.grants?.find((candidate) => grantCovers(candidate, request));
+  // A grant is for the workspace it was given in: a binding moved to another root asks again (and a grant given
+  // there applies again when the session comes back).
+  const grant = policy.grants?.find(
+    (candidate) => candidate.workspaceRoot === policy.workspaceRoot && grantCovers(candidate, request),
+  );
   if (grant) {
     const reason = `approved for this session earlier (${subject(request)})`;
     return { decision: 'allow', source: 'human', grant, mode, reason };
@@ -188,13 +192,15 @@ export function evaluatePermission(request: PermissionRequest, policy: Permissio
 
 /**
  * The grant an `approve_for_session` of this request creates: the exact tool (or executor target) and, if the call
- * touched paths, exactly those paths. No directory globs: the human approved what they saw, nothing next to it.
+ * touched paths, exactly those paths, in the workspace the question was asked in. No directory globs: the human
+ * approved what they saw, nothing next to it.
  */
-export function grantFor(request: PermissionRequest): SessionGrant {
+export function grantFor(request: PermissionRequest, workspaceRoot?: string): SessionGrant {
   const isTool = request.executor.type === 'tool';
   const grant: SessionGrant = {
     ...(isTool ? {} : { executor: request.executor.type }),
     tool: (isTool ? requestToolName(request) : undefined) ?? request.executor.target,
+    ...(workspaceRoot !== undefined ? { workspaceRoot } : {}),
   };
   if (request.paths.length === 0) return grant;
   return { ...grant, paths: [...new Set(request.paths.map(normalizeTouchedPath))] };

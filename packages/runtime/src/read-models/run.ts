@@ -15,7 +15,9 @@ export function endedActionStatus(event: RuntimeEvent): RunActionStatus | undefi
   switch (event.type) {
     case 'tool.result':
     case 'subagent.completed':
-      return 'completed';
+      // The executor finished, but the result policy may fail the action (`if_truncated: fail`: the output was
+      // over the budget); the observation it recorded says so.
+      return (payload.observation as { status?: unknown } | undefined)?.status === 'failed' ? 'failed' : 'completed';
     case 'tool.failed':
       return (str(payload.actionStatus) as RunActionStatus | undefined) ?? 'failed';
     case 'subagent.failed':

@@ -113,6 +113,11 @@ export const TurnStateSchema = z.object({
   runIds: z.array(z.string()),
   /** The session binding the turn runs with (fixed when it starts: a binding update applies to later turns). */
   bindingHash: z.string().optional(),
+  /**
+   * The span the turn's next part runs under (tracing.ts): the ids `turn.started` carries (its first segment),
+   * before that those of `turn.submitted` (the delegating turn, or the submitter's span).
+   */
+  trace: z.object({ traceId: z.string(), spanId: z.string() }).optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
 
@@ -147,6 +152,19 @@ export const IncidentStateSchema = z.object({
   eventId: z.string(),
 });
 
+/**
+ * A tool worker's thread (docs/protocol.md "Semantic tool actions"): the tools it may call and its bounds, fixed when
+ * the semantic action started it, and the tokens its model calls used so far.
+ */
+export const ToolWorkerStateSchema = z.object({
+  tools: z.array(z.string()),
+  maxToolCalls: z.number().int(),
+  maxModelCalls: z.number().int(),
+  maxTokens: z.number().int(),
+  tokensUsed: z.number().int(),
+});
+export type ToolWorkerState = z.infer<typeof ToolWorkerStateSchema>;
+
 export const ThreadStateSchema = z.object({
   threadId: z.string(),
   sessionId: z.string(),
@@ -165,6 +183,8 @@ export const ThreadStateSchema = z.object({
       delegationTaskId: z.string(),
     })
     .optional(),
+  /** Set when the thread is a semantic tool action's worker rather than a sub-agent. */
+  toolWorker: ToolWorkerStateSchema.optional(),
   /** Delegation depth: 0 for a session's main thread. */
   depth: z.number().int(),
   status: EngineThreadStatusSchema,

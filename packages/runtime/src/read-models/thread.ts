@@ -1,7 +1,7 @@
 import type { OarError, RuntimeEvent } from '@oar/protocol';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
-import type { PendingDecision, ThreadState, TurnState } from './thread-state.js';
+import type { PendingDecision, ThreadState, ToolWorkerState, TurnState } from './thread-state.js';
 
 /**
  * The thread projection: a pure reducer from events to `ThreadState` (its runs are projected by `reduceRun`).
@@ -44,6 +44,11 @@ function endTurn(state: ThreadState, event: RuntimeEvent, change: Partial<TurnSt
   };
 }
 
+/** The span ids a turn's event carries, for the turn's next span to run under (tracing.ts). */
+function traceOf(event: RuntimeEvent): { trace?: { traceId: string; spanId: string } } {
+  return event.traceId && event.spanId ? { trace: { traceId: event.traceId, spanId: event.spanId } } : {};
+}
+
 export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent): ThreadState | undefined {
   const payload = (event.payload ?? {}) as Payload;
   if (event.type === 'thread.started') {
@@ -55,6 +60,7 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
       ...(str(payload.title) ? { title: str(payload.title) } : {}),
       ...(str(payload.parentThreadId) ? { parentThreadId: str(payload.parentThreadId) } : {}),
       ...(parent ? { parent } : {}),
+      ...(payload.toolWorker ? { toolWorker: { ...(payload.toolWorker as ToolWorkerState), tokensUsed: 0 } } : {}),
       depth: typeof payload.depth === 'number' ? payload.depth : 0,
       status: 'idle',
       createdAt: event.timestamp,
@@ -111,6 +117,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         correctiveRetries: 0,
         runIds: [],
         ...(str(payload.bindingHash) ? { bindingHash: str(payload.bindingHash) } : {}),
+        ...traceOf(event),
       };
       const queue =
         payload.status === 'queued'
@@ -146,6 +153,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
           status: 'running',
           startedAt: event.timestamp,
           ...(str(payload.bindingHash) ? { bindingHash: str(payload.bindingHash) } : {}),
+          ...traceOf(event),
         })),
         queue: state.queue.filter((q) => q.turnId !== event.turnId),
         activeTurnId: event.turnId,
@@ -243,13 +251,18 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
 
 /** A model call ended (answered, or failed for good): one step of the turn and one call of the thread. */
 function endStep(state: ThreadState, event: RuntimeEvent): ThreadState {
-  return {
+  const next = {
     ...updateTurn(state, event.turnId, (turn) => {
       const { pendingCorrection: _cleared, ...rest } = turn;
       return { ...rest, modelSteps: turn.modelSteps + 1 };
     }),
     modelCalls: state.modelCalls + 1,
   };
+  if (!state.toolWorker) return next;
+  // A tool worker's token bound counts what its calls used: only they tally tokens per thread.
+  const usage = ((event.payload ?? {}) as Payload).usage as { inputTokens?: number; outputTokens?: number } | undefined;
+  const used = (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0);
+  return { ...next, toolWorker: { ...state.toolWorker, tokensUsed: state.toolWorker.tokensUsed + used } };
 }
 
 function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {

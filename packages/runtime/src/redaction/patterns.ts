@@ -131,6 +131,13 @@ const acceptMappedPassword = (secret: string, next: string) =>
 
 // --- the patterns --------------------------------------------------------------------------------------------------
 
+/**
+ * Where a token may start: not right after a letter or digit. Not `\b`: `_` is a word character, so `\b` never
+ * matched a token glued after an underscore (`KEY_sk-proj-…`, `x_ghp_…`, `AWS_ID_AKIA…`), the shape environment
+ * dumps and concatenated names take. A prefix inside a word (`task-ant-…`, `desk_live_…`) still starts nothing.
+ */
+const TOKEN_START = '(?<![A-Za-z0-9])';
+
 const AUTHORIZATION = `${ci('authorization')}["']?[ \\t]{0,8}[:=][ \\t]{0,8}["']?`;
 
 /**
@@ -143,21 +150,21 @@ export const CREDENTIAL_PATTERNS: readonly CredentialPattern[] = [
     secret: '-----BEGIN (?:[A-Z0-9]{1,16} ){0,3}PRIVATE KEY(?: BLOCK)?-----',
     extend: pemBlockEnd,
   },
-  { kind: 'jwt', secret: '\\beyJ[A-Za-z0-9_-]{5,4096}\\.[A-Za-z0-9_-]{5,16384}\\.[A-Za-z0-9_-]{0,4096}' },
-  { kind: 'anthropic_key', secret: '\\bsk-ant-[A-Za-z0-9_-]{20,512}' },
-  { kind: 'openai_key', secret: '\\bsk-[A-Za-z0-9_-]{20,512}', accept: looksRandom },
-  { kind: 'github_token', secret: '\\b(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{30,255})' },
-  { kind: 'slack_token', secret: '\\bxox[abposr]-[A-Za-z0-9-]{10,255}', accept: hasDigit },
+  { kind: 'jwt', secret: `${TOKEN_START}eyJ[A-Za-z0-9_-]{5,4096}\\.[A-Za-z0-9_-]{5,16384}\\.[A-Za-z0-9_-]{0,4096}` },
+  { kind: 'anthropic_key', secret: `${TOKEN_START}sk-ant-[A-Za-z0-9_-]{20,512}` },
+  { kind: 'openai_key', secret: `${TOKEN_START}sk-[A-Za-z0-9_-]{20,512}`, accept: looksRandom },
+  { kind: 'github_token', secret: `${TOKEN_START}(?:gh[pousr]_[A-Za-z0-9]{30,255}|github_pat_[A-Za-z0-9_]{30,255})` },
+  { kind: 'slack_token', secret: `${TOKEN_START}xox[abposr]-[A-Za-z0-9-]{10,255}`, accept: hasDigit },
   { kind: 'slack_token', prefix: 'hooks\\.slack\\.com/services/', secret: '[A-Za-z0-9_/-]{20,255}' },
-  { kind: 'stripe_key', secret: '\\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,255}' },
-  { kind: 'aws_access_key', secret: '\\b(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}', after: '(?![A-Za-z0-9])' },
+  { kind: 'stripe_key', secret: `${TOKEN_START}[rs]k_(?:live|test)_[A-Za-z0-9]{16,255}` },
+  { kind: 'aws_access_key', secret: `${TOKEN_START}(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}`, after: '(?![A-Za-z0-9])' },
   {
     kind: 'aws_secret_key',
     prefix: `(?:${ci('aws')}_?)?${ci('secret')}_?${ci('access')}_?${ci('key')}["']?[ \\t]{0,8}[:=][ \\t]{0,8}["']?`,
     secret: '[A-Za-z0-9/+]{40}',
     after: '(?![A-Za-z0-9/+=])',
   },
-  { kind: 'google_api_key', secret: '\\bAIza[0-9A-Za-z_-]{35}', after: '(?![0-9A-Za-z_-])' },
+  { kind: 'google_api_key', secret: `${TOKEN_START}AIza[0-9A-Za-z_-]{35}`, after: '(?![0-9A-Za-z_-])' },
   {
     kind: 'bearer_token',
     prefix: `${AUTHORIZATION}${ci('bearer')}[ \\t]{1,8}`,

@@ -1,6 +1,7 @@
 import { constants, type Dirent } from 'node:fs';
 import { type FileHandle, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
+import { serviceSecretEnv } from '../executors/definitions.js';
 import { DEFAULT_API_KEY_ENV, type ModelsConfig } from '../models/resolve.js';
 import { dotenvSecretValues, isDotenvFileName } from './dotenv.js';
 import type { LiteralSecret } from './literals.js';
@@ -12,16 +13,18 @@ import { Redactor } from './redactor.js';
  * matching code.
  */
 
-/** What of a binding names secrets: its models (key env vars) and its `secrets.env` list. */
+/** What of a binding names secrets: its models (key env vars), its `secrets.env` list and its services' auth. */
 export interface SecretBindingFields {
   models: ModelsConfig;
   secrets?: { env: readonly string[] };
+  services?: readonly Parameters<typeof serviceSecretEnv>[0][];
 }
 
 /**
  * The environment variables whose values are secrets under a binding, sorted: the hosted providers' default key
  * variables (OPENAI_API_KEY, ANTHROPIC_API_KEY) ALWAYS — whether or not a model uses them, a process that has them
- * must not leak them — plus every model entry's `apiKeyEnv` and `headersEnv` variables, plus `secrets.env`.
+ * must not leak them — plus every model entry's `apiKeyEnv` and `headersEnv` variables, plus `secrets.env`, plus
+ * every service's `auth` variable.
  */
 export function secretEnvNames(binding: SecretBindingFields): string[] {
   const names = new Set<string>(Object.values(DEFAULT_API_KEY_ENV));
@@ -30,6 +33,8 @@ export function secretEnvNames(binding: SecretBindingFields): string[] {
     for (const name of Object.values(entry.headersEnv ?? {})) names.add(name);
   }
   for (const name of binding.secrets?.env ?? []) names.add(name);
+  // A service's credential variable is a secret by construction: no need (and no way to forget) to list it again.
+  for (const service of binding.services ?? []) for (const name of serviceSecretEnv(service)) names.add(name);
   return [...names].sort();
 }
 

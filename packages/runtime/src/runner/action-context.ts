@@ -1,6 +1,7 @@
 import type { Action, ActionResult, FullOutput, OarError } from '@oar/protocol';
 import { shapeObservation } from '@oar/protocol';
-import type { Engine } from '../engine.js';
+import { artifactUri, type StoredArtifact } from '../artifacts.js';
+import type { Engine, RuntimeLimits } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
 import type {
   RunAction,
@@ -36,10 +37,20 @@ export function toolIds(ctx: ActionContext) {
 }
 
 export function observe(ctx: ActionContext, output: FullOutput): ActionResult {
+  return observeIn(ctx.engine.limits, ctx.run, ctx.action, output);
+}
+
+/** An action's observation of `output`, shaped by its result policy within its share of the graph's budget. */
+export function observeIn(
+  limits: Pick<RuntimeLimits, 'observationTokens' | 'graphObservationTokens'>,
+  run: RunState,
+  action: Action,
+  output: FullOutput,
+): ActionResult {
   // A graph's observations share one budget, so a wide graph cannot flood the next model call.
-  const { observationTokens, graphObservationTokens } = ctx.engine.limits;
-  const budget = Math.min(observationTokens, Math.floor(graphObservationTokens / Math.max(1, ctx.run.order.length)));
-  return shapeObservation(ctx.action, output, ctx.action.resultPolicy, budget, { runId: ctx.run.runId }).result;
+  const { observationTokens, graphObservationTokens } = limits;
+  const budget = Math.min(observationTokens, Math.floor(graphObservationTokens / Math.max(1, run.order.length)));
+  return shapeObservation(action, output, action.resultPolicy, budget, { runId: run.runId }).result;
 }
 
 /** The correlation ids of one graph action's events (see `actionIds`). */
@@ -112,4 +123,25 @@ export function toolFailedEvent(
 
 export function errorOutput(error: OarError): FullOutput {
   return { error, status: 'failed' };
+}
+
+/** The `artifact.changed` fact of an output just stored, with the correlation ids of what produced it. */
+export function artifactCreated(
+  ids: { threadId: string; turnId?: string; taskId?: string; runId?: string },
+  artifact: StoredArtifact,
+): EventDraft {
+  return {
+    type: 'artifact.changed',
+    ...ids,
+    artifactId: artifact.artifactId,
+    payload: {
+      change: 'created',
+      name: artifact.name,
+      mime: artifact.mime,
+      size: artifact.size,
+      hash: `sha256:${artifact.sha256}`,
+      uri: artifactUri(artifact.artifactId),
+      preview: artifact.preview,
+    },
+  };
 }

@@ -4,6 +4,7 @@ import {
   type Catalog,
   estimateTokens,
   type RenderedTranscript,
+  type ReplayMode,
   renderTranscript,
   TRANSCRIPT_CLOSING_INSTRUCTION,
   type TranscriptTurnInput,
@@ -19,12 +20,18 @@ import type { RunAction, RunState, ThreadView, TurnState } from '../read-models/
 
 /** What the context needs of an agent: the one agent type (binding.ts), narrowed. */
 export type AgentProfile = Pick<AgentConfig, 'name' | 'carrier'> &
-  Partial<Pick<AgentConfig, 'description' | 'systemPrompt'>>;
+  Partial<Pick<AgentConfig, 'description' | 'systemPrompt' | 'replay'>>;
 
 function compactSchema(schema: Record<string, unknown>): string {
   const { $schema: _dialect, ...rest } = schema;
   return JSON.stringify(rest);
 }
+
+const OPERATION_LINES = [
+  '- runtime expand_ref: a range of a stored output. Input: {"ref":"artifact://…|action:<id>.output","range":{"start_line","end_line","pattern"}}',
+  '- runtime summarize / merge: one text of the outputs its context refs name. runtime wait / checkpoint: ordering points.',
+  '- human ask_user: a question for the user; its answer is the output. human confirm: approve/deny. Input: {"question":"…"}',
+];
 
 export function systemPrompt(agent: AgentProfile, catalog: Catalog): string {
   const lines: string[] = [
@@ -41,6 +48,11 @@ export function systemPrompt(agent: AgentProfile, catalog: Catalog): string {
       '- {"kind":"act","message":"short progress note","calls":[{"id":"read_readme","type":"tool","name":"read","args":{"filePath":"README.md"}}]}',
       '  runs calls. Calls without mutual "depends" may run in parallel; "depends" names call ids that must finish first.',
       '  "type":"agent" delegates to an agent below ("name": its name or "auto"); args.prompt says what it must do.',
+      '  A task for tools in words: {"type":"tool","name":"auto","capabilities":["search"],"prompt":"…"} (or a tool name',
+      '  with partial args): a tool worker does it with the matching tools and reports once.',
+      '  "type":"human" asks the user ("name":"ask_user" or "confirm", args.question); "type":"runtime" runs an operation',
+      '  below (e.g. "name":"expand_ref", args.ref). "context":["action:<id>.summary"|"action:<id>.output"|"input:user.goal"]',
+      '  hands earlier results to an agent, tool worker or human (depend on the ids of this message you name).',
       '  "result" picks what you get back: summary (default), full, structured, on_failure, on_demand, adaptive.',
       '- {"kind":"answer","message":"final Markdown answer"} when you have what you need.',
       '- {"kind":"done","message":"optional closing note"} to end the turn without a further answer.',
@@ -53,13 +65,16 @@ export function systemPrompt(agent: AgentProfile, catalog: Catalog): string {
       '{"type":"agent.protocol","version":"1","intent":"execute","payload":{"type":"action_graph","actions":[...]}}',
       'where each action is {"type":"action","id":"…","executor":{"type":"tool","target":"<tool>"},"input":{…},"depends_on":[…]}.',
       'Put long instructions in "## <section id>" Markdown sections after the block and point at them with "prompt_ref":"md:<section id>".',
+      'A tool action with a prompt and no complete input is done by a tool worker with the tools its target or "capabilities" name;',
+      '"context_refs" (md:<section>, action:<id>.summary|output, input:user.goal, artifact:<name>) hand it, an agent or a human context.',
       'When you are done, answer in plain Markdown without a block.',
     );
   }
   if (catalog.tools.length > 0) {
     lines.push('', '## Tools');
     for (const tool of catalog.tools) {
-      lines.push(`- ${tool.name}: ${tool.description} Input: ${compactSchema(tool.inputSchema)}`);
+      const capabilities = tool.capabilities.length ? ` (capabilities: ${tool.capabilities.join(', ')})` : '';
+      lines.push(`- ${tool.name}: ${tool.description}${capabilities} Input: ${compactSchema(tool.inputSchema)}`);
     }
   }
   if (catalog.agents.length > 0) {
@@ -70,6 +85,25 @@ export function systemPrompt(agent: AgentProfile, catalog: Catalog): string {
       );
     }
   }
+  // Configured pipelines and services (docs/executors.md): called by name with executor type pipeline / service.
+  for (const [heading, entries] of [
+    ['Pipelines', catalog.pipelines],
+    ['Services', catalog.services],
+  ] as const) {
+    if (!entries?.length) continue;
+    const type = heading === 'Pipelines' ? 'pipeline' : 'service';
+    lines.push(
+      '',
+      `## ${heading}`,
+      `Call one as an action with executor {"type":"${type}","target":"<name>"} (a call with "type":"${type}" and "name":"<name>"); its input must match the schema.`,
+    );
+    for (const entry of entries) {
+      const capabilities = entry.capabilities.length ? ` (capabilities: ${entry.capabilities.join(', ')})` : '';
+      lines.push(`- ${entry.name}: ${entry.description}${capabilities} Input: ${compactSchema(entry.inputSchema)}`);
+    }
+  }
+  // Runtime and human operations: always offered, so the model can expand a preview or ask the user.
+  lines.push('', '## Runtime and human operations', ...OPERATION_LINES);
   if (agent.systemPrompt) lines.push('', '## Instructions', agent.systemPrompt);
   return lines.join('\n');
 }
@@ -95,7 +129,7 @@ const PENDING_RESULT: Record<RunAction['status'], ActionResult['status']> = {
  * validated nor rendered again, while a changed one is a new object and is rebuilt. WeakMaps: an entry goes with
  * its read-model object, so memory stays bounded by the read models the caller holds.
  */
-const runTurns = new WeakMap<RunState, { runId: string; turn: TranscriptTurnInput }>();
+const runTurns = new WeakMap<RunState, { runId: string; declared: boolean; turn: TranscriptTurnInput }>();
 /**
  * A turn's user request and answer, by its TurnState object (a string cannot key a WeakMap, and a map keyed by
  * text would have to be bounded by hand). The active turn's TurnState is replaced at every step (step counters, run
@@ -104,12 +138,15 @@ const runTurns = new WeakMap<RunState, { runId: string; turn: TranscriptTurnInpu
  */
 const textTurns = new WeakMap<TurnState, { user: TranscriptTurnInput; answer?: TranscriptTurnInput }>();
 
-function runTurn(runId: string, run: RunState): TranscriptTurnInput {
+function runTurn(runId: string, run: RunState, declared: boolean): TranscriptTurnInput {
   const memo = runTurns.get(run);
-  if (memo?.runId === runId) return memo.turn;
+  if (memo?.runId === runId && memo.declared === declared) return memo.turn;
+  const { source: _source, ...declaration } = run.declaration;
   const turn: TranscriptTurnInput = {
     kind: 'protocol',
     runId,
+    // The declaration as the model made it (normalized): what full and hybrid replay show of earlier graphs.
+    ...(declared ? { declaration } : {}),
     ...(run.declaration.title || run.declaration.message
       ? { purpose: run.declaration.title ?? run.declaration.message }
       : {}),
@@ -127,18 +164,21 @@ function runTurn(runId: string, run: RunState): TranscriptTurnInput {
             ...(action.operation ? { operation: action.operation } : {}),
             ...(action.title ? { title: action.title } : {}),
             ...(action.description ? { description: action.description } : {}),
+            ...(action.reason ? { reason: action.reason } : {}),
           },
           result: state.result ?? { id, status: PENDING_RESULT[state.status], artifacts: [] },
         },
       ];
     }),
   };
-  runTurns.set(run, { runId, turn });
+  runTurns.set(run, { runId, declared, turn });
   return turn;
 }
 
 /** The thread's history as transcript turns: each user request, each executed graph with its results, each answer. */
-export function threadTranscript(thread: ThreadView): TranscriptTurnInput[] {
+export function threadTranscript(thread: ThreadView, mode: ReplayMode = 'compressed'): TranscriptTurnInput[] {
+  // compressed replays calls and observations only; full and hybrid also the declarations they came from.
+  const declared = mode !== 'compressed';
   const turns: TranscriptTurnInput[] = [];
   for (const turn of thread.turns) {
     if (turn.status === 'queued' || (turn.status === 'cancelled' && !turn.startedAt)) continue;
@@ -153,7 +193,7 @@ export function threadTranscript(thread: ThreadView): TranscriptTurnInput[] {
     turns.push(texts.user);
     for (const runId of turn.runIds) {
       const run = thread.runs.get(runId);
-      if (run) turns.push(runTurn(runId, run));
+      if (run) turns.push(runTurn(runId, run, declared));
     }
     if (texts.answer) turns.push(texts.answer);
   }
@@ -170,16 +210,21 @@ export function assembleContext(
   thread: ThreadView,
   agent: AgentProfile,
   catalog: Catalog,
-  options: { budgetTokens: number; correction?: string },
+  options: { budgetTokens: number; correction?: string; responsePolicy?: Record<string, unknown> },
 ): AssembledContext {
   const system = systemPrompt(agent, catalog);
-  const closing = options.correction
+  let closing = options.correction
     ? `${TRANSCRIPT_CLOSING_INSTRUCTION}\n\nYour previous output was rejected by the runtime and nothing was executed:\n${options.correction}\nSend a corrected output now.`
     : TRANSCRIPT_CLOSING_INSTRUCTION;
+  // The graph's response_policy shapes the answer that follows its results (docs/protocol.md "Envelope").
+  if (options.responsePolicy) {
+    closing += `\n\nWhen you answer, follow the response_policy you declared: ${JSON.stringify(options.responsePolicy)}`;
+  }
   const budget = Math.max(256, options.budgetTokens - estimateTokens(system));
+  const mode = agent.replay ?? 'compressed';
   const transcript = renderTranscript(
-    { turns: threadTranscript(thread) },
-    { budgetTokens: budget, closingInstruction: closing },
+    { turns: threadTranscript(thread, mode) },
+    { mode, budgetTokens: budget, closingInstruction: closing },
   );
   return { system, transcript, tokenEstimate: estimateTokens(system) + transcript.tokens };
 }

@@ -1,5 +1,6 @@
 import type { LanguageModelV3, LanguageModelV3FunctionTool } from '@ai-sdk/provider';
 import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition } from '@oar/protocol';
+import { traceModelCall } from '../tracing.js';
 import { classifyModelError, type ModelFailure, type ModelRetryPolicy } from './model-errors.js';
 
 /**
@@ -110,23 +111,26 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
   const signal = AbortSignal.any([request.signal, timeout.signal]);
   try {
     const result = await settledUnlessAborted(
-      handle.model.doGenerate({
-        prompt: [
-          { role: 'system', content: request.system },
-          { role: 'user', content: [{ type: 'text', text: request.transcript }] },
-        ],
-        ...(request.carrier === 'tool'
-          ? {
-              tools: [protocolTool()],
-              toolChoice: handle.supportsForcedToolChoice
-                ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
-                : { type: 'required' as const },
-            }
-          : {}),
-        ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
-        abortSignal: signal,
-        providerOptions: { oar: { modelCall: request.modelCall } },
-      }),
+      // In the attempt's `chat` span (tracing.ts), which records the response's model and id.
+      traceModelCall(request, () =>
+        handle.model.doGenerate({
+          prompt: [
+            { role: 'system', content: request.system },
+            { role: 'user', content: [{ type: 'text', text: request.transcript }] },
+          ],
+          ...(request.carrier === 'tool'
+            ? {
+                tools: [protocolTool()],
+                toolChoice: handle.supportsForcedToolChoice
+                  ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
+                  : { type: 'required' as const },
+              }
+            : {}),
+          ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
+          abortSignal: signal,
+          providerOptions: { oar: { modelCall: request.modelCall } },
+        }),
+      ),
       signal,
     );
     let text = '';

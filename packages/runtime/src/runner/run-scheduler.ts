@@ -3,8 +3,11 @@ import type { Engine } from '../engine.js';
 import { OarRuntimeError, toOarError } from '../errors.js';
 import { runAgentAction } from '../executors/agent.js';
 import { runHumanAction } from '../executors/human.js';
+import { runPipelineAction } from '../executors/pipeline.js';
 import { runRuntimeAction } from '../executors/runtime-ops.js';
+import { runServiceAction } from '../executors/service.js';
 import { runToolAction } from '../executors/tool.js';
+import { runToolWorker, threadAgent, toolWorkerTools } from '../executors/tool-worker.js';
 import { actionHistory } from '../read-models/run.js';
 import {
   isTerminalActionStatus,
@@ -22,14 +25,21 @@ const FAILED: ReadonlySet<RunActionStatus> = new Set(TERMINAL_RUN_ACTION_STATUSE
 
 async function runAction(ctx: ActionContext): Promise<RunActionStatus> {
   switch (ctx.action.executor.type) {
-    case 'tool':
-      return runToolAction(ctx);
+    case 'tool': {
+      // A task in words rather than a complete call: the tool worker does it (executors/tool-worker.ts).
+      const workerTools = toolWorkerTools(ctx.engine, threadAgent(ctx.engine, ctx.thread), ctx.action);
+      return workerTools ? runToolWorker(ctx, workerTools) : runToolAction(ctx);
+    }
     case 'agent':
       return runAgentAction(ctx);
     case 'human':
       return runHumanAction(ctx);
     case 'runtime':
       return runRuntimeAction(ctx);
+    case 'pipeline':
+      return runPipelineAction(ctx);
+    case 'service':
+      return runServiceAction(ctx);
     default: {
       const error = oarError(
         'executor_unavailable',

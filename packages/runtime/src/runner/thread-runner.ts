@@ -2,6 +2,7 @@ import {
   type ActionResult,
   AGENT_PROTOCOL_TOOL_NAME,
   type Catalog,
+  correctiveLine,
   type Declaration,
   type OarError,
   oarError,
@@ -11,8 +12,10 @@ import {
   protocolResult,
 } from '@oar/protocol';
 import { MODEL_CALL_DEFAULTS } from '../binding.js';
-import { type AgentConfig, agentByName, type Engine } from '../engine.js';
+import type { AgentConfig, Engine } from '../engine.js';
 import { isClosing } from '../errors.js';
+import { executorCatalog } from '../executors/definitions.js';
+import { threadAgent, toolCallsLeft, toolWorkerSpent } from '../executors/tool-worker.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft } from '../log/event-log.js';
 import { actionHistory } from '../read-models/run.js';
@@ -23,7 +26,18 @@ import {
   type ThreadView,
   type TurnState,
 } from '../read-models/thread-state.js';
+import { waitUnlessAborted } from '../signals.js';
+import { artifactCreated } from './action-context.js';
 import { type AssembledContext, assembleContext } from './context.js';
+import {
+  decidedActions,
+  decidedRun,
+  declarationFault,
+  finalReport,
+  nextAttemptFacts,
+  renderPlan,
+} from './decisions.js';
+import { delegationResult, delegationStructured } from './delegation-result.js';
 import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
 import { type ModelFailure, type ModelRetryPolicy, retryDelay } from './model-errors.js';
 import {
@@ -147,13 +161,12 @@ function describeFault(outcome: ParseOutcome, output: ModelOutput, carrier: Agen
   const toolCarrierText = carrier === 'tool' && output.toolCalls.length === 0;
   // Under the tool carrier "no agent-protocol block" is the text form's complaint: the tool line replaces it.
   const errors = toolCarrierText ? outcome.errors.filter((e) => e.code !== 'missing_block') : outcome.errors;
-  const lines = errors
-    .slice(0, 12)
-    .map((e) => `- [${e.code}]${e.path ? ` at ${e.path}` : ''}: ${e.message}. ${e.hint}`);
+  // correctiveLine joins each message and hint once (no "message.. hint"), the same for every issue code.
+  const lines = errors.slice(0, 12).map(correctiveLine);
   if (toolCarrierText) {
     lines.unshift(
       `- [no_tool_call]: You answered in plain text, and plain text is never executed. Call the ${AGENT_PROTOCOL_TOOL_NAME} tool with your declaration.`,
-      `  To answer the user, call it with {"kind": "answer", "message": "<your answer>"}; to act, with {"kind": "act", "calls": [...]}.`,
+      `  To answer the user, call it with {"kind": "answer", "message": "<your answer>"}; to act, with {"kind": "act", "calls": […]}.`,
     );
   }
   if (output.finishReason === 'length') {
@@ -193,7 +206,18 @@ export async function completeTurn(
     },
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   ];
-  await endTurn(engine, thread, turn, drafts, { answer: payload.answer ?? '' });
+  const answer = payload.answer ?? '';
+  // A delegated turn's answer is its parent action's output: stored and shaped like any (delegation-result.ts).
+  const result = isDelegatedTurn(thread, turn) ? await delegationResult(engine, thread, answer) : undefined;
+  await endTurn(engine, thread, turn, [...drafts, ...(result?.drafts ?? [])], {
+    answer,
+    ...(result ? { observation: result.observation } : {}),
+  });
+}
+
+/** A child thread's first turn is the one its delegation submitted; later turns are its own. */
+function isDelegatedTurn(thread: ThreadView, turn: TurnState): boolean {
+  return thread.parent !== undefined && thread.turns[0]?.turnId === turn.turnId;
 }
 
 export async function failTurn(
@@ -245,7 +269,7 @@ async function endTurn(
   thread: ThreadView,
   turn: TurnState,
   drafts: EventDraft[],
-  end: { answer?: string; error?: OarError },
+  end: DelegatedEnd,
   guard?: AppendGuard,
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
@@ -270,18 +294,24 @@ async function endTurn(
  * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
  * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
  */
-function delegationEnd(
-  thread: ThreadView,
-  turn: TurnState,
-  end: { answer?: string; error?: OarError },
-  parentWaits: boolean,
-): EventDraft[] {
+/** How a delegated turn ended: its answer (with the observation made of it, when the worker made one) or error. */
+type DelegatedEnd = { answer?: string; error?: OarError; observation?: ActionResult };
+
+function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, parentWaits: boolean): EventDraft[] {
   const parent = thread.parent;
-  if (!parent || thread.turns[0]?.turnId !== turn.turnId) return [];
+  if (!parent || !isDelegatedTurn(thread, turn)) return [];
   const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
+  // A failed tool worker still reports the calls it made: their results are in the record either way.
+  const structured = delegationStructured(thread, end.error?.message ?? '');
   const observation: ActionResult = end.error
-    ? { id: parent.actionId, status: 'failed', artifacts: [], error: end.error }
-    : { id: parent.actionId, status: 'completed', artifacts: [], summary: end.answer ?? '', content: end.answer ?? '' };
+    ? { id: parent.actionId, status: 'failed', artifacts: [], error: end.error, ...(structured ? { structured } : {}) }
+    : (end.observation ?? {
+        id: parent.actionId,
+        status: 'completed',
+        artifacts: [],
+        summary: end.answer ?? '',
+        content: end.answer ?? '',
+      });
   const delegation: EventDraft[] = [
     end.error
       ? {
@@ -326,10 +356,6 @@ async function parentWaits(engine: Pick<Engine, 'loadThread'>, thread: ThreadVie
   return status !== undefined && !isTerminalActionStatus(status);
 }
 
-function agentOf(engine: Engine, thread: ThreadView): AgentConfig {
-  return agentByName(engine, thread.agent) ?? engine.mainAgent;
-}
-
 /**
  * One model step, in three phases with typed hand-offs: prepare (budget, model, catalog, context, and the facts
  * recorded before the call) → call (the model call and its model.completed / model.failed) → resolve (parse the
@@ -365,21 +391,31 @@ async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState):
     );
     return undefined;
   }
-  const agent = agentOf(engine, thread);
+  const spent = toolWorkerSpent(thread, turn.modelSteps);
+  if (spent) {
+    await failTurn(engine, thread, turn, spent);
+    return undefined;
+  }
+  const agent = threadAgent(engine, thread);
   const model = await resolveModel(engine, thread, turn, agent);
   if (!model) return undefined;
   const catalog: Catalog = {
     tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
+    // A tool worker calls tools only; a sub-agent at the depth limit may not delegate further.
     agents:
-      thread.depth + 1 > engine.limits.maxSubagentDepth
+      thread.toolWorker || thread.depth + 1 > engine.limits.maxSubagentDepth
         ? []
         : engine.agents
             .filter((a) => a.name !== agent.name)
             .map((a) => ({ name: a.name, description: a.description, capabilities: a.capabilities })),
+    // Pipelines and services are the agent's to call; a tool worker has only the tools its action named.
+    ...(thread.toolWorker ? {} : executorCatalog(engine.binding, agent)),
   };
+  const responsePolicy = thread.runs.get(turn.runIds.at(-1) ?? '')?.declaration.responsePolicy;
   const context = assembleContext(thread, agent, catalog, {
     budgetTokens: engine.limits.contextBudgetTokens,
     ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
+    ...(responsePolicy ? { responsePolicy } : {}),
   });
   const prepared: PreparedStep = { agent, model, catalog, context };
   // The step boundary: everything the previous step staged is committed with the request, before the call.
@@ -661,21 +697,6 @@ function withAttempts(error: OarError, attempts: number, policy: ModelRetryPolic
   return { ...error, details: { ...error.details, attempts, maxAttempts: policy.attempts, gaveUp: reason } };
 }
 
-/** Wait `ms`; false when the signal aborted first (at once, without waiting out the rest). */
-function waitUnlessAborted(ms: number, signal: AbortSignal): Promise<boolean> {
-  if (signal.aborted) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const done = (value: boolean) => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', onAbort);
-      resolve(value);
-    };
-    const onAbort = () => done(false);
-    const timer = setTimeout(() => done(true), ms);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}
-
 /** Phase 3: parse the output in the agent's carrier; apply a valid declaration, otherwise handle the fault. */
 async function resolveStep(
   engine: Engine,
@@ -689,13 +710,28 @@ async function resolveStep(
     await rejectOutput(engine, thread, turn, step.agent, outcome, output);
     return;
   }
+  // Well-formed but not applicable now (a retry of nothing, a report missing its sections): correctable as well.
+  const fault = declarationFault(thread, turn, outcome.declaration);
+  if (fault) {
+    const rejected = { ...outcome, ok: false, errors: [fault] };
+    await rejectOutput(engine, thread, turn, step.agent, rejected, output);
+    return;
+  }
   await applyDeclaration(engine, thread, turn, outcome.declaration, outcome);
 }
 
 /** The protocol tool call when the carrier is `tool` and the model made one, otherwise the text (DSL). */
 function parseOutput(thread: ThreadView, step: PreparedStep, output: ModelOutput): ParseOutcome {
   const { agent, catalog } = step;
-  const catalogForParse = { catalog, history: actionHistory(thread.runs.values()) };
+  const left = toolCallsLeft(thread);
+  const catalogForParse = {
+    catalog,
+    history: actionHistory(thread.runs.values()),
+    // A tool worker's declaration may not exceed the tool calls it has left.
+    ...(Number.isFinite(left) && left > 0 ? { limits: { maxActions: left } } : {}),
+    // Only the finish reason `length` makes JSON that does not parse "cut off" (truncated_output).
+    finishReason: output.finishReason,
+  };
   return agent.carrier === 'tool' && output.toolCalls.length > 0
     ? parseToolCall(output.toolCalls, catalogForParse)
     : parseAssistantText(output.text, { ...catalogForParse, allowPlainText: agent.carrier === 'text' });
@@ -773,19 +809,60 @@ async function applyDeclaration(
   outcome: ParseOutcome,
 ): Promise<void> {
   const facts = { repairs: outcome.repairs, recovered: outcome.recovered, form: declaration.source.form };
-  if (declaration.intent === 'respond' || declaration.intent === 'stop' || declaration.intent === 'report') {
+  const { intent, decision } = declaration;
+  if (intent === 'respond' || intent === 'stop' || intent === 'report') {
+    const report = finalReport(declaration);
+    const extra = report ? { ...facts, report: await storeReport(engine, thread, turn, report.report) } : facts;
     await completeTurn(engine, thread, turn, {
-      outcome: declaration.intent === 'stop' ? 'done' : 'answered',
-      answer: declaration.message ?? '',
-      extra: facts,
+      outcome: intent === 'stop' ? 'done' : 'answered',
+      answer: report?.answer ?? declaration.message ?? '',
+      extra,
     });
     return;
   }
-  if (
-    declaration.intent === 'cancel' ||
-    (declaration.intent === 'decide' && declaration.decision?.decision === 'abort')
-  ) {
-    await completeTurn(engine, thread, turn, { outcome: 'aborted', answer: declaration.message ?? '', extra: facts });
+  if (intent === 'plan') {
+    await recordPlan(engine, thread, turn, declaration, facts);
+    return;
+  }
+  if (intent === 'cancel' || (intent === 'decide' && decision?.decision === 'abort')) {
+    await completeTurn(engine, thread, turn, {
+      outcome: intent === 'cancel' ? 'cancelled' : 'aborted',
+      answer: declaration.message ?? '',
+      extra: { ...facts, ...(decision ? { decision } : {}) },
+    });
+    return;
+  }
+  const decided = decision ? decidedRun(thread, turn, decision) : undefined;
+  if (intent === 'decide' && decision) {
+    const next =
+      decided && ['retry', 'skip'].includes(decision.decision) ? decidedActions(decided, decision) : undefined;
+    const decisionFact: EventDraft = {
+      type: 'run.status',
+      ...turnIds(thread, turn),
+      payload: {
+        phase: 'decision',
+        title: `decision: ${decision.decision}`,
+        decision,
+        ...(decided ? { decidedRunId: decided.runId } : {}),
+        ...(next?.skipped.length ? { skipped: next.skipped } : {}),
+        ...facts,
+      },
+    };
+    // replan and continue (and a skip that leaves nothing to run): the next model step sees the failure and goes on.
+    if (!decided || !next || next.actions.length === 0) {
+      await engine.append(thread.sessionId, [decisionFact]);
+      return;
+    }
+    const ids = { turnId: turn.turnId, runId: newId('run') };
+    const attempt = { ...declaration, intent: 'execute' as const, actions: next.actions };
+    await engine.append(thread.sessionId, [
+      decisionFact,
+      ...nextAttemptFacts(thread, decided, attempt, ids, {
+        reason: decision.decision === 'retry' ? 'decided_retry' : 'decided_skip',
+        retryOf: decided.runId,
+        ...(next.skipped.length ? { skipped: next.skipped } : {}),
+      }),
+    ]);
     return;
   }
   if (declaration.actions.length === 0) {
@@ -796,6 +873,33 @@ async function applyDeclaration(
         ...turnIds(thread, turn),
         payload: { phase: 'decision', title: 'decision', decision: declaration.decision ?? null, ...facts },
       },
+    ]);
+    return;
+  }
+  const revised = intent === 'revise' ? decidedRun(thread, turn) : undefined;
+  if (revised) {
+    // The revision replaces what had not started; what ran keeps its facts in the revised run.
+    const started = revised.order.filter(
+      (id) => revised.actions[id]?.startedAt || revised.actions[id]?.status === 'completed',
+    );
+    const diff = {
+      kept: started,
+      replaced: revised.order.filter((id) => !started.includes(id)),
+      added: declaration.actions.map((a) => a.id),
+    };
+    await engine.append(thread.sessionId, [
+      ...nextAttemptFacts(
+        thread,
+        revised,
+        declaration,
+        { turnId: turn.turnId, runId: newId('run') },
+        {
+          reason: 'revised',
+          revisionOf: revised.runId,
+          diff,
+          ...facts,
+        },
+      ),
     ]);
     return;
   }
@@ -819,4 +923,42 @@ async function applyDeclaration(
       payload: { phase: 'declared', title, declaration, ...facts },
     },
   ]);
+}
+
+/**
+ * A plan is recorded and shown, never executed (docs/protocol.md "Intents"): its graph is the turn's answer. The
+ * user decides in the next turn; the model then declares the work with intent execute.
+ */
+async function recordPlan(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  declaration: Declaration,
+  facts: Record<string, unknown>,
+): Promise<void> {
+  const ids = { ...turnIds(thread, turn), taskId: newId('task'), runId: newId('run') };
+  const title = declaration.title ?? `plan of ${declaration.actions.length} action(s)`;
+  await engine.append(thread.sessionId, [
+    { type: 'task.created', ...ids, payload: { title, objective: declaration.message ?? title, taskKind: 'plan' } },
+    // Phase `planned`, not `declared`: no run of the thread is created, so nothing is scheduled and no id is used.
+    { type: 'run.status', ...ids, payload: { phase: 'planned', title, declaration, ...facts } },
+    { type: 'task.completed', ...ids, payload: { summary: 'planned; nothing executed' } },
+  ]);
+  await completeTurn(engine, thread, turn, { outcome: 'planned', answer: renderPlan(declaration), extra: facts });
+}
+
+/** The structured report of an answer, stored as an artifact of the turn; what the turn's completion names. */
+async function storeReport(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  report: Record<string, unknown>,
+): Promise<Record<string, unknown>> {
+  const artifact = await engine.artifacts.put(
+    thread.sessionId,
+    { text: JSON.stringify(report, null, 2), mime: 'application/json', name: `${turn.turnId}/final_report` },
+    engine.limits.maxArtifactBytes,
+  );
+  await engine.append(thread.sessionId, [artifactCreated(turnIds(thread, turn), artifact)]);
+  return { ...report, artifact: artifact.uri };
 }

@@ -105,5 +105,26 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`update oar_read_models set body = ${stripped} where kind = 'thread'`.execute(db);
       },
     },
+    '0004_session_changes': {
+      async up(db: Kysely<unknown>) {
+        // PostgreSQL: the notifier's poll (log/changes.ts) asks which sessions changed since its last snapshot. A
+        // row's `xmin` answers that but cannot be indexed, so the poll read the whole table every second. Every
+        // write of a session row now stamps `change_xid` with the writing (top-level) transaction's id — a trigger,
+        // so no writer can forget it — and an index on it lets a poll read only the rows written since the oldest
+        // transaction its last snapshot saw running. Rows written before this migration keep no id: they are
+        // older than any cursor. SQLite polls the events' rowid, which is already the primary key.
+        if (dialect !== 'postgres') return;
+        await sql`alter table oar_sessions add column change_xid xid8`.execute(db);
+        await sql`create or replace function oar_sessions_changed() returns trigger language plpgsql as $$
+          begin
+            new.change_xid := pg_current_xact_id();
+            return new;
+          end
+        $$`.execute(db);
+        await sql`create trigger oar_sessions_changed before insert or update on oar_sessions
+          for each row execute function oar_sessions_changed()`.execute(db);
+        await sql`create index oar_sessions_change on oar_sessions (change_xid)`.execute(db);
+      },
+    },
   };
 }

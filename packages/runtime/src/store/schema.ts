@@ -22,6 +22,11 @@ export interface SessionsTable {
   updated_at: string;
   /** The last assigned event sequence: incremented under the row lock, so sequences are gap-free per session. */
   last_sequence: number;
+  /**
+   * PostgreSQL only (migration 0004): the id of the transaction that last wrote the row, set by a trigger and
+   * indexed, so the notifier's poll reads only what changed (log/changes.ts). Never written by OAR's code.
+   */
+  change_xid?: Generated<string | null>;
 }
 
 export interface EventsTable {

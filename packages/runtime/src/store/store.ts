@@ -13,6 +13,9 @@ import { statementCache } from './statement-cache.js';
 export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database> | Transaction<Database>;
 
+/** How a lost LISTEN connection is made again: the pause doubles from the first to the maximum, with no end. */
+export const LISTEN_RETRY = { firstDelayMs: 100, maxDelayMs: 5_000 } as const;
+
 /** The default embedded store: a SQLite file in the working directory. */
 export const DEFAULT_STORE_PATH = '.oar/oar.db';
 
@@ -124,23 +127,74 @@ export class Store {
   /**
    * PostgreSQL only: LISTEN on `channel` over a dedicated connection; `onMessage` gets each payload. Resolves to
    * a function that stops listening. On SQLite there is nothing to listen to (undefined): callers poll.
+   *
+   * The connection is kept: when it is lost (the server ends it, a failover, a network error — TCP keepalive finds
+   * a silent drop), a new one is made with backoff (`LISTEN_RETRY`: 100 ms doubling to 5 s, for as long as it takes)
+   * and LISTEN is issued again. Notifications sent while nobody listened are gone: `onReconnect` is called once
+   * LISTEN is back, so the caller can catch up from the log (the notifier polls). The first connection's failure
+   * is thrown, as before.
    */
-  async listen(channel: string, onMessage: (payload: string) => void): Promise<(() => Promise<void>) | undefined> {
-    if (!this.pgConnection) return undefined;
-    const client = new pg.Client(this.pgConnection);
-    client.on('error', () => undefined);
-    client.on('notification', (message) => {
-      if (message.channel === channel && message.payload !== undefined) onMessage(message.payload);
-    });
-    try {
-      await client.connect();
-      await client.query(`listen ${channel}`);
-    } catch (error) {
-      await client.end().catch(() => undefined);
-      throw error;
-    }
+  async listen(
+    channel: string,
+    onMessage: (payload: string) => void,
+    options: { onReconnect?: () => void } = {},
+  ): Promise<(() => Promise<void>) | undefined> {
+    const config = this.pgConnection;
+    if (!config) return undefined;
+    let current: pg.Client | undefined;
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    let delay: number = LISTEN_RETRY.firstDelayMs;
+    const connect = async (): Promise<pg.Client> => {
+      const client = new pg.Client({ ...config, keepAlive: true });
+      const lost = () => {
+        // Only the live connection's loss counts (an error and an end both arrive for one loss).
+        if (current !== client) return;
+        current = undefined;
+        client.end().catch(() => undefined);
+        if (!stopped) retry();
+      };
+      client.on('error', lost);
+      client.on('end', lost);
+      client.on('notification', (message) => {
+        if (message.channel === channel && message.payload !== undefined) onMessage(message.payload);
+      });
+      try {
+        await client.connect();
+        await client.query(`listen ${channel}`);
+      } catch (error) {
+        await client.end().catch(() => undefined);
+        throw error;
+      }
+      return client;
+    };
+    const retry = () => {
+      timer = setTimeout(async () => {
+        timer = undefined;
+        if (stopped) return;
+        try {
+          const client = await connect();
+          if (stopped) {
+            await client.end().catch(() => undefined);
+            return;
+          }
+          current = client;
+          delay = LISTEN_RETRY.firstDelayMs;
+          options.onReconnect?.();
+        } catch {
+          retry();
+        }
+      }, delay);
+      timer.unref();
+      delay = Math.min(delay * 2, LISTEN_RETRY.maxDelayMs);
+    };
+    current = await connect();
     return async () => {
-      await client.end().catch(() => undefined);
+      stopped = true;
+      if (timer) clearTimeout(timer);
+      const client = current;
+      current = undefined;
+      await client?.end().catch(() => undefined);
     };
   }
 

@@ -39,6 +39,17 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
     }
     tools.register(tool);
   }
+  // A pipeline runs bound tools only: one naming a tool the session does not have could never run.
+  for (const pipeline of binding.pipelines ?? []) {
+    for (const step of pipeline.steps) {
+      if (tools.get(step.tool)) continue;
+      throw new OarRuntimeError(
+        'binding_unavailable',
+        `pipeline "${pipeline.name}" step "${step.id}" uses tool "${step.tool}", which the session is not bound to`,
+        { details: { pipeline: pipeline.name, step: step.id, tool: step.tool, tools: binding.tools } },
+      );
+    }
+  }
   const models = new Map<string, Promise<ModelHandle>>();
   // The secrets are read once per binding in this process (a `.env` created later is matched from the next start).
   const redactor = await bindingRedactor(binding);

@@ -1,6 +1,6 @@
-import { oarError } from '@oar/protocol';
+import { type Action, oarError } from '@oar/protocol';
 import type { EventDraft } from '../log/event-log.js';
-import { isTerminalRunStatus, type ThreadView } from '../read-models/thread-state.js';
+import { isTerminalRunStatus, type RunAction, type RunState, type ThreadView } from '../read-models/thread-state.js';
 import { actionStatusChange } from '../runner/action-context.js';
 
 /**
@@ -10,16 +10,23 @@ import { actionStatusChange } from '../runner/action-context.js';
  * without a durable result is re-run only when its tool is idempotent, otherwise it becomes `lost` and the model
  * is told. Pending decisions stay pending.
  */
+/** Executors whose work is bracketed by tool.started … tool.result/failed, with the idempotency recorded at start. */
+const BRACKETED: ReadonlySet<string> = new Set(['tool', 'pipeline', 'service']);
+
 export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; rerun: number; lost: number } {
   const drafts: EventDraft[] = [];
   let rerun = 0;
   let lost = 0;
   for (const run of thread.runs.values()) {
     if (isTerminalRunStatus(run.status)) continue;
+    if (isEphemeral(run) && interrupted(run)) {
+      lost += abandonEphemeral(thread, run, drafts);
+      continue;
+    }
     for (const id of run.order) {
       const state = run.actions[id];
       const action = run.declaration.actions.find((a) => a.id === id);
-      if (!state || !action || state.status !== 'running' || action.executor.type !== 'tool') continue;
+      if (!state || !action || !orphaned(action, state)) continue;
       const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
       if (state.idempotent) {
         rerun++;
@@ -48,4 +55,52 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
     }
   }
   return { drafts, rerun, lost };
+}
+
+/**
+ * A full-DSL graph declared without persistence (`persist` false, `execution.mode` not `durable`) is ephemeral:
+ * recorded like any, but not resumed after its tenure ended mid-flight. Carrier graphs carry no such choice and are
+ * always resumed; an action's own `persist: true` keeps it resumable inside an ephemeral graph.
+ */
+function isEphemeral(run: RunState): boolean {
+  const { declaration } = run;
+  return declaration.source.form === 'dsl' && !declaration.persist && declaration.execution.mode !== 'durable';
+}
+
+/** Whether the previous tenure ended mid-flight: a bracketed action is still running with no writer any more. */
+function interrupted(run: RunState): boolean {
+  return run.declaration.actions.some((a) => orphaned(a, run.actions[a.id]));
+}
+
+/**
+ * A running bracketed action (tool, pipeline, service) with nobody to finish it. One handed to a child thread — a
+ * semantic tool action's worker — is not: the child carries on and ends it.
+ */
+function orphaned(action: Action, state: RunAction | undefined): boolean {
+  return state?.status === 'running' && BRACKETED.has(action.executor.type) && !state.childThreadId;
+}
+
+/** End an interrupted ephemeral graph's running and not-started actions `lost`; waiting decisions stay. */
+function abandonEphemeral(thread: ThreadView, run: RunState, drafts: EventDraft[]): number {
+  const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
+  let lost = 0;
+  for (const action of run.declaration.actions) {
+    const status = run.actions[action.id]?.status;
+    if ((status !== 'running' && status !== 'pending') || action.persist === true) continue;
+    lost++;
+    const error = oarError(
+      'not_resumed',
+      `the runtime stopped while this graph ran; it was declared without persistence (persist: false), so "${action.id}" was not resumed${status === 'running' ? ' (it may or may not have taken effect)' : ''}`,
+    );
+    drafts.push(
+      actionStatusChange(
+        ids,
+        action,
+        'lost',
+        { observation: { id: action.id, status: 'lost', artifacts: [], error } },
+        'failed',
+      ),
+    );
+  }
+  return lost;
 }

@@ -5,7 +5,7 @@ import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
-import type { SessionState } from '../read-models/session.js';
+import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
@@ -24,6 +24,7 @@ import {
   sessionLeases,
 } from '../store/leases.js';
 import type { Db } from '../store/store.js';
+import { Tracing } from '../tracing.js';
 import { recoveryDrafts } from './recovery.js';
 import { stepTurn } from './step-scheduler.js';
 import { withStaged } from './working-state.js';
@@ -50,6 +51,8 @@ export interface WorkerDeps {
   runtimeId: string;
   /** The runnable configuration of a session's binding (`hash` picks a turn's binding; default the current). */
   configFor(session: SessionState | undefined, hash: string | undefined): Promise<BoundConfig>;
+  /** Spans for what this worker does (default: the global tracer provider's, a no-op without an SDK). */
+  tracing?: Tracing;
 }
 
 /** The state of one thread this worker drives: its lease, its abort controller, whether it was kicked again. */
@@ -86,6 +89,7 @@ export class Worker {
   readonly owner: string;
   /** See `WorkerOptions.lingerMs`. */
   readonly lingerMs: number;
+  readonly tracing: Tracing;
   private readonly drivers = new Map<string, Driver>();
   /** Threads found held by another worker when this one wanted to drive them. */
   private readonly held = new Map<string, LeaseHolder>();
@@ -107,6 +111,7 @@ export class Worker {
     this.scope = options.sessions === 'all' || options.sessions === undefined ? 'all' : new Set(options.sessions);
     this.ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
     this.lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
+    this.tracing = deps.tracing ?? new Tracing();
     this.unlisten = deps.notifier.listen((change) => this.onChange(change));
     this.timer = setInterval(() => void this.reclaimExpired(), options.pollMs ?? 1000);
     this.timer.unref();
@@ -317,7 +322,8 @@ export class Worker {
         continue;
       }
       // The thread as just read: the step starts from it (read once per step, not twice).
-      if (await advance(engine, thread)) continue;
+      const scope = { runtimeId: this.deps.runtimeId, sessionId, threadId, thread, engine };
+      if (await this.tracing.drive(scope, () => advance(engine, thread))) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
       if (this.closed || driver.lost) return 0;
       // A commit point: the thread is about to wait, and idleness is judged on what the store holds.
@@ -408,6 +414,8 @@ export class Worker {
     const closing = runtimeClosing();
     for (const driver of this.drivers.values()) driver.controller.abort(closing);
     await Promise.allSettled([...this.drivers.values()].map((d) => d.done));
+    // What this process's spans did not see end goes on elsewhere: they end here, before the exporter flushes.
+    this.tracing.endAll();
   }
 }
 
@@ -579,6 +587,12 @@ class ThreadEngine implements Engine {
     return (await this.deps.log.readModels(sessionId, [])).session?.grants ?? [];
   }
 
+  async updatedPermissions(sessionId: string) {
+    const session = (await this.deps.log.readModels(sessionId, [])).session;
+    if (!session?.bindingHash || session.bindingHash === this.bindingHash) return undefined;
+    return bindingOf(session)?.permissions;
+  }
+
   /**
    * Artifacts put but not yet written: each lands in the transaction of the first append whose events reference
    * it, so a crash between storing an output and recording it leaves no orphan row. One nobody references (the
@@ -636,10 +650,12 @@ class ThreadEngine implements Engine {
    */
   async append(
     sessionId: string,
-    drafts: EventDraft[],
+    facts: EventDraft[],
     options: { durable?: boolean; guard?: AppendGuard } = {},
   ): Promise<void> {
     this.takeLingerFailure();
+    // Each fact with the trace and span ids of the work it is about (tracing.ts).
+    const drafts = this.worker.tracing.record(facts, this);
     const foreign =
       sessionId !== this.sessionId || drafts.some((d) => d.threadId !== undefined && d.threadId !== this.threadId);
     if (options.guard || foreign) {

@@ -35,3 +35,22 @@ describe('command redaction', () => {
     expect(await h.runtime.getState({ sessionId })).toEqual({ deploy: { token: '[REDACTED:dotenv]' } });
   });
 });
+
+describe('createSession redaction', () => {
+  it("records a new session with its own binding's redactor: a .env value in the title is redacted everywhere", async () => {
+    h = await harness(
+      { steps: [answer('Noted.')] },
+      { files: { '.env': `SERVICE_TOKEN=${SECRET}\n`, 'README.md': '# Sample\n' } },
+    );
+    const { sessionId } = await h.runtime.createSession({ title: `deploy with ${SECRET}` });
+    const events = await allEvents(h, sessionId);
+    expect(JSON.stringify(events)).not.toContain(SECRET);
+    expect(payload(ofType(events, 'session.created')[0]).title).toBe('deploy with [REDACTED:dotenv]');
+    const redacted = ofType(events, 'output.redacted').map(payload);
+    expect(redacted.some((p) => ((p.kinds as Record<string, number> | undefined)?.dotenv ?? 0) > 0)).toBe(true);
+    // The sessions table's title column (listed by `oar sessions`) holds the redacted title too.
+    const rows = await h.store.db.selectFrom('oar_sessions').select('title').execute();
+    expect(JSON.stringify(rows)).not.toContain(SECRET);
+    expect(JSON.stringify(await h.runtime.listSessions())).not.toContain(SECRET);
+  });
+});

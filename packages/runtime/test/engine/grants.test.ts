@@ -1,7 +1,8 @@
-import { readFileSync, symlinkSync } from 'node:fs';
+import { readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AgentConfig } from '../../src/index.js';
+import { tempDir } from '../support/temp-dirs.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, ofType, payload, registryWith, sideEffectTool } from './helpers.js';
 
@@ -162,10 +163,52 @@ describe('approve_for_session grants', () => {
     });
     const resolved = ofType(await control.runtime.log.read(sessionId), 'permission.resolved')[0];
     expect(payload(resolved)).toMatchObject({ grantScope: 'session', grant: { tool: 'count' } });
-    expect(payload(resolved).grant).toEqual({ tool: 'count' });
+    expect(payload(resolved).grant).toEqual({ tool: 'count', workspaceRoot: first.workspace });
     const worker = await harness(script, { store: first.store, tools: registryWith(count) });
     await worker.runtime.settled(sessionId);
     await worker.runtime.close();
     expect(calls).toEqual(['x']);
+  });
+});
+
+describe('session grants are scoped to the workspace they were given for', () => {
+  it('a grant given in one workspace does not cover the same call after the binding moves to another', async () => {
+    const h = await harness({
+      steps: [
+        act([write('w1', 'out.txt', 'first')]),
+        answer('first'),
+        act([write('w2', 'out.txt', 'second')]),
+        answer('second'),
+        act([write('w3', 'out.txt', 'third')]),
+        answer('third'),
+      ],
+    });
+    open.push(h);
+    const { sessionId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'write out.txt' });
+    const [asked] = await pending(h, sessionId);
+    await h.runtime.respondAction({ sessionId, actionId: asked?.actionId as string, decision: 'approve_for_session' });
+    await h.runtime.settled(sessionId);
+    expect(readFileSync(join(h.workspace, 'out.txt'), 'utf8')).toBe('first');
+
+    // The session moves to another workspace: the same write there was never approved, so it asks.
+    const other = realpathSync(tempDir('oar-ws-other-'));
+    writeFileSync(join(other, 'out.txt'), 'untouched');
+    await h.runtime.updateBinding({ sessionId, update: { workspaceRoot: other } });
+    await h.runtime.submitTurn({ sessionId, input: 'write out.txt again' });
+    const [again] = await pending(h, sessionId);
+    expect(toolOf(again?.prompt)).toBe('write out.txt');
+    expect(readFileSync(join(other, 'out.txt'), 'utf8')).toBe('untouched');
+    await h.runtime.respondAction({ sessionId, actionId: again?.actionId as string, decision: 'deny' });
+    await h.runtime.settled(sessionId);
+
+    // Back in the first workspace, the grant given there applies again.
+    await h.runtime.updateBinding({ sessionId, update: { workspaceRoot: h.workspace } });
+    await h.runtime.submitTurn({ sessionId, input: 'write out.txt in the first workspace' });
+    expect(await pending(h, sessionId)).toEqual([]);
+    expect(readFileSync(join(h.workspace, 'out.txt'), 'utf8')).toBe('third');
+    // The grant names the workspace it was given for.
+    const resolved = ofType(await allEvents(h, sessionId), 'permission.resolved')[0];
+    expect(payload(resolved).grant).toMatchObject({ tool: 'write', paths: ['out.txt'], workspaceRoot: h.workspace });
   });
 });

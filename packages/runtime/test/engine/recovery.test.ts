@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { type AnyTool, defineTool, Store } from '../../src/index.js';
+import { type AnyTool, defineTool, type ModelScript, Store } from '../../src/index.js';
 import { type Harness, harness } from './harness.js';
-import { act, actionRows, allEvents, answer, ofType, payload, registryWith, waitForEvent } from './helpers.js';
+import { act, actionRows, allEvents, answer, dsl, ofType, payload, registryWith, waitForEvent } from './helpers.js';
 
 const open: Harness[] = [];
 const crashedStores: Store[] = [];
@@ -36,16 +36,18 @@ function hangingTool(idempotent: boolean, calls: { n: number }): AnyTool {
   });
 }
 
-async function crashAndRestart(idempotent: boolean) {
+const CARRIER_SCRIPT = {
+  steps: [act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' } }]), answer('after restart')],
+};
+
+async function crashAndRestart(idempotent: boolean, script: ModelScript = CARRIER_SCRIPT, carrier?: 'text') {
   const calls = { n: 0 };
-  const script = {
-    steps: [act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' } }]), answer('after restart')],
-  };
   // Short leases: the second runtime takes the thread over once the crashed one's lease runs out.
   const options = {
     tools: registryWith(hangingTool(idempotent, calls)),
     permissions: { mode: 'bypass' as const },
     worker: { leaseTtlMs: 300, pollMs: 50 },
+    ...(carrier ? { mainAgent: { carrier } } : {}),
   };
   const crashed = await harness(script, options);
   const { sessionId, threadId } = await crashed.runtime.createSession();
@@ -83,5 +85,22 @@ describe('crash recovery', () => {
     const read = await second.runtime.getThreadRead({ sessionId, threadId });
     expect(actionRows(read)[0]).toMatchObject({ status: 'lost', error: { code: 'lost' } });
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
+  });
+
+  it('a full-DSL graph declared without persistence is not resumed: its unfinished actions are lost', async () => {
+    const hang = { id: 'h', executor: { type: 'tool', target: 'hang' }, input: { label: 'x' } };
+    const after = { id: 'later', executor: { type: 'tool', target: 'hang' }, input: { label: 'y' }, depends_on: ['h'] };
+    const kept = { id: 'kept', executor: { type: 'tool', target: 'hang' }, input: { label: 'z' }, persist: true };
+    const script = { steps: [dsl([hang, after, kept], { persist: false }), { text: 'after restart' }] };
+    const { second, sessionId, threadId, calls } = await crashAndRestart(true, script, 'text');
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    const rows = Object.fromEntries(actionRows(read).map((a) => [a.actionId, a]));
+    // Idempotent, yet not re-run: the graph chose not to persist. Its own `persist: true` keeps `kept` resumable.
+    expect(rows.h).toMatchObject({ status: 'lost', error: { code: 'not_resumed' } });
+    expect(rows.later).toMatchObject({ status: 'lost', error: { code: 'not_resumed' } });
+    expect(rows.kept?.status).toBe('completed');
+    expect(calls.n).toBe(2);
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
+    expect((await second.runtime.replaySession(sessionId)).differences).toEqual([]);
   });
 });

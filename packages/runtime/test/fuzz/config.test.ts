@@ -185,14 +185,62 @@ function configArb(noise: number) {
       observationTokens: fc.integer({ min: 16, max: 100_000 }),
       graphObservationTokens: fc.integer({ min: 16, max: 100_000 }),
       maxArtifactBytes: fc.integer({ min: 1, max: 10_000_000 }),
+      toolWorkerToolCalls: fc.integer({ min: 0, max: 300 }),
+      toolWorkerModelCalls: fc.integer({ min: 1, max: 64 }),
+      toolWorkerTokens: fc.integer({ min: 500, max: 1_000_000 }),
     },
     { requiredKeys: [] },
+  );
+  // Steps over bound and unknown tools, with references that are fine, dangling or misspelt.
+  const stepId = fc.constantFrom('a', 'b', 'c', 'bad id');
+  const mapping = fc.oneof(
+    fc.constant({ $input: 'path' }),
+    fc.record({ $step: stepId }),
+    fc.constant({ $literal: { $input: 'x' } }),
+    fc.constant({ $inptu: 'x' }),
+    fc.string(),
+  );
+  const pipeline = fc.record(
+    {
+      name: maybe(fc.constantFrom('build', 'release'), fc.string()),
+      description: fc.string(),
+      inputSchema: maybe(fc.constant({ type: 'object' }), fc.jsonValue()),
+      steps: fc.array(
+        fc.record(
+          {
+            id: stepId,
+            tool: maybe(fc.constantFrom('read', 'glob', 'write'), fc.string()),
+            input: fc.dictionary(fc.constantFrom('filePath', 'content', 'pattern'), mapping, { maxKeys: 2 }),
+            depends: fc.array(stepId, { maxLength: 2 }),
+          },
+          { requiredKeys: ['id', 'tool'] },
+        ),
+        { maxLength: 3 },
+      ),
+    },
+    { requiredKeys: ['name', 'steps'] },
+  );
+  const service = fc.record(
+    {
+      name: maybe(fc.constantFrom('crm', 'billing'), fc.string()),
+      url: maybe(fc.constantFrom('https://api.example.com/{id}', 'http://127.0.0.1:9/x'), fc.string()),
+      method: maybe(fc.constantFrom('GET', 'POST', 'PUT'), fc.string()),
+      auth: maybe(
+        fc.constantFrom({ type: 'bearer', tokenEnv: 'SVC_TOKEN' }, { type: 'header', header: 'X-Key', valueEnv: 'K' }),
+        fc.jsonValue(),
+      ),
+      headers: maybe(fc.constantFrom({ 'X-Client': 'oar' }, { Authorization: 'Bearer x' })),
+      retries: maybe(fc.integer({ min: 0, max: 10 }), fc.integer()),
+      timeoutMs: maybe(fc.integer({ min: 1, max: 600_000 }), fc.integer()),
+    },
+    { requiredKeys: ['name', 'url'] },
   );
   return fc.record(
     {
       $schema: fc.string(),
       workspace: path,
       model: modelSpec,
+      toolWorkerModel: maybe(modelSpec),
       models: maybe(fc.dictionary(fc.constantFrom('local', 'other'), model, { maxKeys: 2 })),
       agent: maybe(agent),
       agents: maybe(fc.array(agent, { maxLength: 2 })),
@@ -218,6 +266,8 @@ function configArb(noise: number) {
       worker: maybe(fc.record({ leaseTtlMs: fc.integer({ min: 100, max: 3_600_000 }) }, { requiredKeys: [] })),
       onProtocolFailure: maybe(fc.constantFrom('fail', 'plain_text')),
       secrets: maybe(fc.record({ env: fc.array(fc.constantFrom('MY_TOKEN', 'OTHER_SECRET'), { maxLength: 2 }) })),
+      pipelines: maybe(fc.array(pipeline, { maxLength: 2 })),
+      services: maybe(fc.array(service, { maxLength: 2 })),
       ...(noise > 0 ? { extra: anything } : {}),
     },
     { requiredKeys: [] },
@@ -234,6 +284,7 @@ describe('config files never fail unstructured', () => {
         'store',
         'workspace',
         'model',
+        'toolWorkerModel',
         'models',
         'agent',
         'agents',
@@ -244,6 +295,8 @@ describe('config files never fail unstructured', () => {
         'worker',
         'onProtocolFailure',
         'secrets',
+        'pipelines',
+        'services',
       ].sort(),
     );
   });

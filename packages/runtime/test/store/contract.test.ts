@@ -112,6 +112,7 @@ describeStores('store contract', (factory) => {
         '0001_event_log',
         '0002_thread_leases',
         '0003_thread_action_lists',
+        '0004_session_changes',
       ]);
 
       const again = await db.open();

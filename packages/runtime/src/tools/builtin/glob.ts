@@ -36,7 +36,7 @@ export const globTool = defineTool<GlobInput>({
     `one per line, sorted; at most ${GLOB_MAX_RESULTS}. Use grep to search file contents.`,
   input: GlobInputSchema,
   ...READ_ONLY_FILE_TOOL,
-  capabilities: [...READ_ONLY_FILE_TOOL.capabilities],
+  capabilities: [...READ_ONLY_FILE_TOOL.capabilities, 'search'],
   paths: (input, workspaceRoot) => [requestedWorkspacePath(input.path ?? '.', workspaceRoot)],
   async execute(input, context) {
     throwIfAborted(context.signal);

@@ -50,7 +50,7 @@ export const grepTool = defineTool<GrepInput>({
     'node_modules are searched only when the glob names them.',
   input: GrepInputSchema,
   ...READ_ONLY_FILE_TOOL,
-  capabilities: [...READ_ONLY_FILE_TOOL.capabilities],
+  capabilities: [...READ_ONLY_FILE_TOOL.capabilities, 'search'],
   // Without a directory input the whole workspace is read; a path rule for "." decides.
   paths: () => ['.'],
   async execute(input, context) {

@@ -1,0 +1,131 @@
+import { estimateTokens, MECHANICAL_SUMMARY_TOKENS, mechanicalSummary, type OarError } from '@oar/protocol';
+import type { StoredArtifact } from '../artifacts.js';
+import { toOarError } from '../errors.js';
+import type { EventDraft } from '../log/event-log.js';
+import type { RunActionStatus } from '../read-models/thread-state.js';
+import {
+  type ActionContext,
+  actionIds,
+  artifactCreated,
+  observe,
+  toolFailedEvent,
+  toolIds,
+} from '../runner/action-context.js';
+
+/**
+ * How the pipeline and service executors end an action, the way a tool action ends (executors/tool.ts): the full
+ * output stored as an artifact, the observation shaped by the result policy, `tool.result` / `tool.failed` naming
+ * the graph action (which is what ends it in the run projection).
+ */
+
+export interface ActionOutput {
+  text: string;
+  structured?: Record<string, unknown>;
+  /** A one-line summary written by the executor, preferred over a mechanical one. */
+  summary?: string;
+  mime?: string;
+}
+
+/** A short output is its own summary; a long one gets the executor's line followed by its first lines. */
+export function summaryOf(output: ActionOutput): string {
+  if (estimateTokens(output.text) <= MECHANICAL_SUMMARY_TOKENS) return output.text || (output.summary ?? '');
+  const head = mechanicalSummary({ text: output.text });
+  return output.summary ? `${output.summary}\n${head}` : head;
+}
+
+/** Store a full output as a named artifact of the session; a failure to store comes back as the error. */
+export async function storeOutput(
+  ctx: ActionContext,
+  name: string,
+  output: ActionOutput,
+): Promise<StoredArtifact | OarError> {
+  const { engine } = ctx;
+  return engine.artifacts
+    .put(
+      ctx.thread.sessionId,
+      { text: output.text, mime: output.mime ?? 'text/plain', name },
+      engine.limits.maxArtifactBytes,
+    )
+    .catch((error: unknown) => toOarError(error));
+}
+
+/**
+ * End the action completed: artifact, observation, `tool.result`. `toolName` is what the record calls the
+ * executor (the pipeline's or service's name); `extra` goes into the result payload (executor type, steps, status).
+ */
+export async function completeAction(
+  ctx: ActionContext,
+  toolName: string,
+  output: ActionOutput,
+  durationMs: number,
+  options: { durable: boolean; extra?: Record<string, unknown> },
+): Promise<RunActionStatus> {
+  const { engine, action } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  const artifact = await storeOutput(ctx, `${ctx.run.runId}/${action.id}`, output);
+  if ('code' in artifact) {
+    await engine.append(sessionId, [toolFailedEvent(ctx, { toolName, error: artifact, durationMs })], {
+      durable: options.durable,
+    });
+    return 'failed';
+  }
+  const observation = observe(ctx, {
+    text: output.text,
+    ...(output.structured ? { structured: output.structured } : {}),
+    summary: summaryOf(output),
+    artifacts: [artifact.uri],
+  });
+  const drafts: EventDraft[] = [artifactCreated(actionIds(ctx), artifact)];
+  if (observation.truncated) {
+    drafts.push({
+      type: 'output.spilled',
+      ...toolIds(ctx),
+      artifactId: artifact.artifactId,
+      payload: {
+        artifactId: artifact.artifactId,
+        sizeBytes: artifact.size,
+        uri: artifact.uri,
+        preview: artifact.preview,
+        reason: 'observation over the context budget: the model sees a preview and the ref',
+      },
+    });
+  }
+  drafts.push({
+    type: 'tool.result',
+    ...toolIds(ctx),
+    payload: {
+      toolName,
+      summary: observation.summary ?? output.summary,
+      outputRef: artifact.uri,
+      artifactIds: [artifact.artifactId],
+      truncated: observation.truncated ?? false,
+      durationMs,
+      graphActionId: action.id,
+      ...options.extra,
+      observation,
+    },
+  });
+  await engine.append(sessionId, drafts, { durable: options.durable });
+  // `if_truncated: fail` on an output over the budget: the output is stored, the action failed.
+  return observation.status === 'failed' ? 'failed' : 'completed';
+}
+
+/** End the action failed (or cancelled by an interrupt) with a structured error: `tool.failed`. */
+export async function failAction(
+  ctx: ActionContext,
+  toolName: string,
+  error: OarError,
+  durationMs: number,
+  options: { durable: boolean; status?: 'failed' | 'cancelled'; before?: EventDraft[] },
+): Promise<RunActionStatus> {
+  const status = options.status ?? 'failed';
+  await ctx.engine.append(
+    ctx.thread.sessionId,
+    [
+      ...(options.before ?? []),
+      toolFailedEvent(ctx, { toolName, error, durationMs, ...(status === 'cancelled' ? { status } : {}) }),
+    ],
+    { durable: options.durable },
+  );
+  return status;
+}

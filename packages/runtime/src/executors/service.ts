@@ -1,0 +1,325 @@
+import { type OarError, oarError } from '@oar/protocol';
+import { isClosing } from '../errors.js';
+import type { RunActionStatus } from '../read-models/thread-state.js';
+import { type ActionContext, actionStatusEvent, errorOutput, toolIds } from '../runner/action-context.js';
+import { waitUnlessAborted } from '../signals.js';
+import { IDEMPOTENT_METHODS, QUERY_METHODS, type ServiceConfig, serviceAttempts } from './definitions.js';
+import { completeAction, failAction } from './outcome.js';
+import { gate, withTimeout } from './tool.js';
+
+/**
+ * The `service` executor: one call of an HTTP integration from the binding (docs/executors.md). Authorized like
+ * any action (executor `service`), bracketed by `tool.started` … `tool.result`/`tool.failed`; each attempt has a
+ * time limit; only idempotent methods are retried, after a retryable failure (network, timeout, 408, 429, 5xx),
+ * each retry announced by a `tool.progress`. Credentials come from the environment variable the config names; the
+ * binding lists that variable as secret, so its value is masked in every event and artifact. An interrupt aborts
+ * the request in flight at once.
+ */
+
+/** The most characters of an error response body kept in the error's details. */
+const ERROR_BODY_CHARS = 2_000;
+/** Statuses worth another attempt: the server may answer differently in a moment. */
+const RETRYABLE_STATUSES = new Set([408, 425, 429, 500, 502, 503, 504]);
+
+export async function runServiceAction(ctx: ActionContext): Promise<RunActionStatus> {
+  const { engine, action } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  const service = engine.binding.services?.find((s) => s.name === action.executor.target);
+  if (!service) {
+    const error = oarError('executor_unavailable', `no service "${action.executor.target}" is configured`);
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
+    return 'failed';
+  }
+  const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
+  if ('stopped' in gated) return gated.stopped;
+
+  const request = buildRequest(service, action.input, process.env);
+  if ('error' in request) {
+    await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', errorOutput(request.error))]);
+    return 'failed';
+  }
+  const idempotent = IDEMPOTENT_METHODS.has(service.method);
+  // A POST that must not happen twice starts only once its start is durable (a crash then ends in `lost`).
+  const durable = { durable: !idempotent };
+  const maxAttempts = serviceAttempts(service);
+  await engine.append(
+    sessionId,
+    [
+      ...gated.allowed,
+      {
+        type: 'tool.started',
+        ...toolIds(ctx),
+        payload: {
+          toolName: service.name,
+          executor: 'service',
+          attempt: ctx.state.attempt + 1,
+          idempotent,
+          graphActionId: action.id,
+          input: action.input,
+          method: service.method,
+          url: request.url,
+          maxAttempts,
+        },
+      },
+    ],
+    durable,
+  );
+  const started = Date.now();
+  let failure: OarError | undefined;
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    if (attempt > 1) {
+      const delayMs = service.retryDelayMs * 2 ** (attempt - 2);
+      await engine.append(sessionId, [
+        {
+          type: 'tool.progress',
+          ...toolIds(ctx),
+          payload: {
+            message: `attempt ${attempt - 1} of ${maxAttempts} failed (${failure?.code}); retrying in ${delayMs} ms`,
+            toolName: service.name,
+            attempt,
+            maxAttempts,
+            error: failure,
+          },
+        },
+      ]);
+      if (!(await waitUnlessAborted(delayMs, ctx.signal))) break;
+    }
+    if (ctx.signal.aborted) break;
+    const result = await attemptCall(service, request, ctx.signal, attempt, maxAttempts);
+    if ('closing' in result) return 'running';
+    if ('ok' in result) {
+      return completeAction(ctx, service.name, result.ok, Date.now() - started, {
+        ...durable,
+        extra: { executor: 'service', status: result.status, attempts: attempt },
+      });
+    }
+    failure = result.error;
+    if (!failure.retryable || ctx.signal.aborted) break;
+  }
+  if (ctx.signal.aborted) {
+    if (isClosing(ctx.signal)) return 'running';
+    const error = oarError('interrupted', `service "${service.name}" was cancelled by an interrupt`);
+    return failAction(ctx, service.name, error, Date.now() - started, { ...durable, status: 'cancelled' });
+  }
+  // Not aborted, so at least one attempt ran and left its failure.
+  const error = failure ?? oarError('interrupted', `service "${service.name}" made no attempt`);
+  return failAction(ctx, service.name, error, Date.now() - started, durable);
+}
+
+interface ServiceRequest {
+  url: string;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+/**
+ * The HTTP request for an input: `{field}` placeholders in the URL are filled (URL-encoded) and taken out of the
+ * input; the rest goes into the query string (GET, HEAD, OPTIONS, DELETE) or a JSON body (POST, PUT, PATCH).
+ * Missing credentials are an error before anything is sent.
+ */
+export function buildRequest(
+  service: ServiceConfig,
+  input: Record<string, unknown>,
+  env: Record<string, string | undefined>,
+): ServiceRequest | { error: OarError } {
+  const rest: Record<string, unknown> = { ...input };
+  const missing: string[] = [];
+  const filled = service.url.replaceAll(/\{([A-Za-z0-9_]+)\}/g, (_match, name: string) => {
+    const value = rest[name];
+    delete rest[name];
+    if (value === undefined || value === null || typeof value === 'object') {
+      missing.push(name);
+      return '';
+    }
+    return encodeURIComponent(String(value));
+  });
+  if (missing.length > 0) {
+    return {
+      error: oarError('invalid_input', `service "${service.name}" needs ${missing.join(', ')} (scalar) for its URL`, {
+        details: { service: service.name, missing },
+      }),
+    };
+  }
+  const url = new URL(filled);
+  const headers: Record<string, string> = { accept: 'application/json, text/plain;q=0.9, */*;q=0.5' };
+  for (const [name, value] of Object.entries(service.headers)) headers[name.toLowerCase()] = value;
+  let body: string | undefined;
+  if (QUERY_METHODS.has(service.method)) {
+    for (const [name, value] of Object.entries(rest)) {
+      if (value === undefined) continue;
+      for (const item of Array.isArray(value) ? value : [value]) {
+        url.searchParams.append(name, typeof item === 'object' && item !== null ? JSON.stringify(item) : String(item));
+      }
+    }
+  } else {
+    body = JSON.stringify(rest);
+    headers['content-type'] = 'application/json';
+  }
+  if (service.auth) {
+    const name = service.auth.type === 'bearer' ? service.auth.tokenEnv : service.auth.valueEnv;
+    const value = env[name];
+    if (value === undefined || value.trim() === '') {
+      return {
+        error: oarError(
+          'service_auth_missing',
+          `service "${service.name}" needs its credential in ${name}, which is not set`,
+          {
+            details: { service: service.name, env: name },
+          },
+        ),
+      };
+    }
+    if (service.auth.type === 'bearer') headers.authorization = `Bearer ${value}`;
+    else headers[service.auth.header.toLowerCase()] = value;
+  }
+  return { url: url.toString(), headers, ...(body !== undefined ? { body } : {}) };
+}
+
+type AttemptResult =
+  | { ok: { text: string; structured: Record<string, unknown>; summary: string; mime: string }; status: number }
+  | { error: OarError }
+  | { closing: true };
+
+/** One HTTP attempt under the service's time limit and the action's interrupt. Never throws. */
+async function attemptCall(
+  service: ServiceConfig,
+  request: ServiceRequest,
+  signal: AbortSignal,
+  attempt: number,
+  maxAttempts: number,
+): Promise<AttemptResult> {
+  const timer = withTimeout(signal, service.timeoutMs);
+  const where = { service: service.name, method: service.method, url: request.url, attempt, maxAttempts };
+  try {
+    let response: Response;
+    try {
+      response = await fetch(request.url, {
+        method: service.method,
+        headers: request.headers,
+        ...(request.body !== undefined ? { body: request.body } : {}),
+        signal: timer.signal,
+        // Not followed: a redirect could carry the credential elsewhere; configure the final URL instead.
+        redirect: 'manual',
+      });
+    } catch (thrown) {
+      return transportFailure(thrown, service, signal, timer.timedOut(), where);
+    }
+    let text: string;
+    try {
+      text = await readBounded(response, service.maxResponseBytes);
+    } catch (thrown) {
+      if (thrown instanceof TooLarge) {
+        return {
+          error: oarError(
+            'service_response_too_large',
+            `service "${service.name}" answered more than ${service.maxResponseBytes} bytes`,
+            { details: { ...where, status: response.status, maxResponseBytes: service.maxResponseBytes } },
+          ),
+        };
+      }
+      return transportFailure(thrown, service, signal, timer.timedOut(), where);
+    }
+    const contentType = response.headers.get('content-type') ?? '';
+    if (response.status < 200 || response.status >= 300) {
+      return {
+        error: oarError(
+          'service_http_error',
+          `service "${service.name}" answered HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ''}`,
+          {
+            retryable: RETRYABLE_STATUSES.has(response.status),
+            details: {
+              ...where,
+              status: response.status,
+              ...(response.headers.get('location') ? { location: response.headers.get('location') } : {}),
+              body: text.slice(0, ERROR_BODY_CHARS),
+              ...(text.length > ERROR_BODY_CHARS ? { bodyTruncated: true } : {}),
+            },
+          },
+        ),
+      };
+    }
+    const isJson = /\bjson\b|\+json/i.test(contentType);
+    let json: unknown;
+    if (isJson && text.trim() !== '') {
+      try {
+        json = JSON.parse(text);
+      } catch (thrown) {
+        return {
+          error: oarError(
+            'service_bad_json',
+            `service "${service.name}" answered ${contentType} that is not valid JSON: ${(thrown as Error).message}`,
+            { details: { ...where, status: response.status, body: text.slice(0, ERROR_BODY_CHARS) } },
+          ),
+        };
+      }
+    }
+    return {
+      status: response.status,
+      ok: {
+        text: json === undefined ? text : JSON.stringify(json, null, 2),
+        mime: json === undefined ? contentType.split(';')[0] || 'text/plain' : 'application/json',
+        structured: {
+          service: service.name,
+          status: response.status,
+          contentType,
+          attempts: attempt,
+          ...(json !== undefined ? { body: json } : {}),
+        },
+        summary: `${service.method} ${service.name}: HTTP ${response.status}${text.length ? `, ${text.length} characters` : ''}`,
+      },
+    };
+  } finally {
+    timer.clear();
+  }
+}
+
+/** A request that got no (complete) answer: interrupted, timed out, or a network failure. */
+function transportFailure(
+  thrown: unknown,
+  service: ServiceConfig,
+  signal: AbortSignal,
+  timedOut: boolean,
+  where: Record<string, unknown>,
+): AttemptResult {
+  if (signal.aborted && isClosing(signal)) return { closing: true };
+  if (timedOut) {
+    return {
+      error: oarError('service_timeout', `service "${service.name}" did not answer within ${service.timeoutMs} ms`, {
+        retryable: true,
+        details: { ...where, timeoutMs: service.timeoutMs },
+      }),
+    };
+  }
+  if (signal.aborted) {
+    return { error: oarError('interrupted', `service "${service.name}" was cancelled by an interrupt`) };
+  }
+  const cause = (thrown as { cause?: { code?: unknown; message?: unknown } }).cause;
+  return {
+    error: oarError(
+      'service_network_error',
+      `service "${service.name}" could not be reached: ${typeof cause?.message === 'string' ? cause.message : (thrown as Error).message}`,
+      { retryable: true, details: { ...where, ...(typeof cause?.code === 'string' ? { cause: cause.code } : {}) } },
+    ),
+  };
+}
+
+class TooLarge extends Error {}
+
+/** The response body as text, refusing (and cancelling) one larger than `maxBytes`. */
+async function readBounded(response: Response, maxBytes: number): Promise<string> {
+  if (!response.body) return '';
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw new TooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}

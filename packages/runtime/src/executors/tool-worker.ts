@@ -1,0 +1,153 @@
+import { type Action, hasTask, type OarError, oarError, withCapabilities } from '@oar/protocol';
+import { TOOL_WORKER_DEFAULTS } from '../binding.js';
+import { type AgentConfig, agentByName, type Engine } from '../engine.js';
+import type { PermissionRequest } from '../policy/permission-schema.js';
+import type { RunActionStatus, ThreadView } from '../read-models/thread-state.js';
+import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+import { delegatedWork, startChildThread } from './agent.js';
+import { gate } from './tool.js';
+
+/**
+ * Semantic tool actions (docs/protocol.md "Semantic tool actions"): a `tool` action that states its task in words
+ * — a prompt, with no input or a partial one — is carried out by a tool worker, a focused model loop in a child
+ * thread (its own task, `taskKind: tool_worker`) restricted to the tools the action names: every tool that has the
+ * requested capabilities for target `auto`, or the one named tool. Each of its tool calls is an ordinary governed
+ * call (permission, read/write lock, artifacts, events); the declaring model sees one observation for the action,
+ * shaped by the action's result policy, with the worker's summary and the calls it made.
+ */
+
+/**
+ * The tools a semantic tool action's worker may call, or undefined when the action is a complete call that runs
+ * directly (no model call): a named tool whose input its schema accepts, or the one tool `auto` resolves to.
+ */
+export function toolWorkerTools(engine: Engine, agent: AgentConfig, action: Action): string[] | undefined {
+  if (!hasTask(action)) return undefined;
+  const { target, capabilities } = action.executor;
+  if (target !== 'auto') return engine.tools.parseInput(target, action.input).ok ? undefined : [target];
+  const offered = engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name));
+  const candidates = withCapabilities(offered, capabilities).map((t) => t.name);
+  const [only] = candidates;
+  if (candidates.length === 1 && only && engine.tools.parseInput(only, action.input).ok) return undefined;
+  return candidates;
+}
+
+/** The agent a thread runs: its own, or — for a tool worker — a focused profile of it (see `toolWorkerAgent`). */
+export function threadAgent(engine: Engine, thread: ThreadView): AgentConfig {
+  const agent = agentByName(engine, thread.agent) ?? engine.mainAgent;
+  return thread.toolWorker ? toolWorkerAgent(engine, agent, thread) : agent;
+}
+
+/** The tool calls a tool worker may still declare: its bound minus every action of its runs. */
+export function toolCallsLeft(thread: ThreadView): number {
+  if (!thread.toolWorker) return Number.POSITIVE_INFINITY;
+  let used = 0;
+  for (const run of thread.runs.values()) used += run.order.length;
+  return Math.max(0, thread.toolWorker.maxToolCalls - used);
+}
+
+/** Why a tool worker may make no further model call (its model-call or token bound is spent), if so. */
+export function toolWorkerSpent(thread: ThreadView, modelSteps: number): OarError | undefined {
+  const worker = thread.toolWorker;
+  if (!worker) return undefined;
+  const spent =
+    modelSteps >= worker.maxModelCalls
+      ? `its ${worker.maxModelCalls} model calls`
+      : worker.tokensUsed >= worker.maxTokens
+        ? `its ${worker.maxTokens} tokens (${worker.tokensUsed} used)`
+        : undefined;
+  if (!spent) return undefined;
+  return oarError('tool_worker_budget_exceeded', `the tool worker used ${spent} without finishing its task`, {
+    details: {
+      maxModelCalls: worker.maxModelCalls,
+      maxTokens: worker.maxTokens,
+      tokensUsed: worker.tokensUsed,
+      modelCalls: modelSteps,
+    },
+  });
+}
+
+/** What a tool worker is told, in place of the declaring agent's own instructions. */
+export const TOOL_WORKER_INSTRUCTIONS = [
+  'You are a tool worker: you carry out one action of a larger plan, described in the <node-request> you receive.',
+  'Use the tools below to do exactly that task — several calls if needed, each with complete input — then answer',
+  'with a concise summary of what you found or changed: file paths, line numbers, key facts, and anything you could',
+  'not do. The agent that planned the action sees only your answer and the list of calls you made.',
+].join('\n');
+
+function toolWorkerAgent(engine: Engine, agent: AgentConfig, thread: ThreadView): AgentConfig {
+  const model = engine.binding.toolWorkerModel ?? agent.model;
+  const spent = toolCallsLeft(thread) === 0;
+  return {
+    ...agent,
+    // Its own name: its model is resolved (and, for a scripted model, scripted) apart from the declaring agent's.
+    name: `${agent.name}.tool_worker`,
+    description: `tool worker of ${agent.name}`,
+    systemPrompt: spent
+      ? `${TOOL_WORKER_INSTRUCTIONS}\nYour tool-call budget is used up: answer now with what you found.`
+      : TOOL_WORKER_INSTRUCTIONS,
+    // No calls left: no tools offered, so a further call is a correctable fault rather than a silent overrun.
+    tools: spent ? [] : (thread.toolWorker?.tools ?? []),
+    ...(model ? { model } : {}),
+  };
+}
+
+/**
+ * The permission request of starting a worker: a tool call whose flags are those of its tools together — read-only
+ * only if every one is, destructive if any is — so the mode and rules judge it as its riskiest call could be. Each
+ * call the worker then makes is evaluated on its own as well.
+ */
+function workerPermissionRequest(engine: Engine, action: Action, tools: string[]): PermissionRequest {
+  const found = tools.map((name) => engine.tools.get(name)).filter((t) => t !== undefined);
+  return {
+    executor: action.executor,
+    tool: {
+      name: action.executor.target,
+      isReadOnly: found.every((t) => t.isReadOnly),
+      isDestructive: found.some((t) => t.isDestructive),
+      isConcurrencySafe: found.every((t) => t.isConcurrencySafe),
+      capabilities: [...new Set(found.flatMap((t) => t.capabilities))],
+    },
+    paths: [],
+    input: action.input,
+  };
+}
+
+/** Start the worker of a semantic tool action: a child thread whose first turn is the node request. */
+export async function runToolWorker(ctx: ActionContext, tools: string[]): Promise<RunActionStatus> {
+  const { engine, action, thread } = ctx;
+  const sessionId = thread.sessionId;
+  if (ctx.state.childThreadId) return 'running';
+  if (tools.length === 0 || thread.toolWorker) {
+    const error = thread.toolWorker
+      ? oarError('tool_worker_nested', `a tool worker calls its tools directly: give "${action.id}" a complete input`)
+      : oarError(
+          'tool_target_unresolved',
+          `no tool offered to this agent has the capabilities ${JSON.stringify(action.executor.capabilities)}`,
+        );
+    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    return 'failed';
+  }
+  const gated = await gate(ctx, workerPermissionRequest(engine, action, tools));
+  if ('stopped' in gated) return gated.stopped;
+  const work = await delegatedWork(ctx);
+  if (!work.ok) {
+    await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', { error: work.error })]);
+    return 'failed';
+  }
+  const declaring = agentByName(engine, thread.agent) ?? engine.mainAgent;
+  const { limits } = engine;
+  const bounds = {
+    tools,
+    maxToolCalls: limits.toolWorkerToolCalls ?? TOOL_WORKER_DEFAULTS.toolCalls,
+    maxModelCalls: Math.min(limits.maxSteps, limits.toolWorkerModelCalls ?? TOOL_WORKER_DEFAULTS.modelCalls),
+    maxTokens: limits.toolWorkerTokens ?? TOOL_WORKER_DEFAULTS.tokens,
+  };
+  await startChildThread(ctx, gated.allowed, work, {
+    agent: declaring.name,
+    agentName: `${declaring.name}.tool_worker`,
+    taskKind: 'tool_worker',
+    toolWorker: bounds,
+    spawned: { role: 'tool_worker', tools },
+  });
+  return 'running';
+}
