@@ -19,7 +19,12 @@ function short(value: unknown, max = 80): string {
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
 
-export function renderEvent(event: RuntimeEvent, agents: Map<string, string>): string | undefined {
+/** `omitMessage`: the declaration's message was already printed as it streamed. */
+export function renderEvent(
+  event: RuntimeEvent,
+  agents: Map<string, string>,
+  options: { omitMessage?: boolean } = {},
+): string | undefined {
   const p = (event.payload ?? {}) as Payload;
   const who = event.threadId ? (agents.get(event.threadId) ?? 'main') : 'main';
   const tag = who === 'main' ? '' : `${cyan(`[${who}]`)} `;
@@ -38,7 +43,7 @@ export function renderEvent(event: RuntimeEvent, agents: Map<string, string>): s
           message?: string;
         };
         const lines = [
-          `${tag}${declaration.message ? `${declaration.message} ` : ''}${dim(`(${declaration.actions.length} action(s)${p.recovered ? ', recovered' : ''})`)}`,
+          `${tag}${declaration.message && !options.omitMessage ? `${declaration.message} ` : ''}${dim(`(${declaration.actions.length} action(s)${p.recovered ? ', recovered' : ''})`)}`,
         ];
         for (const a of declaration.actions) lines.push(`${tag}  • ${a.id} → ${a.executor.type}:${a.executor.target}`);
         return lines.join('\n');

@@ -115,6 +115,8 @@ async function withRuntime<T>(
 
 interface RunOptions extends GlobalOptions {
   json?: boolean;
+  /** Print the model's output as it arrives (`--stream` / `--no-stream`; default: in a terminal, without --json). */
+  stream?: boolean;
   approveAll?: boolean;
   denyAll?: boolean;
   session?: string;
@@ -132,7 +134,8 @@ async function checkBindingFlags(runtime: Runtime, sessionId: string, options: R
   const conflicts: { flag: string; bound: string; given: string }[] = [];
   if (options.model) {
     const given = absoluteModelSpec(options.model, process.cwd());
-    const current = bound.binding.mainAgent.model ?? bound.binding.model ?? '';
+    const choice = bound.binding.mainAgent.model ?? bound.binding.model ?? '';
+    const current = typeof choice === 'string' ? choice : JSON.stringify(choice);
     if (given !== current) conflicts.push({ flag: '--model', bound: current, given });
   }
   if (options.workspace) {
@@ -169,6 +172,14 @@ function noteHolder(runtime: Runtime, threadId: string, json: boolean): void {
   );
 }
 
+/**
+ * Whether the model's output is printed as it arrives: `--stream` / `--no-stream`, else in a terminal without
+ * `--json` (a pipe or a file keeps the event lines only; `--json --stream` adds the deltas as NDJSON lines).
+ */
+function streaming(options: { stream?: boolean; json?: boolean }): boolean {
+  return options.stream ?? (process.stdout.isTTY === true && options.json !== true);
+}
+
 /** Exit codes of run/resume: 0 answered, 1 failed, 3 waiting for a decision, 130 interrupted. */
 async function run(prompt: string, options: RunOptions): Promise<number> {
   const approvals = approvalMode(options);
@@ -189,7 +200,7 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
           ...(options.agent ? { agent: options.agent } : {}),
         });
     runtime.worker?.adopt(session.sessionId);
-    const printer = attachPrinter(runtime, session.sessionId, options.json === true, after);
+    const printer = attachPrinter(runtime, session.sessionId, options.json === true, after, streaming(options));
     // The handler is installed before the turn starts: a Ctrl-C at any moment interrupts, never kills.
     let interrupting: Promise<unknown> | undefined;
     let threadId: string | undefined;
@@ -377,6 +388,8 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--workspace <dir>', 'workspace root for the file tools (default: the working directory)')
     .option('--session <id>', 'continue an existing session (with its own binding) instead of creating one')
     .option('--json', 'print every event as NDJSON, then a result line')
+    .option('--stream', "print the model's text as it arrives (default in a terminal without --json)")
+    .option('--no-stream', "do not print the model's text as it arrives")
     .option('--approve-all', 'approve every pending decision (without a TTY)')
     .option('--deny-all', 'deny every pending decision (without a TTY)')
     .action(async (prompt: string, options: RunOptions) => setExit(await run(prompt, options)));
@@ -413,7 +426,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         setExit(
           await withRuntime(opened, async (runtime) => {
             const after = await runtime.queries.lastSequence(sessionId);
-            const printer = attachPrinter(runtime, sessionId, options.json === true, after);
+            const printer = attachPrinter(runtime, sessionId, options.json === true, after, streaming(options));
             await runtime.respondAction({
               sessionId,
               actionId,
@@ -581,6 +594,22 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
           ];
           const extra = parts.length > 0 ? ` (${parts.join(', ')})` : '';
           process.stdout.write(`  tokens: ${usage.inputTokens ?? 0} in, ${usage.outputTokens ?? 0} out${extra}\n`);
+        }
+        const cost = snapshot.routingLimitSummary.costState as { amount?: number; pricedCalls?: number } | undefined;
+        if (cost?.amount !== undefined) {
+          process.stdout.write(
+            `  cost: ~$${cost.amount.toFixed(4)} for ${cost.pricedCalls ?? 0} priced call(s) (approximate list prices)\n`,
+          );
+        }
+        const routing = snapshot.routingLimitSummary;
+        if (routing.selectedModel) {
+          const fallback = routing.fallback
+            ? ` (fell back from ${routing.fallback.from} on ${routing.fallback.trigger} after ${routing.fallback.attempts ?? 1} attempt(s))`
+            : '';
+          const chosen = routing.reason ? `; ${routing.reason}` : '';
+          process.stdout.write(
+            `  model: ${routing.selectedModel}${fallback}, ${routing.candidateCount ?? 1} candidate(s)${chosen}\n`,
+          );
         }
       });
     });

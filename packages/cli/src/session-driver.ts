@@ -1,5 +1,11 @@
 import { createInterface } from 'node:readline/promises';
-import type { ActionDecision, RuntimeEvent, ThreadReadModel } from '@oar/protocol';
+import {
+  type ActionDecision,
+  AGENT_PROTOCOL_TOOL_NAME,
+  PartialJsonStringField,
+  type RuntimeEvent,
+  type ThreadReadModel,
+} from '@oar/protocol';
 import { OarRuntimeError, type Runtime } from '@oar/runtime';
 import { renderEvent } from './render.js';
 
@@ -98,22 +104,37 @@ export async function requestDetails(runtime: Runtime, sessionId: string): Promi
  * Print a session's events after `after` as they become durable — written by this process or any other driving
  * the session: NDJSON with --json, otherwise one readable line per interesting event. `stop` prints whatever is
  * left up to the end of the log, then stops.
+ *
+ * `stream`: also print the model's output as it arrives (the live-only `model.delta` events of the calls this
+ * process makes): the main agent's text, and the `message` of its `AgentProtocolOutput` arguments while they are
+ * written. With `json` the deltas are NDJSON lines of their own, between the events.
  */
-export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean, after = 0): Printer {
+export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean, after = 0, stream = false): Printer {
   const agents = new Map<string, string>();
   let cursor = after;
+  const live = new LivePrinter();
   const print = (event: RuntimeEvent) => {
+    if (event.type === 'model.delta') {
+      if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
+      else if (!event.threadId || !agents.has(event.threadId) || agents.get(event.threadId) === 'main') {
+        live.delta(event);
+      }
+      return;
+    }
     if (event.sequence <= cursor) return;
     cursor = event.sequence;
     if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
     else {
-      const line = renderEvent(event, agents);
+      const line = renderEvent(event, agents, { omitMessage: live.shown(event) });
+      live.durable(event, line !== undefined);
       if (line) process.stdout.write(`${line}\n`);
     }
   };
   const controller = new AbortController();
   const following = (async () => {
-    for await (const event of runtime.subscribe(sessionId, { after, signal: controller.signal })) print(event);
+    for await (const event of runtime.subscribe(sessionId, { after, signal: controller.signal, deltas: stream })) {
+      print(event);
+    }
   })().catch(() => undefined);
   const flush = async () => {
     for (const event of await readSettled(() => runtime.log.read(sessionId, { after: cursor }))) print(event);
@@ -126,6 +147,57 @@ export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean
       await flush();
     },
   };
+}
+
+/**
+ * The model's output as it arrives, for a person: text deltas as they are, `AgentProtocolOutput` argument deltas
+ * through a partial-JSON reader of their `message`. A durable line printed meanwhile starts on a line of its own.
+ */
+class LivePrinter {
+  /** Per tool call: the reader of its message. */
+  private readonly messages = new Map<string, PartialJsonStringField>();
+  /** The threads whose current call's message was printed (its `declared` line then leaves it out). */
+  private readonly printed = new Set<string>();
+  private midLine = false;
+
+  delta(event: RuntimeEvent): void {
+    const p = (event.payload ?? {}) as { delta?: unknown; channel?: unknown; toolName?: unknown };
+    if (typeof p.delta !== 'string') return;
+    let text = '';
+    if (p.channel === 'text') text = p.delta;
+    else if (p.channel === 'tool_call' && p.toolName === AGENT_PROTOCOL_TOOL_NAME) {
+      const key = event.toolCallId ?? '';
+      let reader = this.messages.get(key);
+      if (!reader) {
+        reader = new PartialJsonStringField('message');
+        this.messages.set(key, reader);
+      }
+      text = reader.push(p.delta);
+      if (text !== '' && event.threadId) this.printed.add(event.threadId);
+    }
+    if (text === '') return;
+    process.stdout.write(text);
+    this.midLine = !text.endsWith('\n');
+  }
+
+  /** Was this `declared` fact's message already printed as it streamed? */
+  shown(event: RuntimeEvent): boolean {
+    return event.type === 'run.status' && event.threadId !== undefined && this.printed.has(event.threadId);
+  }
+
+  /** A durable event is about to be printed (`line`), or passed by. */
+  durable(event: RuntimeEvent, line: boolean): void {
+    if (line && this.midLine) {
+      process.stdout.write('\n');
+      this.midLine = false;
+    }
+    if (event.type === 'model.completed' || event.type === 'model.failed') {
+      if (this.midLine) process.stdout.write('\n');
+      this.midLine = false;
+      this.messages.clear();
+    }
+    if (event.type === 'model.requested' && event.threadId) this.printed.delete(event.threadId);
+  }
 }
 
 export interface Printer {

@@ -275,3 +275,23 @@ describe("the specification's canonical DSL example, through the binary", () => 
     expect(oarIn(cwd, ['replay', run.result?.sessionId ?? '']).stdout).toContain('"equal": true');
   });
 });
+
+describe('model chains, through the binary', () => {
+  it('a chain falls back when the primary gives up; events and inspect show it', () => {
+    const cwd = tempDir('oar-scenario-');
+    writeJson(cwd, 'primary.json', {
+      steps: [{ error: { message: 'slow down', statusCode: 429, headers: { 'retry-after': '600' } } }],
+    });
+    writeJson(cwd, 'fallback.json', { steps: [answer('unused'), answer('Answered by the fallback.')] });
+    writeJson(cwd, 'oar.config.json', {
+      model: { chain: ['script:primary.json', 'script:fallback.json'], fallbackOn: ['rate_limited'] },
+    });
+    const run = runJson(cwd, ['run', 'hello']);
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.result).toMatchObject({ status: 'completed', answer: 'Answered by the fallback.' });
+    const applied = run.events.find((e) => e.type === 'routing.fallback.applied');
+    expect(payloadOf(applied)).toMatchObject({ from: 'primary', to: 'fallback', trigger: 'rate_limited' });
+    const inspect = oarIn(cwd, ['inspect', run.result?.sessionId ?? '']);
+    expect(inspect.stdout).toContain('model: fallback (fell back from primary on rate_limited after 1 attempt(s))');
+  });
+});

@@ -14,6 +14,7 @@ export * from './json-schema.js';
 export * from './markdown.js';
 export * from './normalize.js';
 export * from './parse.js';
+export * from './partial-json.js';
 export * from './recovery.js';
 export * from './repair.js';
 export * from './result.js';

@@ -300,6 +300,10 @@ export const RoutingLimitSummarySchema = z.object({
   selectedModel: z.string().optional(),
   provider: z.string().optional(),
   taskKind: z.string().optional(),
+  /** Why the model was chosen (e.g. the first usable candidate of a chain). */
+  reason: z.string().optional(),
+  /** The last fallback: from which model to which, on what failure class, after how many attempts. */
+  fallback: z.object({ from: z.string(), to: z.string(), trigger: z.string(), attempts: Count.optional() }).optional(),
   costState: Bag.optional(),
   limitState: Bag.optional(),
 });

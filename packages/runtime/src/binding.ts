@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { REPLAY_MODES } from '@oar/protocol';
 import { z } from 'zod';
 import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
-import { EnvVarNameSchema, ModelsConfigSchema } from './models/resolve.js';
+import { EnvVarNameSchema, ModelChoiceSchema, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 
 /**
@@ -78,8 +78,8 @@ export const AgentSchema = z.strictObject({
   description: z.string().default(''),
   capabilities: z.array(z.string()).default([]),
   systemPrompt: z.string().optional(),
-  /** Model spec for this agent; the binding's default model when omitted. */
-  model: z.string().optional(),
+  /** Model spec or chain for this agent; the binding's default model when omitted. */
+  model: ModelChoiceSchema.optional(),
   carrier: z.enum(['tool', 'text']).default('tool'),
   /** Tool names this agent may use (all bound tools when omitted). */
   tools: z.array(z.string()).optional(),
@@ -109,12 +109,12 @@ export type SecretsConfig = z.infer<typeof SecretsConfigSchema>;
 export const SessionBindingSchema = z.strictObject({
   mainAgent: AgentSchema,
   agents: z.array(AgentSchema),
-  /** The default model spec (agents without their own). Script files are absolute paths. */
-  model: z.string().optional(),
+  /** The default model spec or chain (agents without their own). Script files are absolute paths. */
+  model: ModelChoiceSchema.optional(),
   /** Configured models the specs may name (environment variable NAMES for keys, never values). */
   models: ModelsConfigSchema,
   /** The model of semantic tool actions' workers; the declaring agent's model when omitted (docs/protocol.md). */
-  toolWorkerModel: z.string().optional(),
+  toolWorkerModel: ModelChoiceSchema.optional(),
   /** Absolute real path every workspace tool is confined to. */
   workspaceRoot: z.string().min(1),
   /** Names of the tools the session's agents are offered. */

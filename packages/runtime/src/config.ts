@@ -4,7 +4,14 @@ import { type AgentConfig, AgentSchema, RuntimeLimitsSchema, SecretsConfigSchema
 import { OarRuntimeError } from './errors.js';
 import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from './input-files.js';
-import { absoluteModelSpec, absoluteModels, bindingModel, ModelsConfigSchema } from './models/resolve.js';
+import {
+  absoluteModelChoice,
+  absoluteModelSpec,
+  absoluteModels,
+  bindingModel,
+  ModelChoiceSchema,
+  ModelsConfigSchema,
+} from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 import { Runtime } from './runtime.js';
 import { Store } from './store/store.js';
@@ -24,10 +31,10 @@ export const OarConfigSchema = z.strictObject({
   /** Workspace root for the file tools (default: the working directory). */
   workspace: z.string().optional(),
   /** Default model spec (openai:…, anthropic:…, openai-compatible:NAME, script:FILE, or a name from `models`). */
-  model: z.string().optional(),
+  model: ModelChoiceSchema.optional(),
   models: ModelsConfigSchema.default({}),
   /** The model of semantic tool actions' workers (default: the declaring agent's model). */
-  toolWorkerModel: z.string().optional(),
+  toolWorkerModel: ModelChoiceSchema.optional(),
   /** The main agent. */
   agent: AgentSchema.partial({ name: true }).default({ description: '', capabilities: [], carrier: 'tool' }),
   /** Sub-agents the main agent may delegate to. */
@@ -132,16 +139,16 @@ export async function buildRuntime(
   const modelSpec = options.model
     ? absoluteModelSpec(options.model, options.cwd)
     : config.model
-      ? absoluteModelSpec(config.model, baseDir)
+      ? absoluteModelChoice(config.model, baseDir)
       : undefined;
   const mainAgent: Partial<AgentConfig> = {
     ...config.agent,
     name: config.agent.name ?? options.agent ?? 'main',
-    ...(config.agent.model ? { model: absoluteModelSpec(config.agent.model, baseDir) } : {}),
+    ...(config.agent.model ? { model: absoluteModelChoice(config.agent.model, baseDir) } : {}),
   };
   const agents = config.agents.map((a) => ({
     ...a,
-    ...(a.model ? { model: absoluteModelSpec(a.model, baseDir) } : {}),
+    ...(a.model ? { model: absoluteModelChoice(a.model, baseDir) } : {}),
   }));
   const storeUrl = options.store ?? config.store;
   const store = await Store.open(storeUrl, { cwd: options.cwd });
@@ -160,7 +167,7 @@ export async function buildRuntime(
     agents,
     ...(modelSpec ? { defaultModel: modelSpec } : {}),
     models: absoluteModels(config.models, baseDir),
-    ...(config.toolWorkerModel ? { toolWorkerModel: absoluteModelSpec(config.toolWorkerModel, baseDir) } : {}),
+    ...(config.toolWorkerModel ? { toolWorkerModel: absoluteModelChoice(config.toolWorkerModel, baseDir) } : {}),
     model: (agent, binding) => bindingModel(agent, binding, options.env),
     permissions: config.permissions,
     limits: config.limits,

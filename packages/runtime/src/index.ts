@@ -51,16 +51,22 @@ export {
 export { newId } from './ids.js';
 export { checkJsonDepth, INPUT_FILE_LIMITS, inputTooLarge, readBoundedText, utf8WithoutBom } from './input-files.js';
 export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
+export { isLiveEvent, LiveChannel, type LiveEvent, type LiveListener } from './log/live.js';
 export { type ChangeListener, Notifier, type NotifierOptions, type SessionChange } from './log/notifier.js';
 export {
+  absoluteModelChoice,
   absoluteModelSpec,
   bindingModel,
   DEFAULT_API_KEY_ENV,
+  FALLBACK_CLASSES,
   MODEL_PROVIDERS,
+  type ModelChoice,
+  ModelChoiceSchema,
   type ModelConfig,
   ModelConfigSchema,
   type ModelsConfig,
   ModelsConfigSchema,
+  modelChain,
   parseModelSpec,
   resolveModel,
 } from './models/resolve.js';
@@ -98,6 +104,12 @@ export {
   secretEnvNames,
 } from './redaction/index.js';
 export type { ModelHandle } from './runner/model-call.js';
+export {
+  type ModelDelta,
+  type ModelDeltaSink,
+  PARTIAL_OUTPUT_LIMIT,
+  type PartialOutputFields,
+} from './runner/model-deltas.js';
 export { Runtime, type RuntimeOptions } from './runtime.js';
 export { type Fence, type LeaseHolder, LeaseLostError } from './store/leases.js';
 export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';

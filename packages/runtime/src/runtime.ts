@@ -26,12 +26,14 @@ import { notFound } from './errors.js';
 import { type PipelineConfig, PipelinesSchema, type ServiceConfig, ServicesSchema } from './executors/definitions.js';
 import { newId } from './ids.js';
 import { EventLog } from './log/event-log.js';
+import { LiveChannel, type LiveEvent } from './log/live.js';
 import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from './log/notifier.js';
 import { setRecent } from './lru.js';
-import { absoluteModelSpec, type ModelsConfig } from './models/resolve.js';
+import { absoluteModelChoice, type ModelChoice, type ModelsConfig } from './models/resolve.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { bindingOf, type SessionState } from './read-models/session.js';
 import type { ModelHandle } from './runner/model-call.js';
+import { resolveChain } from './runner/model-chain.js';
 import { isStoreFault } from './store/faults.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
@@ -63,11 +65,11 @@ export interface RuntimeOptions {
   mainAgent?: Partial<AgentConfig>;
   agents?: AgentConfig[];
   /** Default model spec recorded in new bindings (agents without their own `model`). */
-  defaultModel?: string;
+  defaultModel?: ModelChoice;
   /** Configured models the specs may name (environment variable names for keys, never keys). */
   models?: ModelsConfig;
   /** The model spec of semantic tool actions' workers (default: the declaring agent's model). */
-  toolWorkerModel?: string;
+  toolWorkerModel?: ModelChoice;
   permissions?: Partial<PermissionsConfig>;
   limits?: Partial<RuntimeLimits>;
   /** A turn submitted while the thread is busy waits in the queue (default) or is rejected. */
@@ -113,6 +115,8 @@ const DEFAULT_BOUND_CONFIGS = 64;
 export class Runtime {
   readonly log: EventLog;
   readonly notifier: Notifier;
+  /** Live-only events of this process's model calls (`model.delta`): `subscribe(…, { deltas: true })`. */
+  readonly live: LiveChannel;
   readonly commands: Commands;
   readonly queries: Queries;
   /** This process's worker, if it runs one. */
@@ -132,6 +136,7 @@ export class Runtime {
   ) {
     this.log = new EventLog(store, runtimeId);
     this.notifier = new Notifier(this.log, { maxSessions: options.caches?.sessions ?? DEFAULT_NOTIFIER_SESSIONS });
+    this.live = new LiveChannel(this.log, this.notifier, runtimeId);
     this.maxConfigs = Math.max(1, options.caches?.bindings ?? DEFAULT_BOUND_CONFIGS);
     const tools = options.tools ?? new ToolRegistry(workspaceTools());
     this.template = bindingWith(
@@ -141,10 +146,10 @@ export class Runtime {
         ),
         agents: (options.agents ?? []).map((agent) => withAbsoluteModel(AgentSchema.parse(agent))),
         // A binding must mean the same from any directory: a relative script path is made absolute here.
-        ...(options.defaultModel ? { model: absoluteModelSpec(options.defaultModel, process.cwd()) } : {}),
+        ...(options.defaultModel ? { model: absoluteModelChoice(options.defaultModel, process.cwd()) } : {}),
         models: options.models ?? {},
         ...(options.toolWorkerModel
-          ? { toolWorkerModel: absoluteModelSpec(options.toolWorkerModel, process.cwd()) }
+          ? { toolWorkerModel: absoluteModelChoice(options.toolWorkerModel, process.cwd()) }
           : {}),
         workspaceRoot: options.workspaceRoot,
         tools: options.bindTools ?? tools.list().map((tool) => tool.name),
@@ -173,7 +178,14 @@ export class Runtime {
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
     this.worker = workerOptions
       ? new Worker(
-          { log: this.log, notifier: this.notifier, runtimeId, configFor, tracing: new Tracing(options.tracing) },
+          {
+            log: this.log,
+            notifier: this.notifier,
+            live: this.live,
+            runtimeId,
+            configFor,
+            tracing: new Tracing(options.tracing),
+          },
           workerOptions,
         )
       : undefined;
@@ -348,7 +360,12 @@ export class Runtime {
 
   private async verify(binding: SessionBinding, hash: string): Promise<void> {
     const config = await bindConfig(binding, hash, this.host);
-    for (const agent of [config.mainAgent, ...config.agents]) await config.model(agent);
+    // Runnable when every agent has a usable model: for a chain, one usable candidate is enough (the rest are
+    // recorded as excluded when a turn resolves the chain).
+    for (const agent of [config.mainAgent, ...config.agents]) {
+      const chain = await resolveChain(config, agent);
+      if (chain.candidates.length === 0) await config.model(agent);
+    }
   }
 
   replaySession(sessionId: string) {
@@ -366,8 +383,16 @@ export class Runtime {
   /**
    * The session's events after `after`, as they become durable — from this process or any other on the store —
    * until `signal` aborts. Catch-up comes from the log; notifications only say when to read again.
+   *
+   * `deltas: true` adds the live-only `model.delta` events of the model calls this process makes for the session
+   * (streamed text and tool-call arguments; never stored, so never replayed: one published while nobody listened is
+   * gone, and a subscriber more than `LIVE_BUFFER` deltas behind loses the newest). Each comes in its position: after
+   * the durable event whose `sequence` it carries, ordered among the others by its `payload.index`.
    */
-  async *subscribe(sessionId: string, options: { after?: number; signal?: AbortSignal } = {}) {
+  async *subscribe(
+    sessionId: string,
+    options: { after?: number; signal?: AbortSignal; deltas?: boolean } = {},
+  ): AsyncGenerator<RuntimeEvent> {
     let cursor = options.after ?? 0;
     let changed = true;
     let wake: (() => void) | undefined;
@@ -376,32 +401,56 @@ export class Runtime {
       changed = true;
       wake?.();
     });
+    // Live events wait here until the durable event they follow has been delivered.
+    const live: LiveEvent[] = [];
+    const stopLive = options.deltas
+      ? this.live.listen(sessionId, (event) => {
+          if (live.length >= LIVE_BUFFER) return;
+          live.push(event);
+          wake?.();
+        })
+      : undefined;
+    function* liveUpTo(sequence: number): Generator<LiveEvent> {
+      while (live.length > 0 && (live[0] as LiveEvent).sequence <= sequence) yield live.shift() as LiveEvent;
+    }
     const onAbort = () => wake?.();
     options.signal?.addEventListener('abort', onAbort);
     try {
       while (!options.signal?.aborted && !this.closed) {
+        if (live.length > 0 && (live[0] as LiveEvent).sequence <= cursor) {
+          yield* liveUpTo(cursor);
+          continue;
+        }
         if (changed) {
           changed = false;
           const events: RuntimeEvent[] = await this.log.read(sessionId, { after: cursor, limit: 500 });
           for (const event of events) {
+            yield* liveUpTo(event.sequence - 1);
             cursor = event.sequence;
+            this.live.seen(sessionId, cursor);
             yield event;
           }
           if (events.length === 500) changed = true;
           continue;
         }
+        let backstop = false;
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, 1000);
+          const timer = setTimeout(() => {
+            backstop = true;
+            resolve();
+          }, 1000);
           wake = () => {
             clearTimeout(timer);
             resolve();
           };
         });
         wake = undefined;
-        changed = true;
+        // Woken by a live event: the log is read when a notification says so (or the 1 s backstop fires).
+        if (backstop || live.length === 0) changed = true;
       }
     } finally {
       stop();
+      stopLive?.();
       options.signal?.removeEventListener('abort', onAbort);
     }
   }
@@ -470,15 +519,19 @@ export class Runtime {
   async close(): Promise<void> {
     this.closed = true;
     await this.worker?.close();
+    this.live.close();
     await this.notifier.close();
   }
 }
+
+/** How many live events one subscriber may have waiting before the newest are dropped (live events are lossy). */
+const LIVE_BUFFER = 10_000;
 
 /** How many consecutive failed looks (200 ms apart) `settled` rides out before it reports the store fault. */
 const SETTLE_OUTAGES = 25;
 
 function withAbsoluteModel(agent: AgentConfig): AgentConfig {
-  return agent.model ? { ...agent, model: absoluteModelSpec(agent.model, process.cwd()) } : agent;
+  return agent.model ? { ...agent, model: absoluteModelChoice(agent.model, process.cwd()) } : agent;
 }
 
 /** The installation's runtime id: created once per store; concurrent first starts agree on whichever was written. */

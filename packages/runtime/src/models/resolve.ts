@@ -7,6 +7,7 @@ import { pointer } from '@oar/protocol';
 import { z } from 'zod';
 import { OarRuntimeError } from '../errors.js';
 import type { ModelHandle } from '../runner/model-call.js';
+import { type ModelPrice, ModelPriceSchema } from './prices.js';
 import { createScriptedModel } from './script.js';
 import { loadModelScript } from './script-schema.js';
 
@@ -56,6 +57,8 @@ export const ModelConfigSchema = z
     retry: ModelRetrySchema.optional(),
     /** One call's time limit in milliseconds (overrides `limits.modelTimeoutMs`). */
     timeoutMs: z.number().int().min(1).optional(),
+    /** USD per million tokens (the dated defaults of models/prices.ts when omitted; unknown for others). */
+    price: ModelPriceSchema.optional(),
   })
   .superRefine((entry, ctx) => {
     const need = (field: 'model' | 'baseURL' | 'file') => {
@@ -74,6 +77,37 @@ export type ModelConfig = z.infer<typeof ModelConfigSchema>;
 
 export const ModelsConfigSchema = z.record(z.string().min(1), ModelConfigSchema);
 export type ModelsConfig = z.infer<typeof ModelsConfigSchema>;
+
+/** The failure classes a chain falls back on by default; never `auth` or `invalid_request` (the next would fail too). */
+export const FALLBACK_CLASSES = ['rate_limited', 'transient', 'context_overflow', 'timeout'] as const;
+
+/**
+ * A model choice: one spec, a chain of specs tried in order (`["openai:gpt-4.1", "local"]`), or a chain with the
+ * failure classes that move a call on to the next candidate (docs/models.md "Chains and fallback").
+ */
+export const ModelChoiceSchema = z.union([
+  z.string().min(1),
+  z.array(z.string().min(1)).min(1).max(8),
+  z.strictObject({
+    chain: z.array(z.string().min(1)).min(1).max(8),
+    fallbackOn: z.array(z.enum(FALLBACK_CLASSES)).optional(),
+  }),
+]);
+export type ModelChoice = z.infer<typeof ModelChoiceSchema>;
+
+/** A choice as its candidates in order and the classes that fall back. */
+export function modelChain(choice: ModelChoice): { specs: string[]; fallbackOn: readonly string[] } {
+  if (typeof choice === 'string') return { specs: [choice], fallbackOn: FALLBACK_CLASSES };
+  if (Array.isArray(choice)) return { specs: choice, fallbackOn: FALLBACK_CLASSES };
+  return { specs: choice.chain, fallbackOn: choice.fallbackOn ?? FALLBACK_CLASSES };
+}
+
+/** A choice as recorded in a binding: every script file of it an absolute path (see `absoluteModelSpec`). */
+export function absoluteModelChoice(choice: ModelChoice, cwd: string): ModelChoice {
+  if (typeof choice === 'string') return absoluteModelSpec(choice, cwd);
+  if (Array.isArray(choice)) return choice.map((spec) => absoluteModelSpec(spec, cwd));
+  return { ...choice, chain: choice.chain.map((spec) => absoluteModelSpec(spec, cwd)) };
+}
 
 /** A parsed model spec string (`openai:gpt-4.1`, `script:demo.json`, `my-model`, ...). */
 export type ModelSpec =
@@ -118,6 +152,7 @@ export interface ModelInfo {
   /** The configured entry's retry policy and call timeout, when it sets them. */
   retry?: z.infer<typeof ModelRetrySchema>;
   timeoutMs?: number;
+  price?: ModelPrice;
 }
 
 export interface ResolvedModel {
@@ -190,6 +225,7 @@ async function fromConfig(
     supportsForcedToolChoice,
     ...(entry.retry ? { retry: entry.retry } : {}),
     ...(entry.timeoutMs !== undefined ? { timeoutMs: entry.timeoutMs } : {}),
+    ...(entry.price ? { price: entry.price } : {}),
   });
   const headers = secretHeaders(entry, options.env, entryName);
   switch (entry.provider) {
@@ -281,11 +317,14 @@ export function absoluteModels(models: ModelsConfig, baseDir: string): ModelsCon
  * the binding's configured models and the keys of `env`. A sub-agent's script model replays its own steps.
  */
 export async function bindingModel(
-  agent: { name: string; model?: string },
-  binding: { model?: string; models: ModelsConfig; mainAgent: { name: string } },
+  agent: { name: string; model?: ModelChoice },
+  binding: { model?: ModelChoice; models: ModelsConfig; mainAgent: { name: string } },
   env: Record<string, string | undefined>,
 ): Promise<ModelHandle> {
-  const spec = agent.model ?? binding.model;
+  // The runner asks for one candidate of a chain at a time (agent.model is then that spec); a chain given here
+  // directly resolves to its first candidate.
+  const choice = agent.model ?? binding.model;
+  const spec = choice === undefined ? undefined : modelChain(choice).specs[0];
   if (!spec) {
     throw new OarRuntimeError(
       'model_required',
@@ -311,5 +350,6 @@ export async function bindingModel(
     supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,
     ...(resolved.info.retry ? { retry: resolved.info.retry } : {}),
     ...(resolved.info.timeoutMs !== undefined ? { timeoutMs: resolved.info.timeoutMs } : {}),
+    ...(resolved.info.price ? { price: resolved.info.price } : {}),
   };
 }

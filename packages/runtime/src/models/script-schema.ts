@@ -58,6 +58,10 @@ export const ModelScriptStepSchema = z
     error: ScriptErrorSchema.optional(),
     /** Wait before answering; an aborted signal ends the wait at once. */
     delayMs: z.number().int().nonnegative().optional(),
+    /** Streaming only: how many pieces each text and each tool call's arguments arrive in (default 3). */
+    chunks: z.number().int().min(1).max(100_000).optional(),
+    /** Streaming only: the wait before each piece, like a model producing tokens; an abort ends it at once. */
+    chunkDelayMs: z.number().int().nonnegative().optional(),
     /** Reported token usage; each side omitted is estimated from the prompt / response length. */
     usage: ScriptUsageSchema.optional(),
     /** Overrides the derived finish reason (tool-calls when the step has tool calls, else stop). */

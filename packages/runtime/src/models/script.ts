@@ -68,7 +68,7 @@ function delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
-/** Splits a string into at most `parts` pieces so streams carry several deltas, like a real provider's. */
+/** Splits a string into at most `parts` pieces (at least one character each) so streams carry several deltas. */
 function chunks(text: string, parts = 3): string[] {
   if (text.length === 0) return [];
   const size = Math.ceil(text.length / parts);
@@ -78,6 +78,7 @@ function chunks(text: string, parts = 3): string[] {
 }
 
 interface ScriptedResponse {
+  step: ModelScriptStep;
   content: LanguageModelV3Content[];
   finishReason: LanguageModelV3FinishReason;
   usage: LanguageModelV3Usage;
@@ -121,25 +122,44 @@ export class ScriptedModel implements LanguageModelV3 {
       { type: 'stream-start', warnings: [] },
       { type: 'response-metadata', id: response.responseId, modelId: this.modelId },
     ];
+    const pieces = response.step.chunks ?? 3;
     response.content.forEach((part, index) => {
       if (part.type === 'text') {
         const id = `text-${index}`;
         parts.push({ type: 'text-start', id });
-        for (const delta of chunks(part.text)) parts.push({ type: 'text-delta', id, delta });
+        for (const delta of chunks(part.text, pieces)) parts.push({ type: 'text-delta', id, delta });
         parts.push({ type: 'text-end', id });
       } else if (part.type === 'tool-call') {
         parts.push({ type: 'tool-input-start', id: part.toolCallId, toolName: part.toolName });
-        for (const delta of chunks(part.input)) parts.push({ type: 'tool-input-delta', id: part.toolCallId, delta });
+        for (const delta of chunks(part.input, pieces)) {
+          parts.push({ type: 'tool-input-delta', id: part.toolCallId, delta });
+        }
         parts.push({ type: 'tool-input-end', id: part.toolCallId });
         parts.push(part);
       }
     });
     parts.push({ type: 'finish', usage: response.usage, finishReason: response.finishReason });
+    const pause = response.step.chunkDelayMs ?? 0;
+    const signal = options.abortSignal;
+    let next = 0;
     return {
       stream: new ReadableStream<LanguageModelV3StreamPart>({
-        start(controller) {
-          for (const part of parts) controller.enqueue(part);
-          controller.close();
+        // Pulled one part at a time, so a reader that stops reading (or cancels) stops the "generation".
+        async pull(controller) {
+          const part = parts[next++];
+          if (part === undefined) {
+            controller.close();
+            return;
+          }
+          if (pause > 0 && (part.type === 'text-delta' || part.type === 'tool-input-delta')) {
+            try {
+              await delay(pause, signal);
+            } catch (error) {
+              controller.error(error);
+              return;
+            }
+          }
+          controller.enqueue(part);
         },
       }),
     };
@@ -180,6 +200,7 @@ export class ScriptedModel implements LanguageModelV3 {
     const inputTokens = step.usage?.inputTokens ?? estimateTokens(JSON.stringify(options.prompt));
     const outputTokens = step.usage?.outputTokens ?? estimateTokens(outputText);
     return {
+      step,
       content,
       finishReason: { unified, raw: unified },
       usage: {

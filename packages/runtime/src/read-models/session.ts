@@ -15,8 +15,16 @@ export const SessionStateSchema = z.object({
   /** Totals of the session's model calls; the cache and reasoning counts appear once a provider reports them. */
   usage: UsageSchema.required({ inputTokens: true, outputTokens: true, totalTokens: true }),
   routing: z
-    .object({ selectedModel: z.string(), provider: z.string().optional(), candidateCount: z.number() })
+    .object({
+      selectedModel: z.string(),
+      provider: z.string().optional(),
+      candidateCount: z.number(),
+      reason: z.string().optional(),
+      fallback: z.object({ from: z.string(), to: z.string(), trigger: z.string(), attempts: z.number() }).optional(),
+    })
     .optional(),
+  /** The recorded cost of the session's priced model calls (approximate; unpriced calls are not in it). */
+  cost: z.object({ currency: z.literal('USD'), amount: z.number(), pricedCalls: z.number().int() }).optional(),
   /** Grants from approve_for_session: the permission policy allows matching calls for the rest of the session. */
   grants: z.array(SessionGrantSchema),
   /** Session-scoped state set through the control plane (`setState`), key → JSON value. */
@@ -93,8 +101,35 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
           selectedModel: String(payload.selectedModel),
           ...(typeof payload.provider === 'string' ? { provider: payload.provider } : {}),
           candidateCount: typeof payload.candidateCount === 'number' ? payload.candidateCount : 1,
+          ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
         },
       };
+    case 'cost.recorded': {
+      const amount = typeof payload.amount === 'number' ? payload.amount : 0;
+      const cost = next.cost ?? { currency: 'USD' as const, amount: 0, pricedCalls: 0 };
+      // Summed in micro-dollars, so a long session's total does not drift by float error.
+      const total = Math.round((cost.amount + amount) * 1e6) / 1e6;
+      return { ...next, cost: { currency: 'USD', amount: total, pricedCalls: cost.pricedCalls + 1 } };
+    }
+    case 'routing.fallback.applied': {
+      // The model that answers now; the decision that chose the first one stays in the log.
+      const fallback = {
+        from: String(payload.from),
+        to: String(payload.to),
+        trigger: String(payload.trigger),
+        attempts: typeof payload.attempts === 'number' ? payload.attempts : 1,
+      };
+      return {
+        ...next,
+        routing: {
+          candidateCount: next.routing?.candidateCount ?? 1,
+          ...next.routing,
+          selectedModel: fallback.to,
+          ...(typeof payload.toProvider === 'string' ? { provider: payload.toProvider } : {}),
+          fallback,
+        },
+      };
+    }
     case 'permission.resolved': {
       const grant = SessionGrantSchema.safeParse(payload.grant);
       if (payload.grantScope !== 'session' || !grant.success) return next;

@@ -127,10 +127,13 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
     },
     routingLimitSummary: session.routing
       ? {
+          ...(session.cost ? { costState: { ...session.cost, approximate: true } } : {}),
           candidateCount: session.routing.candidateCount,
           singleCandidate: session.routing.candidateCount === 1,
           selectedModel: session.routing.selectedModel,
           ...(session.routing.provider ? { provider: session.routing.provider } : {}),
+          ...(session.routing.reason ? { reason: session.routing.reason } : {}),
+          ...(session.routing.fallback ? { fallback: session.routing.fallback } : {}),
         }
       : {},
     telemetrySummary: { joinStatus: 'unavailable', usage: { ...session.usage } },

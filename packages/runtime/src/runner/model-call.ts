@@ -1,12 +1,32 @@
-import type { LanguageModelV3, LanguageModelV3FunctionTool } from '@ai-sdk/provider';
+import {
+  type LanguageModelV3,
+  type LanguageModelV3CallOptions,
+  type LanguageModelV3Content,
+  type LanguageModelV3FinishReason,
+  type LanguageModelV3FunctionTool,
+  type LanguageModelV3StreamPart,
+  type LanguageModelV3Usage,
+  UnsupportedFunctionalityError,
+} from '@ai-sdk/provider';
 import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition } from '@oar/protocol';
+import type { ModelPrice } from '../models/prices.js';
 import { traceModelCall } from '../tracing.js';
+import {
+  currentDeltaSink,
+  type ModelDelta,
+  type ModelDeltaSink,
+  PartialOutput,
+  type PartialOutputFields,
+} from './model-deltas.js';
 import { classifyModelError, type ModelFailure, type ModelRetryPolicy } from './model-errors.js';
 
 /**
- * One model call through the AI SDK provider interface (LanguageModelV3). The runner calls `doGenerate`
- * directly rather than `generateText`: the protocol package owns parsing and repair of the raw tool-call
- * arguments, and the raw output must be recorded exactly as the model produced it.
+ * One model call through the AI SDK provider interface (LanguageModelV3). The runner calls the provider directly
+ * rather than `generateText` / `streamText`: the protocol package owns parsing and repair of the raw tool-call
+ * arguments, and the raw output must be recorded exactly as the model produced it. The call streams (`doStream`)
+ * so text and tool arguments reach live subscribers as they arrive (`model.delta`); a model that cannot stream
+ * (its `doStream` throws `UnsupportedFunctionalityError`, or its handle says `stream: false`) is called with
+ * `doGenerate`. Either way the result is the whole output, assembled once the call has finished.
  */
 
 export interface ModelHandle {
@@ -18,6 +38,10 @@ export interface ModelHandle {
   /** This model's own retry policy and call timeout (configured per model); the limits' apply otherwise. */
   retry?: Partial<ModelRetryPolicy>;
   timeoutMs?: number;
+  /** `false`: never stream, call `doGenerate` (for a provider whose streaming is broken). Default: stream. */
+  stream?: boolean;
+  /** USD per million tokens, when configured (models/prices.ts has the defaults of hosted models). */
+  price?: ModelPrice;
 }
 
 export interface ModelRequest {
@@ -34,6 +58,11 @@ export interface ModelRequest {
   maxOutputTokens?: number;
   /** One attempt's time limit: past it the request is aborted and the attempt fails as `timeout`. */
   timeoutMs: number;
+  /**
+   * Where the streamed output goes as it arrives. Default: the sink of the step being driven (`withDeltaSink`,
+   * set by the worker), so the runner passes nothing.
+   */
+  deltas?: ModelDeltaSink;
 }
 
 export interface ModelOutput {
@@ -57,7 +86,8 @@ export interface ModelOutput {
 
 export type ModelCallResult =
   | { ok: true; output: ModelOutput }
-  | { ok: false; failure: ModelFailure; durationMs: number };
+  /** `partial`: what the call streamed before it failed (bounded; empty fields left out). */
+  | { ok: false; failure: ModelFailure; durationMs: number; partial?: PartialOutputFields };
 
 const FINISH_REASONS = new Set(['stop', 'length', 'content-filter', 'tool-calls', 'error', 'other']);
 
@@ -100,6 +130,131 @@ function settledUnlessAborted<T>(call: PromiseLike<T>, signal: AbortSignal): Pro
   });
 }
 
+/** What a call produced, the same whether it streamed or not. */
+interface CallResult {
+  content: LanguageModelV3Content[];
+  finishReason: LanguageModelV3FinishReason;
+  usage: LanguageModelV3Usage;
+  response?: { id?: string; modelId?: string };
+}
+
+/** A stream that stopped without its `finish` part (a dropped connection): a transient failure, retried. */
+class StreamEndedEarly extends Error {
+  readonly isRetryable = true;
+  constructor() {
+    super('the model stream ended before the response was finished (connection dropped)');
+  }
+}
+
+/**
+ * `doStream`, read to its end: every text and tool-argument piece goes to `emit` as it arrives, and the parts are
+ * assembled into what `doGenerate` would have returned. A model whose `doStream` is unsupported is called with
+ * `doGenerate` instead (its output then arrives as one delta per part). An abort cancels the stream at once.
+ */
+async function streamed(
+  model: LanguageModelV3,
+  options: LanguageModelV3CallOptions,
+  emit: (delta: ModelDelta) => void,
+): Promise<CallResult> {
+  let started: Awaited<ReturnType<LanguageModelV3['doStream']>>;
+  try {
+    started = await model.doStream(options);
+  } catch (error) {
+    if (!UnsupportedFunctionalityError.isInstance(error)) throw error;
+    return generated(model, options, emit);
+  }
+  const reader = started.stream.getReader();
+  const signal = options.abortSignal;
+  const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined);
+  signal?.addEventListener('abort', onAbort, { once: true });
+  const content: LanguageModelV3Content[] = [];
+  let text = '';
+  /** Tool calls whose arguments are streaming, by id: name and arguments so far. */
+  const inputs = new Map<string, { toolName: string; input: string }>();
+  let finish: { usage: LanguageModelV3Usage; finishReason: LanguageModelV3FinishReason } | undefined;
+  let response: CallResult['response'];
+  let ended = false;
+  try {
+    for (;;) {
+      if (signal?.aborted) throw signal.reason;
+      const { done, value } = await reader.read();
+      if (done) {
+        ended = true;
+        break;
+      }
+      const part: LanguageModelV3StreamPart = value;
+      switch (part.type) {
+        case 'text-delta':
+          if (part.delta === '') break;
+          text += part.delta;
+          emit({ channel: 'text', delta: part.delta });
+          break;
+        case 'tool-input-start':
+          inputs.set(part.id, { toolName: part.toolName, input: '' });
+          break;
+        case 'tool-input-delta': {
+          const input = inputs.get(part.id);
+          if (!input || part.delta === '') break;
+          input.input += part.delta;
+          emit({ channel: 'tool_call', delta: part.delta, toolCallId: part.id, toolName: input.toolName });
+          break;
+        }
+        case 'tool-call': {
+          // The complete call is authoritative (parsed once, later); a call sent whole, without input deltas, is
+          // one delta so that live readers see it too.
+          if (!inputs.get(part.toolCallId)?.input && part.input !== '') {
+            emit({ channel: 'tool_call', delta: part.input, toolCallId: part.toolCallId, toolName: part.toolName });
+          }
+          inputs.delete(part.toolCallId);
+          if (text !== '') {
+            content.push({ type: 'text', text });
+            text = '';
+          }
+          content.push(part);
+          break;
+        }
+        case 'response-metadata':
+          response = { ...(part.id ? { id: part.id } : {}), ...(part.modelId ? { modelId: part.modelId } : {}) };
+          break;
+        case 'finish':
+          finish = { usage: part.usage, finishReason: part.finishReason };
+          break;
+        case 'error':
+          throw part.error;
+        default:
+          // Reasoning is deliberately dropped (never replayed or executed); files, sources and raw chunks too.
+          break;
+      }
+    }
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+    // A stream left early (an error part, an abort) is cancelled, which closes the provider's connection.
+    if (ended) reader.releaseLock();
+    else void reader.cancel().catch(() => undefined);
+  }
+  if (!finish) throw new StreamEndedEarly();
+  if (text !== '') content.push({ type: 'text', text });
+  return { content, ...finish, ...(response ? { response } : {}) };
+}
+
+/** `doGenerate`: the whole output at once, handed to `emit` as one delta per part. */
+async function generated(
+  model: LanguageModelV3,
+  options: LanguageModelV3CallOptions,
+  emit: (delta: ModelDelta) => void,
+): Promise<CallResult> {
+  const result = await model.doGenerate(options);
+  if (!options.abortSignal?.aborted) {
+    for (const part of result.content) {
+      if (part.type === 'text' && part.text !== '') emit({ channel: 'text', delta: part.text });
+      else if (part.type === 'tool-call' && part.input !== '') {
+        emit({ channel: 'tool_call', delta: part.input, toolCallId: part.toolCallId, toolName: part.toolName });
+      }
+    }
+  }
+  return result;
+}
+
 /**
  * One attempt of a model call. Retries are the runner's (`callStep`): each attempt is a recorded fact, so the log
  * shows every failure and wait, and a resumed thread knows how many attempts were made.
@@ -109,27 +264,40 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
   const timeout = new AbortController();
   const timer = setTimeout(() => timeout.abort(new Error('model call timed out')), request.timeoutMs);
   const signal = AbortSignal.any([request.signal, timeout.signal]);
+  const sink = request.deltas ?? currentDeltaSink();
+  const partial = new PartialOutput();
+  // Pieces of an abandoned attempt (a late answer after the abort) are dropped like its result.
+  const emit = (delta: ModelDelta) => {
+    if (signal.aborted) return;
+    partial.add(delta);
+    try {
+      sink?.delta(delta);
+    } catch {
+      // A failing live reader must not fail the call.
+    }
+  };
   try {
+    const options: LanguageModelV3CallOptions = {
+      prompt: [
+        { role: 'system', content: request.system },
+        { role: 'user', content: [{ type: 'text', text: request.transcript }] },
+      ],
+      ...(request.carrier === 'tool'
+        ? {
+            tools: [protocolTool()],
+            toolChoice: handle.supportsForcedToolChoice
+              ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
+              : { type: 'required' as const },
+          }
+        : {}),
+      ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
+      abortSignal: signal,
+      providerOptions: { oar: { modelCall: request.modelCall } },
+    };
     const result = await settledUnlessAborted(
       // In the attempt's `chat` span (tracing.ts), which records the response's model and id.
       traceModelCall(request, () =>
-        handle.model.doGenerate({
-          prompt: [
-            { role: 'system', content: request.system },
-            { role: 'user', content: [{ type: 'text', text: request.transcript }] },
-          ],
-          ...(request.carrier === 'tool'
-            ? {
-                tools: [protocolTool()],
-                toolChoice: handle.supportsForcedToolChoice
-                  ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
-                  : { type: 'required' as const },
-              }
-            : {}),
-          ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
-          abortSignal: signal,
-          providerOptions: { oar: { modelCall: request.modelCall } },
-        }),
+        handle.stream === false ? generated(handle.model, options, emit) : streamed(handle.model, options, emit),
       ),
       signal,
     );
@@ -168,8 +336,18 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
       timedOut: timeout.signal.aborted,
       timeoutMs: request.timeoutMs,
     });
-    return { ok: false, failure, durationMs: Date.now() - started };
+    return {
+      ok: false,
+      failure,
+      durationMs: Date.now() - started,
+      ...(partial.empty ? {} : { partial: partial.fields() }),
+    };
   } finally {
     clearTimeout(timer);
+    try {
+      sink?.end();
+    } catch {
+      // As for a delta.
+    }
   }
 }

@@ -29,6 +29,7 @@ import {
 import { waitUnlessAborted } from '../signals.js';
 import { artifactCreated } from './action-context.js';
 import { type AssembledContext, assembleContext } from './context.js';
+import { costEstimated, costRecorded } from './cost.js';
 import {
   decidedActions,
   decidedRun,
@@ -39,6 +40,14 @@ import {
 } from './decisions.js';
 import { delegationResult, delegationStructured } from './delegation-result.js';
 import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
+import {
+  fallbackApplied,
+  type ModelCandidate,
+  nextCandidate,
+  type ResolvedChain,
+  resolveChain,
+  routingFacts,
+} from './model-chain.js';
 import { type ModelFailure, type ModelRetryPolicy, retryDelay } from './model-errors.js';
 import {
   bothGuards,
@@ -373,7 +382,9 @@ async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, si
 /** What the model call needs, with the facts about it already recorded: the hand-off from prepare to call. */
 interface PreparedStep {
   agent: AgentConfig;
+  /** The first candidate of the chain: the model this step calls first. */
   model: ModelHandle;
+  chain: ResolvedChain;
   catalog: Catalog;
   context: AssembledContext;
 }
@@ -397,8 +408,9 @@ async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState):
     return undefined;
   }
   const agent = threadAgent(engine, thread);
-  const model = await resolveModel(engine, thread, turn, agent);
-  if (!model) return undefined;
+  const chain = await resolveModel(engine, thread, turn, agent);
+  const model = chain?.candidates[0]?.handle;
+  if (!chain || !model) return undefined;
   const catalog: Catalog = {
     tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
     // A tool worker calls tools only; a sub-agent at the depth limit may not delegate further.
@@ -417,7 +429,7 @@ async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState):
     ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
     ...(responsePolicy ? { responsePolicy } : {}),
   });
-  const prepared: PreparedStep = { agent, model, catalog, context };
+  const prepared: PreparedStep = { agent, model, chain, catalog, context };
   // The step boundary: everything the previous step staged is committed with the request, before the call.
   await engine.append(
     thread.sessionId,
@@ -430,37 +442,41 @@ async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState):
   return prepared;
 }
 
-/** The agent's model; when none can serve it, an honest routing fact and a turn that fails with the cause. */
+/** The agent's model chain; when no candidate can serve it, an honest routing fact and a turn that fails with the cause. */
 async function resolveModel(
   engine: Engine,
   thread: ThreadView,
   turn: TurnState,
   agent: AgentConfig,
-): Promise<ModelHandle | undefined> {
-  try {
-    return await engine.model(agent);
-  } catch (error) {
-    const cause = error instanceof Error ? error.message : String(error);
-    await engine.append(thread.sessionId, [
-      {
-        type: 'routing.not_possible',
-        ...turnIds(thread, turn),
-        payload: { candidateCount: 0, reason: 'no_model', capabilityGap: cause, decisionSource: 'configuration' },
+): Promise<ResolvedChain | undefined> {
+  const chain = await resolveChain(engine, agent);
+  if (chain.candidates.length > 0) return chain;
+  const cause = chain.excluded.map((e) => e.reason).join('; ');
+  await engine.append(thread.sessionId, [
+    {
+      type: 'routing.not_possible',
+      ...turnIds(thread, turn),
+      payload: {
+        candidateCount: 0,
+        reason: 'no_model',
+        capabilityGap: cause,
+        excluded: chain.excluded,
+        decisionSource: 'configuration',
       },
-    ]);
-    await failTurn(
-      engine,
-      thread,
-      turn,
-      oarError('no_model', `no model is configured for agent "${agent.name}": ${cause}`),
-    );
-    return undefined;
-  }
+    },
+  ]);
+  await failTurn(
+    engine,
+    thread,
+    turn,
+    oarError('no_model', `no model is configured for agent "${agent.name}": ${cause}`),
+  );
+  return undefined;
 }
 
 /** Recorded once per turn, before its first model call: the catalog it offers and how its model was chosen. */
 function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
-  const { catalog, model } = step;
+  const { catalog } = step;
   const ids = turnIds(thread, turn);
   return [
     {
@@ -488,16 +504,7 @@ function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, ste
         })),
       },
     },
-    {
-      type: 'routing.single_candidate',
-      ...ids,
-      payload: {
-        candidateCount: 1,
-        selectedModel: model.modelId,
-        provider: model.provider,
-        decisionSource: 'configuration',
-      },
-    },
+    ...routingFacts(ids, step.chain),
   ];
 }
 
@@ -540,6 +547,7 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
     modelRequested(thread, turn, step, {
       attempt: turn.pendingCorrection !== undefined ? turn.correctiveRetries + 1 : 1,
     }),
+    ...costEstimated(turnIds(thread, turn), step.model, step.context.tokenEstimate),
   ];
 }
 
@@ -548,9 +556,10 @@ function modelRequested(
   thread: ThreadView,
   turn: TurnState,
   step: PreparedStep,
-  attempt: { attempt: number; retryOf?: string },
+  attempt: { attempt: number; retryOf?: string; fallbackFrom?: string },
+  model: ModelHandle = step.model,
 ): EventDraft {
-  const { agent, context, model } = step;
+  const { agent, context } = step;
   return {
     type: 'model.requested',
     ...turnIds(thread, turn),
@@ -581,17 +590,20 @@ async function callStep(
   step: PreparedStep,
   signal: AbortSignal,
 ): Promise<ModelOutput | undefined> {
-  const { agent, context, model } = step;
+  const { agent, context, chain } = step;
   const ids = turnIds(thread, turn);
-  const policy = retryPolicy(engine, model);
-  const timeoutMs = model.timeoutMs ?? engine.limits.modelTimeoutMs ?? MODEL_CALL_DEFAULTS.timeoutMs;
-  for (let attempt = 1; ; attempt++) {
+  let index = 0;
+  let model = step.model;
+  let policy = retryPolicy(engine, model);
+  // Every attempt is a model call of the thread (the scripted model's cursor), whichever candidate made it.
+  for (let attempt = 1, calls = 0; ; attempt++, calls++) {
+    const timeoutMs = model.timeoutMs ?? engine.limits.modelTimeoutMs ?? MODEL_CALL_DEFAULTS.timeoutMs;
     const call = await callModel(model, {
       system: context.system,
       transcript: context.transcript.text,
       carrier: agent.carrier,
       signal,
-      modelCall: thread.modelCalls + attempt - 1,
+      modelCall: thread.modelCalls + calls,
       timeoutMs,
     });
     if (call.ok) {
@@ -610,11 +622,15 @@ async function callStep(
             ...(attempt > 1 ? { attempt } : {}),
           },
         },
+        ...costRecorded(ids, model, output.usage),
       ]);
       return signal.aborted ? undefined : output;
     }
     const { failure } = call;
     const retryInMs = signal.aborted ? undefined : retryDelay(failure, attempt, policy);
+    // Given up on this model for a class the chain falls back on: the next candidate takes the call.
+    const next =
+      retryInMs === undefined && !signal.aborted ? nextCandidate(chain, index, failure.failureClass) : undefined;
     const failed: EventDraft = {
       type: 'model.failed',
       ...ids,
@@ -627,6 +643,7 @@ async function callStep(
         attempt,
         ...(failure.statusCode !== undefined ? { statusCode: failure.statusCode } : {}),
         ...(retryInMs !== undefined ? { retryInMs } : {}),
+        ...(next !== undefined ? { fallback: true } : {}),
       },
     };
     if (signal.aborted) {
@@ -634,6 +651,26 @@ async function callStep(
       // also counts it as made; a runtime that is closing records nothing, so a restart repeats the same call.
       if (!isClosing(signal)) await engine.append(thread.sessionId, [failed]);
       return undefined;
+    }
+    const candidate = next === undefined ? undefined : chain.candidates[next];
+    if (next !== undefined && candidate) {
+      const from = chain.candidates[index] as ModelCandidate;
+      await engine.append(
+        thread.sessionId,
+        [
+          failed,
+          ...rateLimitFacts(ids, model, failure, attempt),
+          fallbackApplied(ids, from, candidate, failure.failureClass, attempt),
+          modelRequested(thread, turn, step, { attempt: 1, fallbackFrom: model.modelId }, candidate.handle),
+          ...costEstimated(ids, candidate.handle, context.tokenEstimate),
+        ],
+        { durable: true },
+      );
+      index = next;
+      model = candidate.handle;
+      policy = retryPolicy(engine, model);
+      attempt = 0;
+      continue;
     }
     // Durable at once when a wait follows: observers see the failure (and its time) while the thread waits.
     await engine.append(thread.sessionId, [failed, ...rateLimitFacts(ids, model, failure, attempt)], {
@@ -645,7 +682,7 @@ async function callStep(
     }
     // An interrupt ends the wait at once (the interrupt then records the turn's end).
     if (!(await waitUnlessAborted(retryInMs, signal))) return undefined;
-    const retry = modelRequested(thread, turn, step, { attempt: attempt + 1, retryOf: failure.failureClass });
+    const retry = modelRequested(thread, turn, step, { attempt: attempt + 1, retryOf: failure.failureClass }, model);
     await engine.append(thread.sessionId, [retry], { durable: true });
   }
 }

@@ -65,12 +65,14 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
     limits: binding.limits,
     onProtocolFailure: binding.onProtocolFailure,
     model(agent) {
-      let handle = models.get(agent.name);
+      // By agent and spec: the candidates of a chain are resolved one spec at a time under the agent's name.
+      const key = `${agent.name}\u0000${JSON.stringify(agent.model ?? null)}`;
+      let handle = models.get(key);
       if (!handle) {
         handle = Promise.resolve().then(() => host.model(agent, binding));
         // A model that cannot be reached now (a key not set yet) is tried again next time, not remembered.
-        handle.catch(() => models.delete(agent.name));
-        models.set(agent.name, handle);
+        handle.catch(() => models.delete(key));
+        models.set(key, handle);
       }
       return handle;
     },

@@ -4,10 +4,12 @@ import type { BoundConfig, Engine } from '../engine.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
+import type { LiveChannel } from '../log/live.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
+import { withDeltaSink } from '../runner/model-deltas.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
 import { isStoreFault } from '../store/faults.js';
@@ -27,6 +29,7 @@ import type { Db } from '../store/store.js';
 import { Tracing } from '../tracing.js';
 import { recoveryDrafts } from './recovery.js';
 import { stepTurn } from './step-scheduler.js';
+import { ThreadDeltas } from './thread-deltas.js';
 import { withStaged } from './working-state.js';
 
 export interface WorkerOptions {
@@ -53,6 +56,8 @@ export interface WorkerDeps {
   configFor(session: SessionState | undefined, hash: string | undefined): Promise<BoundConfig>;
   /** Spans for what this worker does (default: the global tracer provider's, a no-op without an SDK). */
   tracing?: Tracing;
+  /** Where the streamed output of the model calls it makes goes (`model.delta`, live-only); none: nowhere. */
+  live?: LiveChannel;
 }
 
 /** The state of one thread this worker drives: its lease, its abort controller, whether it was kicked again. */
@@ -323,7 +328,8 @@ export class Worker {
       }
       // The thread as just read: the step starts from it (read once per step, not twice).
       const scope = { runtimeId: this.deps.runtimeId, sessionId, threadId, thread, engine };
-      if (await this.tracing.drive(scope, () => advance(engine, thread))) continue;
+      const work = () => withDeltaSink(engine.deltas, () => advance(engine, thread));
+      if (await this.tracing.drive(scope, work)) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
       if (this.closed || driver.lost) return 0;
       // A commit point: the thread is about to wait, and idleness is judged on what the store holds.
@@ -480,6 +486,8 @@ class ThreadEngine implements Engine {
   readonly runtimeId: string;
   readonly sessionId: string;
   readonly threadId: string;
+  /** The delta sink of this thread's model calls (set around each step: `withDeltaSink`). */
+  readonly deltas: ThreadDeltas;
 
   constructor(
     private readonly worker: Worker,
@@ -490,6 +498,12 @@ class ThreadEngine implements Engine {
     this.runtimeId = deps.runtimeId;
     this.sessionId = driver.sessionId;
     this.threadId = driver.threadId;
+    this.deltas = new ThreadDeltas(
+      deps.live,
+      driver.sessionId,
+      driver.threadId,
+      () => this.config?.redactor ?? deps.log.redactor,
+    );
   }
 
   /** Load the thread and bind the configuration of its running turn (or the session's current one). */
@@ -655,7 +669,8 @@ class ThreadEngine implements Engine {
   ): Promise<void> {
     this.takeLingerFailure();
     // Each fact with the trace and span ids of the work it is about (tracing.ts).
-    const drafts = this.worker.tracing.record(facts, this);
+    // A model call's end keeps what it streamed when it did not complete (thread-deltas.ts).
+    const drafts = this.deltas.observe(this.worker.tracing.record(facts, this));
     const foreign =
       sessionId !== this.sessionId || drafts.some((d) => d.threadId !== undefined && d.threadId !== this.threadId);
     if (options.guard || foreign) {

@@ -218,6 +218,11 @@ export function recordingModel(
   const models = new Map<string, LanguageModelV3>();
   const model = (agent: AgentConfig): ModelHandle => {
     let wrapped = models.get(agent.name);
+    const record = (options: LanguageModelV3CallOptions) => {
+      const text = JSON.stringify(options.prompt);
+      beforeCall?.({ index: prompts.length, agent: agent.name, text });
+      prompts.push({ agent: agent.name, text });
+    };
     if (!wrapped) {
       const inner = createScriptedModel(script, agent.name === 'main' ? {} : { agent: agent.name });
       wrapped = {
@@ -227,12 +232,14 @@ export function recordingModel(
         modelId: inner.modelId,
         supportedUrls: inner.supportedUrls,
         doGenerate: (options: LanguageModelV3CallOptions) => {
-          const text = JSON.stringify(options.prompt);
-          beforeCall?.({ index: prompts.length, agent: agent.name, text });
-          prompts.push({ agent: agent.name, text });
+          record(options);
           return inner.doGenerate(options);
         },
-        doStream: (options: LanguageModelV3CallOptions) => inner.doStream(options),
+        // The runtime streams: a call is recorded whichever way it is made.
+        doStream: (options: LanguageModelV3CallOptions) => {
+          record(options);
+          return inner.doStream(options);
+        },
       };
       models.set(agent.name, wrapped);
     }

@@ -1,12 +1,11 @@
 import { writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { LanguageModelV3CallOptions } from '@ai-sdk/provider';
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveModel } from '../../src/index.js';
 import { createScriptedModel, type ModelScriptStep } from '../../src/testing.js';
+import { type FakeOpenAI, fakeOpenAI } from '../support/fake-openai.js';
 import { tempDir } from '../support/temp-dirs.js';
 import { type Harness, harness } from './harness.js';
 import { allEvents, answer, ofType, payload, waitForEvent } from './helpers.js';
@@ -17,13 +16,13 @@ import { allEvents, answer, ofType, payload, waitForEvent } from './helpers.js';
  * is a new `model.requested` with the next attempt, and the scripted model's step index follows the attempts.
  */
 let h: Harness | undefined;
-let server: Server | undefined;
+let fake: FakeOpenAI | undefined;
 afterEach(async () => {
   await h?.runtime.close();
   await h?.store.close();
   h = undefined;
-  if (server) await new Promise<void>((resolve) => server?.close(() => resolve()));
-  server = undefined;
+  await fake?.close();
+  fake = undefined;
 });
 
 /** Fast retries for tests: a few milliseconds of backoff. */
@@ -175,7 +174,11 @@ describe('provider failures', () => {
         if (options.providerOptions?.oar?.modelCall === 0) await new Promise((resolve) => setTimeout(resolve, 600));
         return inner.doGenerate(rest);
       },
-      doStream: (options: LanguageModelV3CallOptions) => inner.doStream(options),
+      doStream: async (options: LanguageModelV3CallOptions) => {
+        const { abortSignal: _ignored, ...rest } = options;
+        if (options.providerOptions?.oar?.modelCall === 0) await new Promise((resolve) => setTimeout(resolve, 600));
+        return inner.doStream(rest);
+      },
     };
     h = await harness(
       { steps: [] },
@@ -227,35 +230,23 @@ describe('provider failures', () => {
 
 describe('provider failures over HTTP (openai-compatible, real wire format)', () => {
   it('a 429 with retry-after and rate-limit headers is classified, waited out and retried', async () => {
-    let calls = 0;
-    server = createServer((req, res) => {
-      req.resume();
-      req.on('end', () => {
-        calls++;
-        if (calls === 1) {
-          res
-            .writeHead(429, {
-              'content-type': 'application/json',
-              'retry-after': '1',
-              'x-ratelimit-limit-requests': '60',
-              'x-request-id': 'req_http_1',
-            })
-            .end(JSON.stringify({ error: { message: 'Rate limit reached', type: 'requests' } }));
-          return;
-        }
-        const call = { name: 'AgentProtocolOutput', arguments: JSON.stringify({ kind: 'answer', message: 'Hi.' }) };
-        const message = {
-          role: 'assistant',
-          content: null,
-          tool_calls: [{ id: 'call_1', type: 'function', function: call }],
-        };
-        res.writeHead(200, { 'content-type': 'application/json' }).end(
-          JSON.stringify({
-            id: 'chatcmpl-1',
-            object: 'chat.completion',
-            created: 1_700_000_000,
-            model: 'fake-model',
-            choices: [{ index: 0, message, finish_reason: 'tool_calls' }],
+    fake = await fakeOpenAI((index) =>
+      index === 0
+        ? {
+            kind: 'error',
+            status: 429,
+            headers: { 'retry-after': '1', 'x-ratelimit-limit-requests': '60', 'x-request-id': 'req_http_1' },
+            body: { error: { message: 'Rate limit reached', type: 'requests' } },
+          }
+        : {
+            kind: 'answer',
+            toolCalls: [
+              {
+                id: 'call_1',
+                name: 'AgentProtocolOutput',
+                arguments: JSON.stringify({ kind: 'answer', message: 'Hi.' }),
+              },
+            ],
             usage: {
               prompt_tokens: 10,
               completion_tokens: 5,
@@ -263,12 +254,9 @@ describe('provider failures over HTTP (openai-compatible, real wire format)', ()
               prompt_tokens_details: { cached_tokens: 4 },
               completion_tokens_details: { reasoning_tokens: 2 },
             },
-          }),
-        );
-      });
-    });
-    await new Promise<void>((resolve) => server?.listen(0, '127.0.0.1', resolve));
-    const baseURL = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1`;
+          },
+    );
+    const baseURL = fake.baseURL;
     const resolved = await resolveModel('fake', {
       cwd: process.cwd(),
       env: {},
@@ -289,7 +277,9 @@ describe('provider failures over HTTP (openai-compatible, real wire format)', ()
     await h.runtime.submitTurn({ sessionId, input: 'hello' });
     await h.runtime.settled(sessionId);
     const events = await allEvents(h, sessionId);
-    expect(calls).toBe(2);
+    expect(fake.requests).toHaveLength(2);
+    // The answer was streamed (SSE), usage included.
+    expect(fake.requests[1]?.body).toMatchObject({ stream: true, stream_options: { include_usage: true } });
     expect(payload(ofType(events, 'model.failed')[0])).toMatchObject({
       failureClass: 'rate_limited',
       statusCode: 429,

@@ -1,0 +1,125 @@
+import type { EventDraft } from '../log/event-log.js';
+import type { LiveChannel } from '../log/live.js';
+import type { Redactor } from '../redaction/redactor.js';
+import { type ModelDelta, type ModelDeltaSink, PartialOutput } from '../runner/model-deltas.js';
+
+/** Where held-back streamed text may be cut: after whitespace, a quote or a separator (never inside a token). */
+const BOUNDARY = /[\s"'`,;:()[\]{}<>]/;
+
+/** The most characters held back waiting for a boundary: a longer run is published anyway. */
+const MAX_HELD = 1024;
+
+interface Held {
+  channel: ModelDelta['channel'];
+  toolCallId?: string;
+  toolName?: string;
+  text: string;
+}
+
+/**
+ * The delta sink of one driven thread (`withDeltaSink`): the streamed output of its model calls goes to the
+ * session's live subscribers, redacted like everything else OAR shows, and the partial output of a call that does
+ * not complete is kept in its `model.failed`.
+ *
+ * Redaction works on whole tokens: a secret split across two deltas would pass a per-delta check, so each stream
+ * (the text, each tool call's arguments) is cut only at a boundary a secret does not span (whitespace, quotes,
+ * separators) and the rest is held back until the next boundary or the end of the call.
+ */
+export class ThreadDeltas implements ModelDeltaSink {
+  /** The running call: the ids of its `model.requested`, the envelope of its deltas. */
+  private call: { turnId: string; traceId?: string; spanId?: string } | undefined;
+  private partial = new PartialOutput();
+  private readonly held = new Map<string, Held>();
+
+  constructor(
+    private readonly live: LiveChannel | undefined,
+    private readonly sessionId: string,
+    private readonly threadId: string,
+    private readonly redactor: () => Redactor,
+  ) {}
+
+  /**
+   * The facts the thread's engine records, seen before they are staged: a `model.requested` starts a call, a
+   * `model.completed` ends it, a `model.failed` ends it keeping what it streamed (`partialText`,
+   * `partialToolCalls`, bounded; unless the writer already set them).
+   */
+  observe(drafts: EventDraft[]): EventDraft[] {
+    if (!drafts.some((d) => d.type.startsWith('model.') && d.threadId === this.threadId)) return drafts;
+    return drafts.map((draft) => {
+      if (draft.threadId !== this.threadId) return draft;
+      if (draft.type === 'model.requested') {
+        this.call = {
+          turnId: draft.turnId,
+          ...(draft.traceId !== undefined ? { traceId: draft.traceId } : {}),
+          ...(draft.spanId !== undefined ? { spanId: draft.spanId } : {}),
+        };
+        this.partial = new PartialOutput();
+        this.held.clear();
+        return draft;
+      }
+      if (draft.type === 'model.completed') {
+        this.partial = new PartialOutput();
+        return draft;
+      }
+      if (draft.type === 'model.failed') {
+        const partial = this.partial;
+        this.partial = new PartialOutput();
+        if (partial.empty || 'partialText' in draft.payload || 'partialToolCalls' in draft.payload) return draft;
+        return { ...draft, payload: { ...draft.payload, ...partial.fields() } };
+      }
+      return draft;
+    });
+  }
+
+  delta(delta: ModelDelta): void {
+    this.partial.add(delta);
+    if (!this.call || !this.live?.listening(this.sessionId)) return;
+    const key = `${delta.channel}\u0000${delta.toolCallId ?? ''}`;
+    let held = this.held.get(key);
+    if (!held) {
+      held = {
+        channel: delta.channel,
+        ...(delta.toolCallId !== undefined ? { toolCallId: delta.toolCallId } : {}),
+        ...(delta.toolName !== undefined ? { toolName: delta.toolName } : {}),
+        text: '',
+      };
+      this.held.set(key, held);
+    }
+    held.text += delta.delta;
+    let cut = -1;
+    for (let i = held.text.length - 1; i >= 0; i--) {
+      if (BOUNDARY.test(held.text.charAt(i))) {
+        cut = i + 1;
+        break;
+      }
+    }
+    if (cut < 0 && held.text.length > MAX_HELD) cut = held.text.length;
+    if (cut <= 0) return;
+    const ready = held.text.slice(0, cut);
+    held.text = held.text.slice(cut);
+    this.publish(held, ready);
+  }
+
+  /** The call's stream is over: what is held back goes out. */
+  end(): void {
+    for (const held of this.held.values()) if (held.text !== '') this.publish(held, held.text);
+    this.held.clear();
+  }
+
+  private publish(held: Held, text: string): void {
+    const call = this.call;
+    if (!call || !this.live) return;
+    this.live.publish(this.sessionId, {
+      threadId: this.threadId,
+      turnId: call.turnId,
+      ...(held.toolCallId !== undefined ? { toolCallId: held.toolCallId } : {}),
+      ...(call.traceId !== undefined ? { traceId: call.traceId } : {}),
+      ...(call.spanId !== undefined ? { spanId: call.spanId } : {}),
+      payload: {
+        delta: this.redactor().redactText(text),
+        channel: held.channel,
+        ...(held.toolName !== undefined ? { toolName: held.toolName } : {}),
+      },
+    });
+  }
+}
