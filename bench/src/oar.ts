@@ -48,9 +48,13 @@ export function wrapModel(model: LanguageModel, around: <T>(call: () => PromiseL
   };
 }
 
-/** Wraps a model so each call is timed; the wrapper adds two performance.now() calls per step. */
+/**
+ * Wraps a model so each call is timed; the wrapper adds two performance.now() calls per step. A streamed call is
+ * the model's until its stream is returned, and each read of a part from the model's stream afterwards is model
+ * time too (`StepClock.model`): only what the runtime does with the parts counts as its overhead.
+ */
 export function timedModel(model: LanguageModel, clock: StepClock): LanguageModel {
-  return wrapModel(model, async (call) => {
+  const timed = wrapModel(model, async (call) => {
     clock.start();
     try {
       return await call();
@@ -58,6 +62,26 @@ export function timedModel(model: LanguageModel, clock: StepClock): LanguageMode
       clock.end();
     }
   });
+  return {
+    ...timed,
+    async doStream(options) {
+      const result = await timed.doStream(options);
+      const reader = result.stream.getReader();
+      const stream = new ReadableStream<typeof result.stream extends ReadableStream<infer P> ? P : never>({
+        async pull(controller) {
+          const started = performance.now();
+          const next = await reader.read();
+          clock.model(performance.now() - started);
+          if (next.done) controller.close();
+          else controller.enqueue(next.value);
+        },
+        cancel(reason) {
+          return reader.cancel(reason);
+        },
+      });
+      return { ...result, stream };
+    },
+  };
 }
 
 export interface OpenedStore {

@@ -1,7 +1,7 @@
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildRuntime, OarConfigSchema } from '@oar/runtime';
+import { buildRuntime, type OarConfig, OarConfigSchema } from '@oar/runtime';
 import type { Command } from 'commander';
 import { turnErrorText } from './io.js';
 import { attachPrinter, driveSession } from './session-driver.js';
@@ -31,17 +31,25 @@ function buildLog(): string {
  * sample workspace — parallel reads, an artifact spill, a delegated sub-agent and an approval (interactive in a
  * terminal; auto-approved with a visible note otherwise).
  */
-async function demo(options: { store?: string; json?: boolean }): Promise<number> {
-  const cwd = process.cwd();
+/**
+ * A fresh copy of the sample workspace under `cwd/.oar/demo-workspace` and the demo's configuration (the scripted
+ * model, its sub-agent): what `oar demo` runs once and `oar serve --demo` offers every new session.
+ */
+export async function prepareDemo(cwd: string): Promise<{ config: OarConfig; baseDir: string; workspace: string }> {
   const workspace = resolve(cwd, '.oar/demo-workspace');
   await rm(workspace, { recursive: true, force: true });
   await mkdir(workspace, { recursive: true });
   await cp(join(DEMO_ASSETS, 'workspace'), workspace, { recursive: true });
   await mkdir(join(workspace, 'logs'), { recursive: true });
   await writeFile(join(workspace, 'logs/build.log'), buildLog());
-
   const agents = JSON.parse(await readFile(join(DEMO_ASSETS, 'agents.json'), 'utf8'));
   const config = OarConfigSchema.parse({ model: 'script:script.json', agents, limits: { observationTokens: 1500 } });
+  return { config, baseDir: DEMO_ASSETS, workspace };
+}
+
+async function demo(options: { store?: string; json?: boolean }): Promise<number> {
+  const cwd = process.cwd();
+  const { config, workspace } = await prepareDemo(cwd);
   const { runtime, store } = await buildRuntime(config, DEMO_ASSETS, {
     cwd,
     env: process.env,

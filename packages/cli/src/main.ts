@@ -5,6 +5,7 @@ import { registerDemoCommand } from './demo.js';
 import { printError, printJson, UsageError } from './io.js';
 import { registerProtocolCommands } from './protocol-commands.js';
 import { registerRuntimeCommands } from './runtime-commands.js';
+import { registerServeCommands } from './serve-commands.js';
 import { tracingFromEnv } from './tracing.js';
 
 export const VERSION = '0.1.0';
@@ -54,6 +55,7 @@ async function run(argv: string[]): Promise<number> {
   registerDemoCommand(program, setExit);
   registerRuntimeCommands(program, setExit);
   registerProtocolCommands(program, setExit);
+  registerServeCommands(program, setExit);
   program
     .command('schema')
     .description(`print a JSON Schema (2020-12): ${SCHEMA_NAMES.join(' | ')}`)

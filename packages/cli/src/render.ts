@@ -35,7 +35,13 @@ export function renderEvent(
     case 'turn.started':
       return `${tag}${dim('turn started')}`;
     case 'model.requested':
+      if (p.purpose === 'compaction')
+        return `${tag}${dim(`model ${p.provider}/${p.modelId} summarising earlier turns`)}`;
       return `${tag}${dim(`model ${p.provider}/${p.modelId} step ${p.attempt}${p.corrective ? ' (corrective retry)' : ''}`)}`;
+    case 'context.compaction.completed':
+      return `${tag}${dim(`context compacted: ${(p.affectedTurns as unknown[] | undefined)?.length ?? 0} turn(s), ${p.tokensBefore} → ${p.tokensAfter} tokens (${p.summarySource} summary, ${p.summaryRef})`)}`;
+    case 'context.compaction.failed':
+      return `${tag}${yellow('⚠')} context compaction failed: ${(p.error as OarError | undefined)?.message ?? 'unknown'}`;
     case 'run.status': {
       if (p.phase === 'declared') {
         const declaration = p.declaration as {

@@ -5,8 +5,10 @@ import { oarError } from '@oar/protocol';
 import {
   absoluteModelSpec,
   type BindingUpdate,
+  type BudgetDimension,
   bindingModel,
   buildRuntime,
+  type ChangeLimitsInput,
   EXIT,
   loadConfig,
   type OarConfig,
@@ -261,6 +263,14 @@ function report(
         for (const line of result.details?.get(p.actionId)?.lines ?? []) process.stdout.write(`    ${line}\n`);
         process.stdout.write(`  → oar respond ${sessionId} ${p.actionId} ${answer}${store}\n`);
       }
+      for (const r of result.resources ?? []) {
+        const limit = r.limitState as { message?: string; details?: { scope?: string; dimension?: string } };
+        process.stdout.write(
+          `\nWaiting for a budget (turn ${r.turnId}): ${limit.message ?? 'a limit stops the next model call'}\n`,
+        );
+        const flag = limitFlag(limit.details?.scope, limit.details?.dimension);
+        process.stdout.write(`  → oar limit ${sessionId} ${flag ?? '--turn-cost USD'} <higher>${store}\n`);
+      }
     }
     process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
   }
@@ -371,6 +381,25 @@ async function updateSession(sessionId: string, options: SessionUpdateOptions): 
   });
 }
 
+/** `oar limit`'s limit flags: the flag, the limit it sets (`scope.dimension`), what it is. */
+const LIMIT_FLAGS = [
+  ['--turn-tokens', 'turn.tokens', 'tokens per turn'],
+  ['--turn-cost', 'turn.costUsd', 'US dollars per turn'],
+  ['--turn-calls', 'turn.modelCalls', 'model calls per turn'],
+  ['--turn-time', 'turn.wallTimeMs', 'wall time per turn, in ms'],
+  ['--session-tokens', 'session.tokens', 'tokens per session'],
+  ['--session-cost', 'session.costUsd', 'US dollars per session'],
+  ['--session-calls', 'session.modelCalls', 'model calls per session'],
+  ['--session-time', 'session.wallTimeMs', "wall time of the session's turns, in ms"],
+] as const;
+
+const camel = (flag: string) => flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+/** The `oar limit` flag that raises a limit (`turn`, `costUsd` → `--turn-cost`). */
+function limitFlag(scope: string | undefined, dimension: string | undefined): string | undefined {
+  return LIMIT_FLAGS.find(([, path]) => path === `${scope}.${dimension}`)?.[0];
+}
+
 export function registerRuntimeCommands(program: Command, setExit: (code: number) => void): void {
   const globals = (command: Command) =>
     command
@@ -450,6 +479,62 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
       },
     );
 
+  const limits = globals(program.command('limit'))
+    .description(
+      "change a session's budget limits (recorded as limit.changed, in force at once); a turn waiting for a budget continues",
+    )
+    .argument('<session>', 'session id');
+  for (const [flag, , what] of LIMIT_FLAGS)
+    limits.option(`${flag} <value>`, `${what} (a number, or "none" to remove it)`);
+  limits
+    .option('--on-exceeded <policy>', 'what a call that would exceed a limit does: wait | fail')
+    .option('--low-at <fraction>', 'the fraction of a limit at which quota.low is recorded (0..1)')
+    .option('--reason <text>', 'why')
+    .option('--json', 'print events as NDJSON, then the result')
+    .action(async (sessionId: string, options: RunOptions & Record<string, string | undefined>) => {
+      const opened = await openForSessions(options, [sessionId]);
+      setExit(
+        await withRuntime(opened, async (runtime) => {
+          const after = await runtime.queries.lastSequence(sessionId);
+          const change: ChangeLimitsInput = { sessionId, changedBy: 'cli' };
+          for (const [flag, path] of LIMIT_FLAGS) {
+            const raw = options[camel(flag)];
+            if (raw === undefined) continue;
+            const [scope, dimension] = path.split('.') as ['turn' | 'session', BudgetDimension];
+            const value =
+              raw.trim() === 'none' ? null : Number.isNaN(Number(raw)) || raw.trim() === '' ? raw : Number(raw);
+            change[scope] = { ...change[scope], [dimension]: value as number | null };
+          }
+          if (options.onExceeded !== undefined) change.onExceeded = options.onExceeded as 'wait';
+          if (options.lowAt !== undefined) change.lowAt = Number(options.lowAt);
+          if (options.reason) change.reason = options.reason;
+          const printer = attachPrinter(runtime, sessionId, options.json === true, after, streaming(options));
+          const changed = await runtime.changeLimits(change);
+          if (!options.json) {
+            for (const c of changed.changes) {
+              process.stdout.write(`  ${c.scope}.${c.dimension}: ${c.from ?? 'none'} → ${c.to ?? 'none'}\n`);
+            }
+          }
+          if (changed.resumed.length === 0) {
+            await printer.stop();
+            if (options.json) printJson({ result: { sessionId, ...changed } });
+            return EXIT.ok;
+          }
+          // A turn waited for a budget: it continues here, and its outcome is reported like a respond's.
+          const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
+          const main = snapshot.threads[0];
+          const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
+          const result = await driveSession(runtime, sessionId, turnId, {
+            json: options.json === true,
+            approvals: 'leave',
+            printer,
+          });
+          await printer.stop();
+          return report(result, sessionId, options, opened.store.location);
+        }),
+      );
+    });
+
   globals(program.command('interrupt'))
     .description('interrupt the running turn of a session (whichever process drives it stops within one step)')
     .argument('<session>', 'session id')
@@ -469,6 +554,46 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
           else if (!result.interrupted) process.stdout.write('no turn is running\n');
           else process.stdout.write(`turn ${result.turnId}: ${result.status}\n`);
         });
+      },
+    );
+
+  globals(program.command('compact'))
+    .description(
+      "compact a session's context now: its finished turns are summarised by the agent's model and shown as that summary",
+    )
+    .argument('<session>', 'session id')
+    .option('--thread <id>', 'the thread (default: the main thread)')
+    .option('--reason <text>', 'why (recorded with the request)')
+    .option('--json', 'print the result as JSON')
+    .action(
+      async (sessionId: string, options: GlobalOptions & { thread?: string; reason?: string; json?: boolean }) => {
+        // A durable request the thread's worker acts on: this process drives the session while it waits, unless
+        // another process holds the thread (its worker compacts then).
+        const opened = await openForSessions(options, [sessionId]);
+        setExit(
+          await withRuntime(opened, async (runtime) => {
+            const result = await runtime.compact({
+              sessionId,
+              ...(options.thread ? { threadId: options.thread } : {}),
+              ...(options.reason ? { reason: options.reason } : {}),
+            });
+            if (options.json) printJson(result);
+            else if (result.status === 'completed') {
+              process.stdout.write(
+                `compacted ${result.affectedTurns?.length ?? 0} turn(s) of thread ${result.threadId}: ${result.tokensBefore} → ${result.tokensAfter} tokens (${result.summarySource} summary, ${result.summaryRef})\n`,
+              );
+            } else if (result.status === 'requested') {
+              process.stdout.write(
+                `compaction ${result.requestId} requested; the thread's worker has not acted on it yet\n`,
+              );
+            }
+            if (result.status === 'failed' && result.error) {
+              process.stderr.write(`${JSON.stringify({ error: redactedForOutput(result.error) })}\n`);
+              return EXIT.failed;
+            }
+            return EXIT.ok;
+          }),
+        );
       },
     );
 
@@ -578,8 +703,22 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
             process.stdout.write(`    pending ${p.actionId}: ${p.prompt}\n`);
             for (const line of details.get(p.actionId)?.lines ?? []) process.stdout.write(`      ${line}\n`);
           }
+          for (const turn of thread.turns) {
+            if (turn.status !== 'waiting_resource') continue;
+            const wait = (turn.limitState ?? {}) as { kind?: string; reason?: string; message?: string };
+            process.stdout.write(
+              `    turn ${turn.turnId} waiting_resource (${wait.kind ?? 'resource'}: ${wait.message ?? wait.reason ?? 'a limit'})\n`,
+            );
+          }
           for (const q of thread.queuedTurns) process.stdout.write(`    queued ${q.queuedTurnId} #${q.position}\n`);
           for (const i of thread.incidents) process.stdout.write(`    ${i.severity} ${i.code}: ${i.message}\n`);
+          const boundary = (thread.history as { contextBoundary?: Record<string, unknown> } | undefined)
+            ?.contextBoundary;
+          if (boundary) {
+            process.stdout.write(
+              `    context compacted through turn ${boundary.throughTurnId} (${boundary.compactedTurns} turn(s), ${boundary.summarySource} summary ${boundary.summaryRef})\n`,
+            );
+          }
         }
         const t = snapshot.taskSummary;
         process.stdout.write(
@@ -599,6 +738,33 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         if (cost?.amount !== undefined) {
           process.stdout.write(
             `  cost: ~$${cost.amount.toFixed(4)} for ${cost.pricedCalls ?? 0} priced call(s) (approximate list prices)\n`,
+          );
+        }
+        const limit = snapshot.routingLimitSummary.limitState as
+          | {
+              turn?: Record<string, number>;
+              session?: Record<string, number>;
+              onExceeded?: string;
+              sessionSpent?: Record<string, number>;
+            }
+          | undefined;
+        if (limit?.turn) {
+          const list = (limits: Record<string, number> | undefined) =>
+            Object.entries(limits ?? {})
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ') || 'none';
+          const spent = limit.sessionSpent ?? {};
+          process.stdout.write(
+            `  budgets: turn ${list(limit.turn)}; session ${list(limit.session)}; on exceeded: ${limit.onExceeded ?? 'wait'}; session spent: ${spent.tokens ?? 0} tokens, ~$${(spent.costUsd ?? 0).toFixed(4)}, ${spent.modelCalls ?? 0} call(s)\n`,
+          );
+        }
+        const rate = (snapshot.routingLimitSummary.limitState as Record<string, unknown> | undefined)?.rateLimits as
+          | { hits?: number; last?: { modelId?: string; at?: string; retryAfterMs?: number } }
+          | undefined;
+        if (rate?.last) {
+          const wait = rate.last.retryAfterMs !== undefined ? `, retry-after ${rate.last.retryAfterMs} ms` : '';
+          process.stdout.write(
+            `  rate limits: ${rate.hits ?? 1} hit(s), last on ${rate.last.modelId} at ${rate.last.at}${wait}\n`,
           );
         }
         const routing = snapshot.routingLimitSummary;

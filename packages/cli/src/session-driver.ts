@@ -26,6 +26,8 @@ export interface DriveResult {
   threads: ThreadReadModel[];
   /** For each pending decision: what a person needs to decide it (see `requestDetails`). */
   details?: Map<string, RequestDetails>;
+  /** The turns that wait for a resource (a budget): their limit state, as the read model has it. */
+  resources?: { threadId: string; turnId: string; limitState: Record<string, unknown> }[];
 }
 
 /** A pending request as a person sees it: what it would do and why it asks, and how it can be answered. */
@@ -256,6 +258,13 @@ export async function driveSession(
       if (pending.length > 0) {
         return { status: 'waiting', threads: snapshot.threads, details: await requestDetails(runtime, sessionId) };
       }
+      // A turn that waits for a budget is not over: a higher limit (`oar limit`) continues it.
+      const resources = snapshot.threads.flatMap((t) =>
+        t.turns
+          .filter((x) => x.status === 'waiting_resource')
+          .map((x) => ({ threadId: t.threadId, turnId: x.turnId, limitState: x.limitState ?? {} })),
+      );
+      if (resources.length > 0) return { status: 'waiting', threads: snapshot.threads, resources };
       return {
         status: turn?.status === 'completed' ? 'completed' : turn?.status === 'cancelled' ? 'cancelled' : 'failed',
         ...(mine?.answer !== undefined ? { answer: mine.answer } : {}),

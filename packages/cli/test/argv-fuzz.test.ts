@@ -170,6 +170,10 @@ const VALUED = new Set([
   '--history',
   '--mode',
   '--budget',
+  '--turn-cost',
+  '--session-tokens',
+  '--on-exceeded',
+  '--low-at',
 ]);
 const STORE = ['--store', '--config'];
 /** Each command with its positionals (how many, at most) and its own options, so most cases get past the parser. */
@@ -192,6 +196,11 @@ const COMMANDS: { command: string[]; positionals: [number, number]; options: str
   { command: ['resume'], positionals: [0, 2], options: [...STORE, '--all', '--json', '--approve-all', '--deny-all'] },
   { command: ['respond'], positionals: [3, 3], options: [...STORE, '--reason', '--text', '--json'] },
   { command: ['interrupt'], positionals: [1, 1], options: [...STORE, '--thread', '--reason', '--json'] },
+  {
+    command: ['limit'],
+    positionals: [1, 1],
+    options: [...STORE, '--turn-cost', '--session-tokens', '--on-exceeded', '--low-at', '--reason', '--json'],
+  },
   { command: ['session', 'show'], positionals: [1, 1], options: STORE },
   {
     command: ['session', 'update'],

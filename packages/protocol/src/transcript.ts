@@ -131,10 +131,25 @@ export const ProtocolTurnSchema = z.object({
   declaration: z.union([z.string(), z.record(z.string(), z.unknown())]).optional(),
 });
 
+/**
+ * The summary of earlier turns a context compaction replaced (docs/models.md "Compaction"): shown in place of the
+ * turns it covers, never shortened or dropped for budget (it is what remains of them).
+ */
+export const SummaryTurnSchema = z.object({
+  kind: z.literal('summary'),
+  index: turnIndex,
+  text: z.string(),
+  /** Where the summary is stored (the compaction's artifact). */
+  ref: z.string().optional(),
+  /** How many turns it replaces, shown in its heading. */
+  turns: z.number().int().min(0).optional(),
+});
+
 export const TranscriptTurnSchema = z.discriminatedUnion('kind', [
   UserTurnSchema,
   ProtocolTurnSchema,
   AnswerTurnSchema,
+  SummaryTurnSchema,
 ]);
 export type TranscriptTurn = z.infer<typeof TranscriptTurnSchema>;
 export type TranscriptTurnInput = z.input<typeof TranscriptTurnSchema>;
@@ -424,7 +439,15 @@ function renderTextTurn(
   return { text: wrapTurn(index, `${heading}\n\n${text}`), refs: [] };
 }
 
+function renderSummaryTurn(turn: TranscriptTurn & { kind: 'summary' }, index: number): Rendered {
+  const covered = turn.turns !== undefined ? ` (${turn.turns} turn${turn.turns === 1 ? '' : 's'})` : '';
+  const where = turn.ref ? `\n\nFull summary: ${turn.ref}` : '';
+  const body = `## Summary of earlier turns${covered}\n\nEarlier turns were compacted into this summary by the runtime.${where}\n\n${tidy(turn.text)}`;
+  return { text: wrapTurn(index, body), refs: turn.ref ? [turn.ref] : [] };
+}
+
 function renderTurn(turn: TranscriptTurn, index: number, level: RenderLevel): Rendered {
+  if (turn.kind === 'summary') return renderSummaryTurn(turn, index);
   return turn.kind === 'protocol' ? renderProtocolTurn(turn, index, level) : renderTextTurn(turn, index, level);
 }
 
@@ -593,7 +616,8 @@ export function renderTranscript(
       if (t.kind === 'user') latestUser = i;
     });
     const last = turns.length - 1;
-    const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last);
+    // A compaction summary is never degraded: it already is what remains of the turns it replaced.
+    const older = turns.map((_, i) => i).filter((i) => i !== latestUser && i !== last && turns[i]?.kind !== 'summary');
     const phases: ReadonlyArray<readonly [positions: readonly number[], level: Exclude<RenderLevel, 'exact'>]> = [
       [older, 'compressed'],
       [older, 'summary'],

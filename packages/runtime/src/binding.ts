@@ -23,8 +23,11 @@ export const RuntimeLimitsSchema = z.strictObject({
   maxSubagentDepth: z.number().int().min(0).max(8),
   /** Per-tool timeout when the tool declares none. */
   toolTimeoutMs: z.number().int().min(1),
-  /** Token budget of the context (system prompt + transcript). */
-  contextBudgetTokens: z.number().int().min(512),
+  /**
+   * Token budget of the context (system prompt + transcript): an explicit override. Unset (the default), each agent's
+   * budget is its model's context window minus the output reserve (docs/models.md "Context budget and compaction").
+   */
+  contextBudgetTokens: z.number().int().min(512).optional(),
   /** Token budget of one action's observation; larger outputs become a preview + ref. */
   observationTokens: z.number().int().min(16),
   /** Token budget of all observations of one action graph, shared equally by its actions (each also capped above). */
@@ -38,6 +41,11 @@ export const RuntimeLimitsSchema = z.strictObject({
   modelRetryMaxDelayMs: z.number().int().min(0).optional(),
   /** One model call's time limit (default 600,000: ten minutes). */
   modelTimeoutMs: z.number().int().min(1).optional(),
+  /**
+   * How long a streaming model call may produce nothing (no text, no tool arguments, no part at all) before it
+   * fails as a `timeout` (retried like one). Default: none (only modelTimeoutMs bounds the call).
+   */
+  modelIdleTimeoutMs: z.number().int().min(1).optional(),
   /** Tool calls one semantic tool action's worker may make (default 12). */
   toolWorkerToolCalls: z.number().int().min(1).max(256).optional(),
   /** Model calls one tool worker may make, its corrective retries included (default 8). */
@@ -66,11 +74,59 @@ export const DEFAULT_LIMITS: RuntimeLimits = {
   maxParallel: 4,
   maxSubagentDepth: 2,
   toolTimeoutMs: 120_000,
-  contextBudgetTokens: 32_000,
   observationTokens: 2_000,
   graphObservationTokens: 16_000,
   maxArtifactBytes: 16 * 1024 * 1024,
 };
+
+/** What a budget bounds (docs/models.md "Budgets"): tokens, US dollars, model calls, wall time. */
+export const BUDGET_DIMENSIONS = ['tokens', 'costUsd', 'modelCalls', 'wallTimeMs'] as const;
+export type BudgetDimension = (typeof BUDGET_DIMENSIONS)[number];
+
+/** The limits of one scope (a turn, or the whole session); a dimension left out is unbounded. */
+export const BudgetLimitsSchema = z.strictObject({
+  /** Tokens (input + output) the model calls may use. */
+  tokens: z.number().int().positive().optional(),
+  /** US dollars the priced model calls may cost (approximate: models/prices.ts). */
+  costUsd: z.number().positive().optional(),
+  /** Model calls (attempts, retries included). */
+  modelCalls: z.number().int().positive().optional(),
+  /** Wall time in milliseconds: of the turn since it started, or of all the session's turns together. */
+  wallTimeMs: z.number().int().positive().optional(),
+});
+export type BudgetLimits = z.infer<typeof BudgetLimitsSchema>;
+
+/**
+ * Spending limits per turn and per session. Before a model call that would exceed one the call is not made
+ * (`quota.blocked`); then the thread waits in `waiting_resource` until a limit is raised (`limit.changed`), or the
+ * turn fails with `budget_exceeded` (`onExceeded: "fail"`). `quota.low` is recorded once when the spend reaches
+ * `lowAt` of a limit.
+ */
+export const BudgetsSchema = z.strictObject({
+  turn: BudgetLimitsSchema.optional(),
+  session: BudgetLimitsSchema.optional(),
+  /** What a call that would exceed a limit does: wait for a higher limit (default) or fail the turn. */
+  onExceeded: z.enum(['wait', 'fail']).optional(),
+  /** The fraction of a limit at which `quota.low` is recorded (default 0.8). */
+  lowAt: z.number().gt(0).lt(1).optional(),
+});
+export type Budgets = z.infer<typeof BudgetsSchema>;
+
+/**
+ * An agent's context compaction: past `threshold` of its context budget, the turns before the last `keepTurns`
+ * finished ones are summarised by its model (`summaryTokens` at most) and shown as that summary from then on.
+ */
+export const CompactionConfigSchema = z.strictObject({
+  /** false: never compact automatically (`oar compact` still can). Default true. */
+  enabled: z.boolean().optional(),
+  /** The fraction of the context budget past which compaction triggers (default 0.8). */
+  threshold: z.number().min(0.1).max(1).optional(),
+  /** Finished turns kept verbatim after the summary (default 1; fewer when nothing else could be compacted). */
+  keepTurns: z.number().int().min(0).max(100).optional(),
+  /** The summary's length limit in tokens (default: a fifth of the budget, at most 2,000). */
+  summaryTokens: z.number().int().min(64).max(32_000).optional(),
+});
+export type CompactionConfig = z.infer<typeof CompactionConfigSchema>;
 
 /** An agent: the main agent of a session or a sub-agent it may delegate to. */
 export const AgentSchema = z.strictObject({
@@ -94,6 +150,8 @@ export const AgentSchema = z.strictObject({
    * and observations), `hybrid` (also the declarations of recent turns), `full` (every declaration).
    */
   replay: z.enum(REPLAY_MODES).optional(),
+  /** When and how this agent's context is compacted (docs/models.md "Context budget and compaction"). */
+  compaction: CompactionConfigSchema.optional(),
 });
 export type AgentConfig = z.infer<typeof AgentSchema>;
 
@@ -138,6 +196,8 @@ export const SessionBindingSchema = z.strictObject({
    */
   pipelines: PipelinesSchema.optional(),
   services: ServicesSchema.optional(),
+  /** Spending limits per turn and per session (docs/models.md "Budgets"). Absent when none, like `secrets`. */
+  budgets: BudgetsSchema.optional(),
 });
 export type SessionBinding = z.infer<typeof SessionBindingSchema>;
 

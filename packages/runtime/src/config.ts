@@ -1,6 +1,6 @@
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
-import { type AgentConfig, AgentSchema, RuntimeLimitsSchema, SecretsConfigSchema } from './binding.js';
+import { type AgentConfig, AgentSchema, BudgetsSchema, RuntimeLimitsSchema, SecretsConfigSchema } from './binding.js';
 import { OarRuntimeError } from './errors.js';
 import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from './input-files.js';
@@ -13,6 +13,7 @@ import {
   ModelsConfigSchema,
 } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
+import { ProviderLimitsSchema } from './runner/provider-limits.js';
 import { Runtime } from './runtime.js';
 import { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
@@ -49,6 +50,13 @@ export const OarConfigSchema = z.strictObject({
     .default({ modules: [] }),
   permissions: PermissionsConfigSchema.default({ mode: 'default', rules: [] }),
   limits: RuntimeLimitsSchema.partial().default({}),
+  /** Spending limits per turn and per session, bound to new sessions (docs/models.md "Budgets"). */
+  budgets: BudgetsSchema.optional(),
+  /**
+   * This process's limits per provider and per model (`"openai"`, `"openai:gpt-4.1"`: `maxConcurrency`,
+   * `requestsPerMinute`), shared by every session it drives; not part of a binding (docs/models.md "Provider limits").
+   */
+  providerLimits: ProviderLimitsSchema.default({}),
   queuePolicy: z.enum(['queue', 'reject']).default('queue'),
   /** The worker of a process using this config: how long a thread lease lasts without renewal. */
   worker: z.strictObject({ leaseTtlMs: z.number().int().min(100).max(3_600_000).optional() }).default({}),
@@ -171,6 +179,8 @@ export async function buildRuntime(
     model: (agent, binding) => bindingModel(agent, binding, options.env),
     permissions: config.permissions,
     limits: config.limits,
+    ...(config.budgets ? { budgets: config.budgets } : {}),
+    providerLimits: config.providerLimits,
     queuePolicy: config.queuePolicy,
     onProtocolFailure: config.onProtocolFailure,
     ...(config.secrets ? { secrets: config.secrets } : {}),

@@ -2,9 +2,12 @@ import type { ArtifactContent, StoredArtifact } from './artifacts.js';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from './binding.js';
 import type { AppendGuard, EventDraft } from './log/event-log.js';
 import type { PermissionsConfig, SessionGrant } from './policy/permission-schema.js';
+import type { SessionState } from './read-models/session.js';
 import type { ThreadView } from './read-models/thread-state.js';
 import type { Redactor } from './redaction/redactor.js';
 import type { ModelHandle } from './runner/model-call.js';
+import type { ModelDeltaSink } from './runner/model-deltas.js';
+import type { ProviderLimiter } from './runner/provider-limits.js';
 import type { ToolRegistry } from './tools/registry.js';
 
 export type { AgentConfig, RuntimeLimits } from './binding.js';
@@ -38,9 +41,19 @@ export interface Engine extends BoundConfig {
   readonly runtimeId: string;
   /** The abort signal of the driven thread's current work (replaced after each interrupt). */
   signal(threadId: string): AbortSignal;
+  /**
+   * Where the driven thread's model calls stream their output (live-only `model.delta`); none: nobody listens.
+   * Passed explicitly, not through an AsyncLocalStorage: on Node 20 one active store turns on a hook for every
+   * promise of the process (about 5% of a step).
+   */
+  readonly deltas?: ModelDeltaSink;
   /** Another thread of the session has something to do (a child was delegated, a child ended). */
   wake(sessionId: string, threadId: string): void;
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
+  /** The session's read model as committed (budgets read its spend and its recorded limit changes). */
+  session(sessionId: string): Promise<SessionState | undefined>;
+  /** This process's limits per provider and model, shared by every session it drives (runner/provider-limits.ts). */
+  readonly limiter: ProviderLimiter;
   /** The session's approve_for_session grants. */
   grants(sessionId: string): Promise<SessionGrant[]>;
   /**

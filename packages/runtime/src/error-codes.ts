@@ -76,15 +76,46 @@ export const ERROR_CODES = {
   invalid_input: usage('A command argument is invalid (an empty prompt, a malformed id).'),
   invalid_decision: usage('The decision does not fit the pending request (for example approve_for_session).'),
   invalid_state_key: usage('A state key is invalid.'),
+  invalid_limit: usage(
+    'A budget limit change is invalid: an unknown limit, a value that is not a positive number (null removes a limit), or nothing to change. The message names the limit.',
+  ),
   invalid_state_value: usage('A state value is not JSON-serializable or too large.'),
   session_exists: usage('A session with this id already exists.'),
   session_not_found: usage('No session has this id in this store. `oar sessions` lists them.'),
+  workspace_not_found: usage('No workspace has this id. `oar workspaces list` (or GET /v1/workspaces) lists them.'),
+  workspace_exists: usage('A workspace with this id already exists.'),
+  api_key_not_found: usage('No API key of this workspace has this id. `oar keys list` lists them.'),
+  artifact_not_found: usage('No artifact of this session has this id (an artifact never crosses sessions).'),
+  // The HTTP API (`oar serve`, docs/http-api.md): the status each code answers with is in that document.
+  unauthorized: usage('No API key, or one that is unknown, revoked or expired. Send "Authorization: Bearer <key>".'),
+  forbidden: usage(
+    "The API key's scope does not allow this route (a viewer key on a write route, a non-admin on keys).",
+  ),
+  route_not_found: usage('No route of the HTTP API has this method and path. GET /v1/openapi.json lists them.'),
+  payload_too_large: usage('The request body is larger than the server accepts (details: limit). Send a smaller one.'),
+  range_not_satisfiable: usage('The Range header asks for bytes outside the artifact (details: size).'),
+  too_many_requests: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'The API key made more write requests than its rate limit allows; retry after details.retryAfterSeconds.',
+  },
+  server_closing: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'The server is shutting down; reconnect (a stream resumes from its last event id) or retry elsewhere.',
+  },
+  invalid_api_key: usage(
+    'A key given to OAR to store (OAR_ADMIN_KEY) does not have the shape of an OAR API key: "oar_" and 40 letters, digits, "_" or "-".',
+  ),
   thread_not_found: usage('No thread of the session has this id.'),
   action_not_found: usage('No pending decision has this id; the details list the pending ones.'),
   decision_already_resolved: usage('The decision was already resolved (details: how and when); nothing changed.'),
   task_not_found: usage('No task of the session has this id.'),
   subagent_not_found: usage('No sub-agent of the session has this id.'),
   queued_turn_not_found: usage('No queued turn has this id.'),
+  nothing_to_compact: usage(
+    'The thread has no finished turn after its last compaction boundary; nothing was requested. Compact after a turn ends.',
+  ),
   task_not_active: usage('The task is not running, so it cannot be cancelled.'),
   task_not_retryable: usage('The task did not fail retryably, so it cannot be retried.'),
   thread_closed: usage('The thread is closed and takes no new turns.'),
@@ -97,6 +128,11 @@ export const ERROR_CODES = {
     help: 'The thread changed while the command was prepared; it is retried internally, then reported.',
   },
   runtime_closing: { exit: EXIT.later, retryable: true, help: 'The runtime is shutting down; run the command again.' },
+  limits_changed: {
+    exit: EXIT.later,
+    retryable: true,
+    help: "The session's limits changed while a limit change was prepared; it is retried internally, then reported.",
+  },
   lease_lost: {
     exit: EXIT.later,
     retryable: true,
@@ -149,7 +185,10 @@ export const ERROR_CODES = {
     true,
   ),
   model_context_overflow: recorded(
-    "The request does not fit the model's context window. Lower limits.contextBudgetTokens or use a model with a larger window.",
+    "The request does not fit the model's context window, even after a compaction. Set the model's contextWindow (or lower limits.contextBudgetTokens), or use a model with a larger window.",
+  ),
+  compaction_failed: recorded(
+    'A context compaction could not be completed (its summary could not be stored); the context is unchanged and degrades for budget as before.',
   ),
   model_auth: recorded(
     "The provider refused the credentials (HTTP 401/403). Check the model's API key variable (apiKeyEnv) and its permissions.",
@@ -160,6 +199,9 @@ export const ERROR_CODES = {
   protocol_violation: recorded('The model answered outside the Agent Protocol even after a corrective retry.', true),
   protocol_fallback_plain_text: recorded('A warning: plain model text was accepted as the answer (policy plain_text).'),
   step_budget_exceeded: recorded('The turn used its maximum number of model steps (limits.maxSteps).'),
+  budget_exceeded: recorded(
+    'The next model call would exceed a turn or session budget (budgets, onExceeded "fail"); details name the limit and the spend. Raise it with `oar limit`, or start a new session.',
+  ),
   actions_failed: recorded('Actions of the graph failed and the model ended the turn on them.'),
   dependency_failed: recorded('The action was skipped because an action it depends on failed.'),
   graph_aborted: recorded('The action was cancelled because the graph was aborted (failure policy abort).'),

@@ -32,6 +32,101 @@ function summarize(event: RuntimeEvent): string {
   return '';
 }
 
+/** The cost, rate-limit, quota and limit facts of a session (the standard's Cost / limits family, plus limit.changed). */
+const LIMIT_FACTS = new Set(['cost.recorded', 'rate_limit.hit', 'quota.low', 'quota.blocked', 'limit.changed']);
+
+/**
+ * The limit facts of the log, each with the ids that join it (thread, turn), and per turn what its model calls
+ * spent and which limits it met: the same facts the read models count, joined by turn id.
+ */
+function limitFacts(events: RuntimeEvent[]) {
+  const pick = (p: Record<string, unknown>, keys: string[]) =>
+    Object.fromEntries(keys.filter((k) => p[k] !== undefined).map((k) => [k, p[k]]));
+  const limits = events
+    .filter((e) => LIMIT_FACTS.has(e.type))
+    .map((e) => {
+      const p = (e.payload ?? {}) as Record<string, unknown>;
+      return {
+        sequence: e.sequence,
+        type: e.type,
+        eventId: e.eventId,
+        ...(e.threadId ? { threadId: e.threadId } : {}),
+        ...(e.turnId ? { turnId: e.turnId } : {}),
+        ...(e.status ? { status: e.status } : {}),
+        ...pick(p, [
+          'modelId',
+          'provider',
+          'attempt',
+          'retryAfterMs',
+          'limits',
+          'providerRequestId',
+          'scope',
+          'dimension',
+          'limit',
+          'spent',
+          'requested',
+          'policy',
+          'amount',
+          'currency',
+          'changes',
+          'reason',
+        ]),
+      };
+    });
+  const byTurn: Record<
+    string,
+    {
+      threadId?: string;
+      modelCalls: number;
+      tokens: number;
+      costUsd: number;
+      rateLimitHits: number;
+      quotaLow: number;
+      quotaBlocked: number;
+      outcome?: string;
+    }
+  > = {};
+  const turn = (e: RuntimeEvent) => {
+    if (!e.turnId) return undefined;
+    byTurn[e.turnId] ??= {
+      ...(e.threadId ? { threadId: e.threadId } : {}),
+      modelCalls: 0,
+      tokens: 0,
+      costUsd: 0,
+      rateLimitHits: 0,
+      quotaLow: 0,
+      quotaBlocked: 0,
+    };
+    return byTurn[e.turnId];
+  };
+  for (const e of events) {
+    const p = (e.payload ?? {}) as Record<string, unknown>;
+    if (e.type === 'model.completed' || e.type === 'model.failed') {
+      const t = turn(e);
+      if (!t) continue;
+      const usage = p.usage as { totalTokens?: number } | undefined;
+      t.modelCalls++;
+      t.tokens += usage?.totalTokens ?? 0;
+    } else if (e.type === 'cost.recorded') {
+      const t = turn(e);
+      if (t && typeof p.amount === 'number') t.costUsd = Math.round((t.costUsd + p.amount) * 1e6) / 1e6;
+    } else if (e.type === 'rate_limit.hit') {
+      const t = turn(e);
+      if (t) t.rateLimitHits++;
+    } else if (e.type === 'quota.low') {
+      const t = turn(e);
+      if (t) t.quotaLow++;
+    } else if (e.type === 'quota.blocked') {
+      const t = turn(e);
+      if (t) t.quotaBlocked++;
+    } else if (e.type === 'turn.completed' || e.type === 'turn.failed') {
+      const t = turn(e);
+      if (t) t.outcome = e.status ?? (e.type === 'turn.completed' ? 'completed' : 'failed');
+    }
+  }
+  return { limits, byTurn };
+}
+
 /**
  * The evidence pack of a session: the timeline, every failure with its structured error, the artifact refs and
  * the correlation ids that join them — derived from the same events as the UI and the read models. Exporting is
@@ -74,6 +169,7 @@ export async function exportEvidence(log: EventLog, sessionId: string) {
       const p = e.payload as Record<string, unknown>;
       return { artifactId: e.artifactId, uri: p.uri, mime: p.mime, size: p.size, hash: p.hash, name: p.name };
     });
+  const { limits, byTurn } = limitFacts(events);
   const evidenceId = newId('ev');
   const pack = {
     format: 'oar.evidence.v1',
@@ -92,6 +188,8 @@ export async function exportEvidence(log: EventLog, sessionId: string) {
     })),
     failures,
     artifacts,
+    limits,
+    turns: byTurn,
     correlation: {
       sessionId,
       threadIds: ids('threadId'),

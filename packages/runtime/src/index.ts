@@ -19,7 +19,15 @@ export {
   AgentSchema,
   type BindingUpdate,
   BindingUpdateSchema,
+  BUDGET_DIMENSIONS,
+  type BudgetDimension,
+  type BudgetLimits,
+  BudgetLimitsSchema,
+  type Budgets,
+  BudgetsSchema,
   bindingHash,
+  type CompactionConfig,
+  CompactionConfigSchema,
   DEFAULT_LIMITS,
   type RuntimeLimits,
   RuntimeLimitsSchema,
@@ -30,11 +38,13 @@ export {
 } from './binding.js';
 export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
 export type {
+  CompactionResult,
   InterruptResult,
   RespondActionInput,
   SubmitTurnInput,
   SubmitTurnResult,
 } from './control-plane/commands.js';
+export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
 export type { BoundConfig, Engine } from './engine.js';
 export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './error-codes.js';
 export { notFound, OarRuntimeError, toOarError } from './errors.js';
@@ -71,6 +81,7 @@ export {
   resolveModel,
 } from './models/resolve.js';
 export { loadModelScript, type ModelScript, ModelScriptSchema, parseModelScript } from './models/script-schema.js';
+export { contextWindowOf, DEFAULT_WINDOWS, DEFAULT_WINDOWS_AS_OF, outputReserveOf } from './models/windows.js';
 export {
   DEFAULT_DENY_RULES,
   type DefaultDenyRule,
@@ -103,6 +114,12 @@ export {
   redactionFact,
   secretEnvNames,
 } from './redaction/index.js';
+export {
+  COMPACTION_DEFAULTS,
+  type ContextBudget,
+  contextBudget,
+  DEFAULT_CONTEXT_BUDGET_TOKENS,
+} from './runner/compaction.js';
 export type { ModelHandle } from './runner/model-call.js';
 export {
   type ModelDelta,
@@ -110,9 +127,27 @@ export {
   PARTIAL_OUTPUT_LIMIT,
   type PartialOutputFields,
 } from './runner/model-deltas.js';
+export {
+  type ProviderLimit,
+  ProviderLimiter,
+  type ProviderLimits,
+  ProviderLimitsSchema,
+  type SlotWait,
+} from './runner/provider-limits.js';
 export { Runtime, type RuntimeOptions } from './runtime.js';
 export { type Fence, type LeaseHolder, LeaseLostError } from './store/leases.js';
 export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';
+export {
+  type ApiKeyRecord,
+  ApiKeyRecordSchema,
+  type ApiKeyScope,
+  ApiKeyScopeSchema,
+  DEFAULT_WORKSPACE,
+  type Workspace,
+  WorkspaceIdSchema,
+  WorkspaceSchema,
+  Workspaces,
+} from './store/workspaces.js';
 export { READ_ONLY_FILE_TOOL } from './tools/builtin/files.js';
 export { editTool, globTool, grepTool, readTool, workspaceTools, writeTool } from './tools/builtin/index.js';
 export { loadToolModule } from './tools/modules.js';

@@ -4,6 +4,8 @@ import {
   type AgentConfig,
   AgentSchema,
   type BindingUpdate,
+  type Budgets,
+  BudgetsSchema,
   bindingHash,
   DEFAULT_LIMITS,
   type RuntimeLimits,
@@ -14,12 +16,14 @@ import {
 import {
   bindingWith,
   Commands,
+  type CompactionResult,
   type InterruptResult,
   type RespondActionInput,
   type SubmitTurnInput,
   type SubmitTurnResult,
 } from './control-plane/commands.js';
 import { type ControlInput, checkInput } from './control-plane/inputs.js';
+import type { ChangeLimitsInput, ChangeLimitsResult } from './control-plane/limits.js';
 import { Queries } from './control-plane/queries.js';
 import type { BoundConfig } from './engine.js';
 import { notFound } from './errors.js';
@@ -34,6 +38,7 @@ import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permis
 import { bindingOf, type SessionState } from './read-models/session.js';
 import type { ModelHandle } from './runner/model-call.js';
 import { resolveChain } from './runner/model-chain.js';
+import { ProviderLimiter, type ProviderLimits } from './runner/provider-limits.js';
 import { isStoreFault } from './store/faults.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
@@ -72,6 +77,8 @@ export interface RuntimeOptions {
   toolWorkerModel?: ModelChoice;
   permissions?: Partial<PermissionsConfig>;
   limits?: Partial<RuntimeLimits>;
+  /** Spending limits per turn and per session (docs/models.md "Budgets"). */
+  budgets?: Budgets;
   /** A turn submitted while the thread is busy waits in the queue (default) or is rejected. */
   queuePolicy?: 'queue' | 'reject';
   /** After a failed corrective retry: fail the turn (default) or show the model's text as the answer. */
@@ -94,6 +101,12 @@ export interface RuntimeOptions {
    * (default the global one, a no-op until an SDK is registered) and whether prompts and outputs are recorded.
    */
   tracing?: TracingOptions;
+  /**
+   * Limits per provider and per model (`openai`, `openai:gpt-4.1`: concurrency, requests per minute) shared by every
+   * session this runtime drives (docs/models.md "Provider limits"); pass one `ProviderLimiter` to several runtimes
+   * of a process to share it among them too.
+   */
+  providerLimits?: ProviderLimits | ProviderLimiter;
   /** Look for unfinished work in the worker's sessions when the runtime starts (default true). */
   resumeOnStart?: boolean;
   /**
@@ -165,6 +178,9 @@ export class Runtime {
         // Likewise recorded only when there are some.
         ...(options.pipelines?.length ? { pipelines: PipelinesSchema.parse(options.pipelines) } : {}),
         ...(options.services?.length ? { services: ServicesSchema.parse(options.services) } : {}),
+        ...(options.budgets && Object.keys(options.budgets).length > 0
+          ? { budgets: BudgetsSchema.parse(options.budgets) }
+          : {}),
       },
       undefined,
     );
@@ -185,6 +201,10 @@ export class Runtime {
             runtimeId,
             configFor,
             tracing: new Tracing(options.tracing),
+            limiter:
+              options.providerLimits instanceof ProviderLimiter
+                ? options.providerLimits
+                : new ProviderLimiter(options.providerLimits ?? {}),
           },
           workerOptions,
         )
@@ -228,7 +248,9 @@ export class Runtime {
 
   // ----- commands ----------------------------------------------------------------------------------------------
 
-  createSession(input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate } = {}) {
+  createSession(
+    input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate; workspaceId?: string } = {},
+  ) {
     return this.checked('createSession', 'createSession', input, (i) => this.commands.createSession(i));
   }
 
@@ -258,6 +280,23 @@ export class Runtime {
     return this.checked('interruptTurn', 'interruptTurn', input, (i) =>
       this.afterCommand(i.sessionId, this.commands.interruptTurn(i)),
     );
+  }
+
+  /**
+   * Compact a thread's context now (docs/models.md "Context budget and compaction"): a durable request the thread's
+   * worker acts on under its lease; resolves when the compaction completed or failed, or after `waitMs` (default
+   * 120 s) with status `requested`. `nothing_to_compact` when the thread has no finished turn to summarise.
+   */
+  compact(input: {
+    sessionId: string;
+    threadId?: string;
+    reason?: string;
+    waitMs?: number;
+  }): Promise<CompactionResult> {
+    return this.checked('compact', 'compact', input, async (i) => {
+      const request = await this.afterCommand(i.sessionId, this.commands.requestCompaction(i));
+      return this.commands.awaitCompaction(request, i.waitMs);
+    });
   }
 
   respondAction(input: RespondActionInput) {
@@ -308,14 +347,24 @@ export class Runtime {
     return result;
   }
 
+  /**
+   * Change a session's budget limits (`limit.changed`): in force at once, the running turn included; a thread
+   * waiting for a budget continues when the new limits allow its next call. Bad values: `invalid_limit`.
+   */
+  changeLimits(input: ChangeLimitsInput): Promise<ChangeLimitsResult> {
+    return this.checked('changeLimits', 'changeLimits', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.changeLimits(i)),
+    );
+  }
+
   setState(input: { sessionId: string; threadId?: string; key: string; value: unknown }) {
     return this.checked('setState', 'setState', input, (i) => this.commands.setState(i));
   }
 
   // ----- queries -----------------------------------------------------------------------------------------------
 
-  listSessions() {
-    return this.queries.listSessions();
+  listSessions(filter: { workspaceId?: string } = {}) {
+    return this.queries.listSessions(filter);
   }
 
   getSession(input: { sessionId: string; cursor?: number; limit?: number }) {
@@ -324,6 +373,11 @@ export class Runtime {
 
   getThreadRead(input: { sessionId: string; threadId: string }) {
     return this.checked('getThreadRead', 'getThreadRead', input, (i) => this.queries.getThreadRead(i));
+  }
+
+  /** An artifact's metadata and bytes (`artifact_not_found` for an id of another session). */
+  getArtifact(input: { sessionId: string; artifactId: string }) {
+    return this.checked('getArtifact', 'artifact', input, (i) => this.queries.getArtifact(i));
   }
 
   getBinding(sessionId: string) {
@@ -344,6 +398,18 @@ export class Runtime {
 
   resumableSessions() {
     return this.queries.resumableSessions();
+  }
+
+  /**
+   * Have this process's worker look at the session now (unfinished work after a restart, a thread whose worker
+   * died): it claims what it may and drives it. Completed actions never run again. `driven: false` when this
+   * runtime runs no worker (a control plane only): a worker elsewhere finds the work by itself.
+   */
+  async resume(sessionId: string): Promise<{ sessionId: string; driven: boolean }> {
+    await this.checked('resume', 'sessionId', sessionId, (i) => this.queries.lastSequence(i));
+    if (!this.worker) return { sessionId, driven: false };
+    await this.worker.look(sessionId);
+    return { sessionId, driven: true };
   }
 
   /**

@@ -113,6 +113,8 @@ export const ModelRequestedPayloadSchema = z.looseObject({
   requestRef: Ref.optional(),
   /** A provider retry: the failure class of the attempt before it (`model.failed.failureClass`). */
   retryOf: z.string().optional(),
+  /** Why the call is made: absent for a protocol step; `compaction` for a context summary (docs/models.md). */
+  purpose: z.enum(['compaction']).optional(),
 });
 export const ModelDeltaPayloadSchema = z.looseObject({
   delta: z.string(),
@@ -276,6 +278,66 @@ export const ContextResolvedPayloadSchema = z.looseObject({
   omissionCount: Count.optional(),
   tokenEstimate: Count.optional(),
   tokenBudget: Count.optional(),
+});
+
+/**
+ * Context compaction (docs/events.md "Compaction"): the standard's boundary lifecycle. Field names follow the
+ * standard's compaction contract — trigger, affected turns, summary ref and preview, continuation ref, tokens
+ * before and after, preserved pending actions, incidents and artifact/evidence refs.
+ */
+export const COMPACTION_TRIGGERS = ['threshold', 'context_overflow', 'manual'] as const;
+export const CompactionTriggerSchema = z.enum(COMPACTION_TRIGGERS);
+/** The turns (and their sequence span) a compaction replaces with its summary. */
+export const CompactionRangeSchema = z.looseObject({
+  fromTurnId: Id,
+  toTurnId: Id,
+  turnCount: Count,
+  fromSequence: Count.optional(),
+  toSequence: Count.optional(),
+});
+/** Something the compaction kept in view whatever the summary says. */
+export const PreservedItemSchema = z.looseObject({
+  /** pending_action, incident, artifact_ref, evidence_ref, current_request, current_declaration. */
+  kind: Id,
+  ref: Ref,
+  turnId: Id.optional(),
+  title: z.string().optional(),
+});
+export const ContextCompactionStartedPayloadSchema = z.looseObject({
+  compactionId: Id,
+  trigger: CompactionTriggerSchema,
+  affectedTurns: z.array(Id),
+  range: CompactionRangeSchema,
+  tokensBefore: Count,
+  tokenBudget: Count.optional(),
+  /** The fraction of the budget past which compaction triggers. */
+  threshold: z.number().min(0).max(1).optional(),
+  /** A manual compaction: the request it answers (`thread.updated` `compactionRequest`). */
+  requestId: Id.optional(),
+});
+export const ContextCompactionCompletedPayloadSchema = z.looseObject({
+  compactionId: Id,
+  trigger: CompactionTriggerSchema,
+  affectedTurns: z.array(Id),
+  range: CompactionRangeSchema,
+  tokensBefore: Count,
+  tokensAfter: Count,
+  /** The stored summary (an artifact) and its first characters. */
+  summaryRef: Ref,
+  summaryPreview: z.string(),
+  /** model: the agent's model wrote it; extractive: the deterministic fallback (the model call failed). */
+  summarySource: z.enum(['model', 'extractive']),
+  /** Where the context continues: the thread's transcript, now the summary and the turns after the range. */
+  continuationRef: Ref.optional(),
+  preserved: z.array(PreservedItemSchema),
+  requestId: Id.optional(),
+});
+export const ContextCompactionFailedPayloadSchema = z.looseObject({
+  compactionId: Id,
+  trigger: CompactionTriggerSchema,
+  error: OarErrorSchema,
+  affectedTurns: z.array(Id).optional(),
+  requestId: Id.optional(),
 });
 
 const RoutingFacts = {
@@ -509,6 +571,9 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'permission.requested': PermissionRequestedPayloadSchema,
   'permission.resolved': PermissionResolvedPayloadSchema,
   'context.resolved': ContextResolvedPayloadSchema,
+  'context.compaction.started': ContextCompactionStartedPayloadSchema,
+  'context.compaction.completed': ContextCompactionCompletedPayloadSchema,
+  'context.compaction.failed': ContextCompactionFailedPayloadSchema,
   'routing.single_candidate': RoutingSingleCandidatePayloadSchema,
   'routing.not_possible': RoutingNotPossiblePayloadSchema,
   'routing.decided': RoutingDecidedPayloadSchema,

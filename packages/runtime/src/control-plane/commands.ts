@@ -26,9 +26,12 @@ import type { ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { bindingRedactor } from '../redaction/sources.js';
 import { actionStatusChange } from '../runner/action-context.js';
+import { compactionRange } from '../runner/compaction.js';
 import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
 import { failTurn } from '../runner/thread-runner.js';
 import { fenceOutUnheld } from '../store/leases.js';
+import { DEFAULT_WORKSPACE, Workspaces } from '../store/workspaces.js';
+import { type ChangeLimitsInput, type ChangeLimitsResult, limitChangeFacts, validateLimitChange } from './limits.js';
 
 export interface SubmitTurnInput {
   sessionId: string;
@@ -38,6 +41,12 @@ export interface SubmitTurnInput {
   turnId?: string;
   input: string;
   source?: string;
+  /**
+   * What to do when the thread is running another turn: `enqueue` (wait in the queue), `reject` (`thread_busy`,
+   * naming the running turn) or `interrupt` (go first in the queue and interrupt the running turn). Default: the
+   * binding's `queuePolicy` (`queue` = enqueue).
+   */
+  ifBusy?: 'enqueue' | 'reject' | 'interrupt';
 }
 
 export interface SubmitTurnResult {
@@ -56,6 +65,21 @@ export interface RespondActionInput {
   reason?: string;
   payload?: Record<string, unknown>;
   resolvedBy?: string;
+}
+
+/** How a compaction request ended (`compact`): see `Commands.awaitCompaction`. */
+export interface CompactionResult {
+  status: 'completed' | 'failed' | 'requested';
+  threadId: string;
+  requestId: string;
+  compactionId?: string;
+  sequence?: number;
+  affectedTurns?: string[];
+  tokensBefore?: number;
+  tokensAfter?: number;
+  summaryRef?: string;
+  summarySource?: string;
+  error?: { code: string; message: string; retryable: boolean; details?: Record<string, unknown> };
 }
 
 export interface InterruptResult {
@@ -95,9 +119,11 @@ export class Commands {
   }
 
   async createSession(
-    input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate } = {},
-  ): Promise<{ sessionId: string; threadId: string; bindingHash: string }> {
+    input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate; workspaceId?: string } = {},
+  ): Promise<{ sessionId: string; threadId: string; bindingHash: string; workspaceId: string }> {
     const sessionId = input.sessionId ?? newId('ses');
+    const workspaceId = input.workspaceId ?? DEFAULT_WORKSPACE;
+    if (workspaceId !== DEFAULT_WORKSPACE) await new Workspaces(this.log.store).require(workspaceId);
     if (!SESSION_ID.test(sessionId)) {
       throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
     }
@@ -123,7 +149,12 @@ export class Commands {
       [
         {
           type: 'session.created',
-          payload: { ...(input.title ? { title: input.title } : {}), binding, bindingHash: hash },
+          payload: {
+            ...(input.title ? { title: input.title } : {}),
+            ...(workspaceId !== DEFAULT_WORKSPACE ? { workspaceId } : {}),
+            binding,
+            bindingHash: hash,
+          },
         },
         {
           type: 'thread.started',
@@ -131,9 +162,9 @@ export class Commands {
           payload: { agent, depth: 0, ...(input.title ? { title: input.title } : {}) },
         },
       ],
-      { redactor },
+      { redactor, workspaceId },
     );
-    return { sessionId, threadId, bindingHash: hash };
+    return { sessionId, threadId, bindingHash: hash, workspaceId };
   }
 
   /** Change a session's binding: recorded, and effective from the next turn (a running turn keeps its own). */
@@ -199,8 +230,9 @@ export class Commands {
     }
     const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
     const session = await this.session(input.sessionId);
-    const queuePolicy = (bindingOf(session) ?? this.deps.template()).queuePolicy;
-    return retryOnThreadChange<SubmitTurnResult>(async () => {
+    const ifBusy =
+      input.ifBusy ?? ((bindingOf(session) ?? this.deps.template()).queuePolicy === 'reject' ? 'reject' : 'enqueue');
+    const submitted = await retryOnThreadChange<SubmitTurnResult>(async () => {
       const thread = await this.log.thread(input.sessionId, threadId);
       if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
       if (input.turnId) {
@@ -217,7 +249,7 @@ export class Commands {
       }
       const turnId = input.turnId ?? newId('turn');
       const busy = threadBusy(thread);
-      if (busy && queuePolicy === 'reject') {
+      if (busy && ifBusy === 'reject') {
         throw new OarRuntimeError('thread_busy', `thread "${threadId}" is running turn ${thread.activeTurnId}`, {
           retryable: true,
           details: { activeTurnId: thread.activeTurnId },
@@ -229,13 +261,26 @@ export class Commands {
         { type: 'turn.submitted', threadId, turnId, status, payload: { status, input: input.input, source } },
       ];
       if (busy) {
-        const queue = [...thread.queue, { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source }];
+        const entry = { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source };
+        // An interrupting turn goes first: it is the next to run once the running one is cancelled.
+        const queue = ifBusy === 'interrupt' ? [entry, ...thread.queue] : [...thread.queue, entry];
         drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
       }
       // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
       await this.append(input.sessionId, drafts, { guard: threadUnchanged(thread) });
       return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
     });
+    if (ifBusy === 'interrupt' && submitted.status === 'queued' && !submitted.duplicate) {
+      // Recorded after the turn, so the turn is never lost to a failed interrupt; `waitMs: 0`: the caller does not
+      // wait for the cancellation (it is a durable request the thread's worker acts on within a step).
+      await this.interruptTurn({
+        sessionId: input.sessionId,
+        threadId,
+        reason: `interrupted by turn ${submitted.turnId}`,
+        waitMs: 0,
+      });
+    }
+    return submitted;
   }
 
   async removeQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }): Promise<void> {
@@ -316,6 +361,103 @@ export class Commands {
     // The turn may also have ended on its own just before the request was acted on: say what really happened.
     if (ended === undefined) return { interrupted: true, turnId, status: 'requested' };
     return { interrupted: true, turnId, status: ended === 'cancelled' ? 'cancelled' : 'ended' };
+  }
+
+  /**
+   * Ask for the thread's context to be compacted now (`oar compact`). Stateless like every command: it records a
+   * durable request on the thread (`thread.updated` with `compactionRequest`), and whichever worker holds or claims
+   * the thread compacts under its lease — the summary is a model call, which a command never makes. A request
+   * already pending is returned, not repeated. Refused with `nothing_to_compact` when the thread has no finished
+   * turn after its current boundary.
+   */
+  async requestCompaction(input: {
+    sessionId: string;
+    threadId?: string;
+    reason?: string;
+  }): Promise<{ sessionId: string; threadId: string; requestId: string; duplicate: boolean }> {
+    await this.session(input.sessionId);
+    const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
+    return retryOnThreadChange(async () => {
+      const thread = await this.log.thread(input.sessionId, threadId);
+      const base = { sessionId: input.sessionId, threadId };
+      if (thread.compactionRequest) return { ...base, requestId: thread.compactionRequest.requestId, duplicate: true };
+      if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
+      if (compactionRange(thread, 0).length === 0) {
+        throw new OarRuntimeError(
+          'nothing_to_compact',
+          thread.compaction
+            ? `thread "${threadId}" has no finished turn after its last compaction (${thread.compaction.compactionId})`
+            : `thread "${threadId}" has no finished turn to compact`,
+          {
+            details: {
+              threadId,
+              turns: thread.turns.length,
+              ...(thread.activeTurnId ? { activeTurnId: thread.activeTurnId } : {}),
+              ...(thread.compaction ? { compactedThrough: thread.compaction.throughTurnId } : {}),
+            },
+          },
+        );
+      }
+      const requestId = `${newId('cmp')}_req`;
+      await this.append(
+        input.sessionId,
+        [
+          {
+            type: 'thread.updated',
+            threadId,
+            payload: {
+              changed: ['compaction'],
+              compactionRequest: { requestId, ...(input.reason ? { reason: input.reason } : {}) },
+            },
+          },
+        ],
+        { guard: threadUnchanged(thread) },
+      );
+      return { ...base, requestId, duplicate: false };
+    });
+  }
+
+  /**
+   * Wait up to `waitMs` (default 120 s) for a compaction request to be acted on, and say how it ended: `completed`
+   * (with the new boundary's figures), `failed` (with the error), or still `requested`.
+   */
+  async awaitCompaction(
+    request: { sessionId: string; threadId: string; requestId: string },
+    waitMs = 120_000,
+  ): Promise<CompactionResult> {
+    const { sessionId, threadId, requestId } = request;
+    await this.deps.notifier.waitFor(
+      sessionId,
+      async () => (await this.log.thread(sessionId, threadId)).compactionRequest?.requestId !== requestId,
+      waitMs,
+    );
+    const rows = await this.log.store.db
+      .selectFrom('oar_events')
+      .select(['body'])
+      .where('session_id', '=', sessionId)
+      .where('type', 'in', ['context.compaction.completed', 'context.compaction.failed'])
+      .orderBy('sequence', 'desc')
+      .limit(200)
+      .execute();
+    for (const row of rows) {
+      const event = JSON.parse(row.body) as RuntimeEvent;
+      const payload = (event.payload ?? {}) as Record<string, unknown>;
+      if (payload.requestId !== requestId) continue;
+      const base = { threadId, requestId, compactionId: String(payload.compactionId ?? ''), sequence: event.sequence };
+      if (event.type === 'context.compaction.failed') {
+        return { ...base, status: 'failed', error: payload.error as CompactionResult['error'] };
+      }
+      return {
+        ...base,
+        status: 'completed',
+        affectedTurns: (payload.affectedTurns as string[] | undefined) ?? [],
+        tokensBefore: Number(payload.tokensBefore ?? 0),
+        tokensAfter: Number(payload.tokensAfter ?? 0),
+        summaryRef: String(payload.summaryRef ?? ''),
+        summarySource: String(payload.summarySource ?? ''),
+      };
+    }
+    return { threadId, requestId, status: 'requested' };
   }
 
   /** Record the cancellation of a thread's interrupted turn when no worker holds the thread. */
@@ -652,6 +794,37 @@ export class Commands {
       { guard: threadUnchanged(thread) },
     );
     return { runId, turnId };
+  }
+
+  /**
+   * Change a session's budget limits (`limit.changed`, docs/models.md "Budgets"): in force at once, for the running
+   * turn too. A thread waiting for a budget is woken (its worker checks again and continues the same turn). Two
+   * changes computed from the same limits must not drop one another's: the second is refused and retried.
+   */
+  async changeLimits(input: ChangeLimitsInput): Promise<ChangeLimitsResult> {
+    validateLimitChange(input);
+    for (let attempt = 1; ; attempt++) {
+      const models = await this.log.allReadModels(input.sessionId);
+      if (!models.session) throw notFound('session', input.sessionId);
+      const { drafts, result } = limitChangeFacts(models, input);
+      const seen = JSON.stringify(models.session.limits ?? null);
+      try {
+        await this.append(input.sessionId, drafts, {
+          guard: async (tx) => {
+            const now = (await loadReadModels(tx, input.sessionId, [])).session?.limits;
+            if (JSON.stringify(now ?? null) !== seen) {
+              throw new OarRuntimeError('limits_changed', 'the limits changed while the change was prepared; retry', {
+                retryable: true,
+              });
+            }
+          },
+        });
+        return result;
+      } catch (error) {
+        if (error instanceof OarRuntimeError && error.code === 'limits_changed' && attempt < 3) continue;
+        throw error;
+      }
+    }
   }
 
   /**

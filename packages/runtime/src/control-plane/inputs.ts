@@ -23,6 +23,7 @@ export const CONTROL_INPUTS = {
       sessionId: Id.optional(),
       agent: Id.optional(),
       binding: BindingUpdateSchema.optional(),
+      workspaceId: Id.optional(),
     })
     .optional(),
   updateBinding: z.object({ sessionId: Id, update: BindingUpdateSchema }),
@@ -32,9 +33,16 @@ export const CONTROL_INPUTS = {
     turnId: Id.optional(),
     input: Text,
     source: Text.optional(),
+    ifBusy: z.enum(['enqueue', 'reject', 'interrupt']).optional(),
   }),
   queuedTurn: z.object({ sessionId: Id, threadId: Id, turnId: Id }),
   interruptTurn: z.object({
+    sessionId: Id,
+    threadId: Id.optional(),
+    reason: Text.optional(),
+    waitMs: z.number().min(0).max(3_600_000).optional(),
+  }),
+  compact: z.object({
     sessionId: Id,
     threadId: Id.optional(),
     reason: Text.optional(),
@@ -52,8 +60,11 @@ export const CONTROL_INPUTS = {
   cancelTask: z.object({ sessionId: Id, taskId: Id, reason: Text.optional() }),
   retryTask: z.object({ sessionId: Id, taskId: Id }),
   setState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text, value: z.unknown() }),
+  // The limits' values are checked by the command (`invalid_limit`, naming the limit).
+  changeLimits: z.object({ sessionId: Id, reason: Text.optional(), changedBy: Id.optional() }),
   getSession: z.object({ sessionId: Id, cursor: Count.optional(), limit: Count.optional() }),
   getThreadRead: z.object({ sessionId: Id, threadId: Id }),
+  artifact: z.object({ sessionId: Id, artifactId: Id }),
   onThread: OnThread,
   getState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text.optional() }),
   sessionId: Id,

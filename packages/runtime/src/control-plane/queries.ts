@@ -1,4 +1,5 @@
 import type { RuntimeEvent, SessionSnapshot, ThreadReadModel } from '@oar/protocol';
+import { getArtifact } from '../artifacts.js';
 import type { BoundConfig } from '../engine.js';
 import { notFound } from '../errors.js';
 import { exportEvidence, exportReplay } from '../exports.js';
@@ -7,6 +8,7 @@ import { findContradictions } from '../read-models/contradictions.js';
 import { replay, threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
+import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { sessionWork } from '../worker/worker.js';
 
 export interface QueryDeps {
@@ -22,16 +24,26 @@ export class Queries {
     return this.deps.log;
   }
 
-  async listSessions(): Promise<
-    { sessionId: string; title: string | null; createdAt: string; updatedAt: string; events: number }[]
+  /** The sessions, newest first; of one workspace when `workspaceId` is given. */
+  async listSessions(filter: { workspaceId?: string } = {}): Promise<
+    {
+      sessionId: string;
+      workspaceId: string;
+      title: string | null;
+      createdAt: string;
+      updatedAt: string;
+      events: number;
+    }[]
   > {
-    const rows = await this.log.store.db
+    let query = this.log.store.db
       .selectFrom('oar_sessions')
-      .select(['id', 'title', 'created_at', 'updated_at', 'last_sequence'])
-      .orderBy('created_at', 'desc')
-      .execute();
+      .select(['id', 'workspace_id', 'title', 'created_at', 'updated_at', 'last_sequence']);
+    if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('workspace_id', 'is', null);
+    else if (filter.workspaceId !== undefined) query = query.where('workspace_id', '=', filter.workspaceId);
+    const rows = await query.orderBy('created_at', 'desc').execute();
     return rows.map((r) => ({
       sessionId: r.id,
+      workspaceId: r.workspace_id ?? DEFAULT_WORKSPACE,
       title: r.title,
       createdAt: r.created_at,
       updatedAt: r.updated_at,
@@ -75,6 +87,16 @@ export class Queries {
         .where('status', 'in', ['waiting_permission', 'waiting_input'])
         .execute();
       if (waiting.length > 0) found.push({ sessionId, reason: `${waiting.length} thread(s) waiting for a decision` });
+      const budget = await this.log.store.db
+        .selectFrom('oar_read_models')
+        .select('key')
+        .where('session_id', '=', sessionId)
+        .where('kind', '=', 'thread')
+        .where('status', '=', 'waiting_resource')
+        .execute();
+      if (budget.length > 0) {
+        found.push({ sessionId, reason: `${budget.length} thread(s) waiting for a budget (oar limit raises it)` });
+      }
     }
     return found;
   }
@@ -94,6 +116,8 @@ export class Queries {
   /** The durable session snapshot plus a window of its history (events after `cursor`, at most `limit`). */
   async getSession(input: { sessionId: string; cursor?: number; limit?: number }): Promise<{
     snapshot: SessionSnapshot;
+    /** The sequence of the last event the snapshot reflects: a stream resumed after it misses nothing. */
+    sequence: number;
     events: RuntimeEvent[];
     nextCursor: number;
   }> {
@@ -102,6 +126,7 @@ export class Queries {
     const events = await this.log.read(input.sessionId, { after: input.cursor ?? 0, limit: input.limit ?? 200 });
     return {
       snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
+      sequence: models.session.lastSequence,
       events,
       nextCursor: events.at(-1)?.sequence ?? input.cursor ?? 0,
     };
@@ -140,6 +165,16 @@ export class Queries {
     if (!scope) throw notFound('thread', input.threadId ?? '');
     if (input.key === undefined) return { ...scope };
     return Object.hasOwn(scope, input.key) ? { [input.key]: scope[input.key] } : {};
+  }
+
+  /**
+   * One artifact of the session: its metadata and bytes (as stored: redacted like every record). An artifact of
+   * another session is `artifact_not_found`, as if it did not exist.
+   */
+  async getArtifact(input: { sessionId: string; artifactId: string }) {
+    const artifact = await getArtifact(this.log.store.db, input.sessionId, input.artifactId);
+    if (!artifact) throw notFound('artifact', input.artifactId);
+    return artifact;
   }
 
   async listSubagents(input: { sessionId: string; threadId?: string }) {

@@ -4,6 +4,7 @@ import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
+import { DEFAULT_CONTEXT_BUDGET_TOKENS } from '../runner/compaction.js';
 import { nodeRequest, resolveActionContext, taskText, unresolvedReference } from '../runner/references.js';
 import { gate } from './tool.js';
 
@@ -149,7 +150,8 @@ export async function delegatedWork(
   ctx: ActionContext,
 ): Promise<{ ok: true; prompt: string; task: string } | { ok: false; error: OarError }> {
   // Half the child's context budget for what it is handed; the rest is its own work.
-  const resolved = await resolveActionContext(ctx, Math.floor(ctx.engine.limits.contextBudgetTokens / 2));
+  const budget = ctx.engine.limits.contextBudgetTokens ?? DEFAULT_CONTEXT_BUDGET_TOKENS;
+  const resolved = await resolveActionContext(ctx, Math.floor(budget / 2));
   if (!resolved.ok) return { ok: false, error: unresolvedReference(resolved) };
   const task = taskText(ctx.action, resolved.task);
   const input = ctx.action.executor.type === 'tool' ? ctx.action.input : undefined;

@@ -22,6 +22,7 @@ import { processRedactor } from '../redaction/sources.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
 import type { Db, Store } from '../store/store.js';
+import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { withActiveSpan } from '../tracing.js';
 
 /** What the engine writes: an event without the fields the log assigns (ids, sequence, time, profile fields). */
@@ -97,9 +98,10 @@ export class EventLog {
     sessionId: string,
     title: string | undefined,
     drafts: EventDraft[],
-    options: Pick<AppendOptions, 'redactor'> = {},
+    options: Pick<AppendOptions, 'redactor'> & { workspaceId?: string } = {},
   ): Promise<RuntimeEvent[]> {
-    return this.write(sessionId, drafts, { ...options, create: { title } });
+    const { workspaceId, ...append } = options;
+    return this.write(sessionId, drafts, { ...append, create: { title, workspaceId } });
   }
 
   /**
@@ -114,7 +116,7 @@ export class EventLog {
   private async write(
     sessionId: string,
     drafts: EventDraft[],
-    options: AppendOptions & { create?: { title: string | undefined } },
+    options: AppendOptions & { create?: { title: string | undefined; workspaceId: string | undefined } },
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
     // A command's facts carry the caller's span (a worker's carry its own: tracing.ts).
@@ -136,6 +138,11 @@ export class EventLog {
             created_at: timestamp,
             updated_at: timestamp,
             last_sequence: 0,
+            // The default workspace is stored as null, as for sessions created before workspaces.
+            workspace_id:
+              options.create.workspaceId === undefined || options.create.workspaceId === DEFAULT_WORKSPACE
+                ? null
+                : options.create.workspaceId,
           })
           .execute();
       }

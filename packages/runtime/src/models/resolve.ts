@@ -57,8 +57,16 @@ export const ModelConfigSchema = z
     retry: ModelRetrySchema.optional(),
     /** One call's time limit in milliseconds (overrides `limits.modelTimeoutMs`). */
     timeoutMs: z.number().int().min(1).optional(),
+    /** How long a stream may produce nothing before the call fails as a timeout (overrides `limits.modelIdleTimeoutMs`). */
+    idleTimeoutMs: z.number().int().min(1).optional(),
+    /** Whether the model can call tools (default true): a chain excludes it for an agent on the tool carrier. */
+    toolCalling: z.boolean().optional(),
     /** USD per million tokens (the dated defaults of models/prices.ts when omitted; unknown for others). */
     price: ModelPriceSchema.optional(),
+    /** Tokens of one request, prompt and output together (the defaults of models/windows.ts when omitted). */
+    contextWindow: z.number().int().min(256).optional(),
+    /** The most tokens one answer may have: sent to the provider, and reserved out of the context window. */
+    maxOutputTokens: z.number().int().min(16).optional(),
   })
   .superRefine((entry, ctx) => {
     const need = (field: 'model' | 'baseURL' | 'file') => {
@@ -152,7 +160,11 @@ export interface ModelInfo {
   /** The configured entry's retry policy and call timeout, when it sets them. */
   retry?: z.infer<typeof ModelRetrySchema>;
   timeoutMs?: number;
+  idleTimeoutMs?: number;
+  toolCalling?: boolean;
   price?: ModelPrice;
+  contextWindow?: number;
+  maxOutputTokens?: number;
 }
 
 export interface ResolvedModel {
@@ -225,7 +237,11 @@ async function fromConfig(
     supportsForcedToolChoice,
     ...(entry.retry ? { retry: entry.retry } : {}),
     ...(entry.timeoutMs !== undefined ? { timeoutMs: entry.timeoutMs } : {}),
+    ...(entry.idleTimeoutMs !== undefined ? { idleTimeoutMs: entry.idleTimeoutMs } : {}),
+    ...(entry.toolCalling !== undefined ? { toolCalling: entry.toolCalling } : {}),
     ...(entry.price ? { price: entry.price } : {}),
+    ...(entry.contextWindow !== undefined ? { contextWindow: entry.contextWindow } : {}),
+    ...(entry.maxOutputTokens !== undefined ? { maxOutputTokens: entry.maxOutputTokens } : {}),
   });
   const headers = secretHeaders(entry, options.env, entryName);
   switch (entry.provider) {
@@ -350,6 +366,10 @@ export async function bindingModel(
     supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,
     ...(resolved.info.retry ? { retry: resolved.info.retry } : {}),
     ...(resolved.info.timeoutMs !== undefined ? { timeoutMs: resolved.info.timeoutMs } : {}),
+    ...(resolved.info.idleTimeoutMs !== undefined ? { idleTimeoutMs: resolved.info.idleTimeoutMs } : {}),
+    ...(resolved.info.toolCalling !== undefined ? { toolCalling: resolved.info.toolCalling } : {}),
     ...(resolved.info.price ? { price: resolved.info.price } : {}),
+    ...(resolved.info.contextWindow !== undefined ? { contextWindow: resolved.info.contextWindow } : {}),
+    ...(resolved.info.maxOutputTokens !== undefined ? { maxOutputTokens: resolved.info.maxOutputTokens } : {}),
   };
 }

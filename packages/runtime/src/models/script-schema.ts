@@ -87,6 +87,12 @@ export const ModelScriptSchema = z.strictObject({
   description: z.string().optional(),
   /** The main agent's responses, in call order. */
   steps: z.array(ModelScriptStepSchema),
+  /**
+   * Answers to context compaction requests (docs/models.md "Context budget and compaction"), in the order the
+   * thread asks for summaries; usually `{"text": "…summary…"}` or an `error`. A script without them cannot
+   * summarise: the runtime then records the failed call and uses its deterministic summary.
+   */
+  compaction: z.strictObject({ description: z.string().optional(), steps: z.array(ModelScriptStepSchema) }).optional(),
   /** Per-agent responses for sub-agents delegated to by name. */
   agents: z
     .record(

@@ -101,6 +101,8 @@ export class ScriptedModel implements LanguageModelV3 {
     private readonly steps: readonly ModelScriptStep[],
     private readonly label: string,
     modelId: string,
+    /** The script's answers to compaction requests (`providerOptions.oar.purpose: "compaction"`); none: it fails. */
+    private readonly compactionSteps?: readonly ModelScriptStep[],
   ) {
     this.modelId = modelId;
   }
@@ -167,6 +169,7 @@ export class ScriptedModel implements LanguageModelV3 {
 
   /** Picks the step, waits its delay, then either throws its error or builds its content. */
   private async respond(options: LanguageModelV3CallOptions): Promise<ScriptedResponse> {
+    if (options.providerOptions?.oar?.purpose === 'compaction') return this.compaction(options);
     const index = requestedStep(options) ?? this.nextStep;
     const step = this.steps[index];
     if (step === undefined) {
@@ -180,6 +183,26 @@ export class ScriptedModel implements LanguageModelV3 {
     // Advanced only once the step is delivered: an aborted call never answered, so a retry gets the same step.
     // Error steps do count, which lets "fail once, then succeed" be scripted against the SDK's own retries.
     this.nextStep = index + 1;
+    return this.response(step, index, options);
+  }
+
+  /** A compaction request: the script's compaction step named by the thread's compaction cursor (`modelCall`). */
+  private async compaction(options: LanguageModelV3CallOptions): Promise<ScriptedResponse> {
+    const index = requestedStep(options) ?? 0;
+    const step = this.compactionSteps?.[index];
+    if (step === undefined) {
+      const count = this.compactionSteps?.length ?? 0;
+      throw new OarRuntimeError(
+        'script_exhausted',
+        `script_exhausted: ${this.label} has ${count} compaction step(s) but compaction ${index} (0-based) was requested; add "compaction": {"steps": [...]} to script the summary (the runtime uses its deterministic summary meanwhile)`,
+        { details: { script: this.label, compactionStep: index, steps: count } },
+      );
+    }
+    await delay(step.delayMs ?? 0, options.abortSignal);
+    return this.response(step, index, options);
+  }
+
+  private response(step: ModelScriptStep, index: number, options: LanguageModelV3CallOptions): ScriptedResponse {
     if (step.error) {
       throw new APICallError({
         message: step.error.message,
@@ -255,7 +278,8 @@ export class ScriptedModel implements LanguageModelV3 {
 export function createScriptedModel(script: ModelScript, options: ScriptedModelOptions = {}): ScriptedModel {
   const name = options.name ?? 'script';
   const source = options.source ?? name;
-  if (options.agent === undefined) return new ScriptedModel(script.steps, `model script ${source}`, name);
+  const compaction = script.compaction?.steps;
+  if (options.agent === undefined) return new ScriptedModel(script.steps, `model script ${source}`, name, compaction);
   const agentScript = script.agents?.[options.agent];
   if (agentScript === undefined) {
     const known = Object.keys(script.agents ?? {});
@@ -269,6 +293,7 @@ export function createScriptedModel(script: ModelScript, options: ScriptedModelO
     agentScript.steps,
     `model script ${source} (agent "${options.agent}")`,
     `${name}:${options.agent}`,
+    compaction,
   );
 }
 

@@ -4,11 +4,28 @@ import { type SessionBinding, SessionBindingSchema } from '../binding.js';
 import { SessionGrantSchema } from '../policy/permission-schema.js';
 import { memberOf } from './thread-state.js';
 
+const OverrideLimitsSchema = z.object({
+  tokens: z.number().nullable().optional(),
+  costUsd: z.number().nullable().optional(),
+  modelCalls: z.number().nullable().optional(),
+  wallTimeMs: z.number().nullable().optional(),
+});
+/** The limits `limit.changed` set: per scope and dimension (null: unbounded), and the policy. */
+export const LimitOverridesSchema = z.object({
+  turn: OverrideLimitsSchema.optional(),
+  session: OverrideLimitsSchema.optional(),
+  onExceeded: z.enum(['wait', 'fail']).optional(),
+  lowAt: z.number().optional(),
+});
+export type LimitOverrides = z.infer<typeof LimitOverridesSchema>;
+
 /** The session projection: metadata, its threads, usage totals, routing facts and session-wide grants. */
 export const SessionStateSchema = z.object({
   sessionId: z.string(),
   runtimeId: z.string(),
   title: z.string().optional(),
+  /** The workspace that owns the session (absent: the default workspace). */
+  workspaceId: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
   threadIds: z.array(z.string()),
@@ -25,6 +42,33 @@ export const SessionStateSchema = z.object({
     .optional(),
   /** The recorded cost of the session's priced model calls (approximate; unpriced calls are not in it). */
   cost: z.object({ currency: z.literal('USD'), amount: z.number(), pricedCalls: z.number().int() }).optional(),
+  /**
+   * What budgets count beyond usage and cost (runner/budgets.ts): model calls made, the time of ended turns and the
+   * start of running ones, and the `quota.low` facts recorded for session limits. Absent until the first turn.
+   */
+  budget: z
+    .object({
+      modelCalls: z.number().int(),
+      turnTimeMs: z.number(),
+      runningTurns: z.record(z.string(), z.string()),
+      quotaLow: z.array(z.string()),
+    })
+    .optional(),
+  /** Limits changed by `limit.changed` (over the binding's budgets, from the moment recorded; null: unbounded). */
+  limits: LimitOverridesSchema.optional(),
+  /** The provider rate limits the session's calls met (`rate_limit.hit`): how many, and the last one. */
+  rateLimits: z
+    .object({
+      hits: z.number().int(),
+      last: z.object({
+        modelId: z.string(),
+        provider: z.string(),
+        at: z.string(),
+        turnId: z.string().optional(),
+        retryAfterMs: z.number().optional(),
+      }),
+    })
+    .optional(),
   /** Grants from approve_for_session: the permission policy allows matching calls for the rest of the session. */
   grants: z.array(SessionGrantSchema),
   /** Session-scoped state set through the control plane (`setState`), key → JSON value. */
@@ -37,6 +81,23 @@ export const SessionStateSchema = z.object({
 });
 export type SessionState = z.infer<typeof SessionStateSchema>;
 
+type BudgetCounts = NonNullable<SessionState['budget']>;
+const EMPTY_BUDGET: BudgetCounts = { modelCalls: 0, turnTimeMs: 0, runningTurns: {}, quotaLow: [] };
+
+/** Budget counts after a change (the counts are created by the first change). */
+function counted(state: SessionState, change: (budget: BudgetCounts) => BudgetCounts): SessionState {
+  return { ...state, budget: change(state.budget ?? EMPTY_BUDGET) };
+}
+
+/** A turn ended: its time joins the session's, it is no longer running. */
+function turnEnded(state: SessionState, event: RuntimeEvent): SessionState {
+  const startedAt = state.budget?.runningTurns[event.turnId ?? ''];
+  if (startedAt === undefined || !event.turnId) return state;
+  const { [event.turnId]: _ended, ...runningTurns } = state.budget?.runningTurns ?? {};
+  const elapsed = Math.max(0, Date.parse(event.timestamp) - Date.parse(startedAt));
+  return counted(state, (b) => ({ ...b, runningTurns, turnTimeMs: b.turnTimeMs + elapsed }));
+}
+
 type Payload = Record<string, unknown>;
 
 export function reduceSession(state: SessionState | undefined, event: RuntimeEvent): SessionState | undefined {
@@ -46,6 +107,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
       sessionId: event.sessionId,
       runtimeId: event.runtimeId,
       ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
+      ...(typeof payload.workspaceId === 'string' ? { workspaceId: payload.workspaceId } : {}),
       createdAt: event.timestamp,
       updatedAt: event.timestamp,
       threadIds: [],
@@ -72,6 +134,40 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
       return next.threadIds.includes(event.threadId)
         ? next
         : { ...next, threadIds: [...next.threadIds, event.threadId] };
+    case 'turn.started':
+      return event.turnId
+        ? counted(next, (b) => ({
+            ...b,
+            runningTurns: { ...b.runningTurns, [event.turnId as string]: event.timestamp },
+          }))
+        : next;
+    case 'turn.completed':
+    case 'turn.failed':
+      return turnEnded(next, event);
+    case 'model.failed':
+      return counted(next, (b) => ({ ...b, modelCalls: b.modelCalls + 1 }));
+    case 'quota.low':
+      return payload.scope === 'session' && typeof payload.key === 'string'
+        ? counted(next, (b) => ({ ...b, quotaLow: [...b.quotaLow, payload.key as string] }))
+        : next;
+    case 'rate_limit.hit':
+      return {
+        ...next,
+        rateLimits: {
+          hits: (next.rateLimits?.hits ?? 0) + 1,
+          last: {
+            modelId: String(payload.modelId),
+            provider: String(payload.provider),
+            at: event.timestamp,
+            ...(event.turnId ? { turnId: event.turnId } : {}),
+            ...(typeof payload.retryAfterMs === 'number' ? { retryAfterMs: payload.retryAfterMs } : {}),
+          },
+        },
+      };
+    case 'limit.changed': {
+      const limits = LimitOverridesSchema.safeParse(payload.limits);
+      return limits.success ? { ...next, limits: limits.data } : next;
+    }
     case 'model.completed': {
       const usage = payload.usage as Partial<Record<keyof SessionState['usage'], number>>;
       const input = usage.inputTokens ?? 0;
@@ -81,7 +177,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
       const plus = (key: 'cachedInputTokens' | 'cacheWriteTokens' | 'reasoningTokens') =>
         typeof usage[key] === 'number' ? { [key]: (total[key] ?? 0) + usage[key] } : {};
       return {
-        ...next,
+        ...counted(next, (b) => ({ ...b, modelCalls: b.modelCalls + 1 })),
         usage: {
           ...total,
           inputTokens: total.inputTokens + input,

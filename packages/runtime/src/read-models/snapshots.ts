@@ -6,7 +6,9 @@ import {
   type ThreadStatus,
   type TurnStatus,
 } from '@oar/protocol';
-import type { SessionState } from './session.js';
+import { effectiveBudgets, hasBudgets } from '../runner/budgets.js';
+import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
+import { bindingOf, type SessionState } from './session.js';
 import type { ThreadState, ThreadView } from './thread-state.js';
 
 /**
@@ -19,6 +21,8 @@ const THREAD_STATUS: Record<ThreadState['status'], ThreadStatus> = {
   running: 'running',
   waiting_permission: 'blocked',
   waiting_input: 'blocked',
+  // The standard's thread status has no waiting_resource: the thread is blocked, its turn says on what.
+  waiting_resource: 'blocked',
   completed: 'completed',
   failed: 'failed',
   closed: 'completed',
@@ -37,13 +41,40 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
     turns: thread.turns.map((turn) => {
       const runId = turn.runIds.at(-1);
       const run = runId ? thread.runs.get(runId) : undefined;
+      const resource = thread.resourceWait?.turnId === turn.turnId ? thread.resourceWait : undefined;
       return {
         turnId: turn.turnId,
-        status: (turn.status === 'running' && waiting && thread.activeTurnId === turn.turnId
-          ? thread.pending[0]?.actionType === 'user_input'
-            ? 'waiting_input'
-            : 'waiting_permission'
-          : turn.status) as TurnStatus,
+        status: (turn.status === 'running' && resource && thread.activeTurnId === turn.turnId
+          ? 'waiting_resource'
+          : turn.status === 'running' && waiting && thread.activeTurnId === turn.turnId
+            ? thread.pending[0]?.actionType === 'user_input'
+              ? 'waiting_input'
+              : 'waiting_permission'
+            : turn.status) as TurnStatus,
+        ...(turn.spend
+          ? {
+              costState: {
+                tokens: turn.spend.tokens,
+                modelCalls: turn.spend.modelCalls,
+                amount: turn.spend.costUsd,
+                currency: 'USD',
+                approximate: true,
+              },
+            }
+          : {}),
+        ...(resource
+          ? {
+              limitState: {
+                waiting: true,
+                kind: resource.kind,
+                reason: resource.reason,
+                key: resource.key,
+                since: resource.since,
+                ...(resource.message ? { message: resource.message } : {}),
+                ...(resource.details ? { details: resource.details } : {}),
+              },
+            }
+          : {}),
         ...(turn.startedAt ? { startedAt: turn.startedAt } : {}),
         ...(turn.completedAt ? { completedAt: turn.completedAt } : {}),
         ...(run ? { taskId: run.taskId, runId: run.runId } : {}),
@@ -98,6 +129,74 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
     ),
     subagents: thread.subagents.map((s) => ({ ...s })),
     tasks: threadTasks,
+    ...contextHistory(thread),
+  };
+}
+
+/**
+ * The thread's context boundary (the standard's context_boundary_snapshot): the compaction the model's context
+ * starts from — which turns its summary replaced, where it is stored — and a compaction still requested.
+ */
+function contextHistory(thread: ThreadView): Pick<ThreadReadModel, 'history'> {
+  const boundary = thread.compaction;
+  if (!boundary && !thread.compactionRequest) return {};
+  return {
+    history: {
+      ...(boundary
+        ? {
+            contextBoundary: {
+              compactionId: boundary.compactionId,
+              trigger: boundary.trigger,
+              compactedTurns: boundary.turnCount,
+              throughTurnId: boundary.throughTurnId,
+              ...(boundary.throughSequence !== undefined ? { throughSequence: boundary.throughSequence } : {}),
+              summaryRef: boundary.summaryRef,
+              summaryPreview: boundary.summaryPreview,
+              summarySource: boundary.summarySource,
+              tokensBefore: boundary.tokensBefore,
+              tokensAfter: boundary.tokensAfter,
+              compactedAt: boundary.at,
+            },
+          }
+        : {}),
+      compactions: thread.compactionCount ?? 0,
+      ...(thread.compactionRequest ? { compactionRequested: { ...thread.compactionRequest } } : {}),
+    },
+  };
+}
+
+/**
+ * The limit part of the routing/limit summary: the limits in force (the binding's, as `limit.changed` changed
+ * them), what the session spent (wall time: of its ended turns), the threads waiting for a resource, and the
+ * provider rate limits its calls met (`rateLimits`: hits, the last one).
+ */
+function budgetSummary(session: SessionState, threads: ThreadView[]): Record<string, unknown> {
+  const budgets = effectiveBudgets(bindingOf(session)?.budgets, session.limits);
+  const waiting = threads
+    .filter((t) => t.resourceWait)
+    .map((t) => ({
+      threadId: t.threadId,
+      turnId: t.resourceWait?.turnId,
+      kind: t.resourceWait?.kind,
+      reason: t.resourceWait?.reason,
+    }));
+  const rateLimits = session.rateLimits ? { rateLimits: { ...session.rateLimits } } : {};
+  if (!hasBudgets(budgets) && waiting.length === 0) return session.rateLimits ? { limitState: rateLimits } : {};
+  return {
+    limitState: {
+      ...rateLimits,
+      turn: budgets.turn,
+      session: budgets.session,
+      onExceeded: budgets.onExceeded,
+      lowAt: budgets.lowAt,
+      sessionSpent: {
+        tokens: session.usage.totalTokens,
+        costUsd: session.cost?.amount ?? 0,
+        modelCalls: session.budget?.modelCalls ?? 0,
+        endedTurnsWallTimeMs: session.budget?.turnTimeMs ?? 0,
+      },
+      ...(waiting.length > 0 ? { waiting } : {}),
+    },
   };
 }
 
@@ -108,6 +207,7 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
     runtimeId: session.runtimeId,
     sessionId: session.sessionId,
     ...(session.title ? { title: session.title } : {}),
+    workspaceId: session.workspaceId ?? DEFAULT_WORKSPACE,
     createdAt: session.createdAt,
     updatedAt: session.updatedAt,
     // The session's own order: the main thread first, then threads in the order they started.
@@ -125,17 +225,20 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
       cancelled: count('cancelled'),
       lost: count('lost'),
     },
-    routingLimitSummary: session.routing
-      ? {
-          ...(session.cost ? { costState: { ...session.cost, approximate: true } } : {}),
-          candidateCount: session.routing.candidateCount,
-          singleCandidate: session.routing.candidateCount === 1,
-          selectedModel: session.routing.selectedModel,
-          ...(session.routing.provider ? { provider: session.routing.provider } : {}),
-          ...(session.routing.reason ? { reason: session.routing.reason } : {}),
-          ...(session.routing.fallback ? { fallback: session.routing.fallback } : {}),
-        }
-      : {},
+    routingLimitSummary: {
+      ...budgetSummary(session, threads),
+      ...(session.routing
+        ? {
+            ...(session.cost ? { costState: { ...session.cost, approximate: true } } : {}),
+            candidateCount: session.routing.candidateCount,
+            singleCandidate: session.routing.candidateCount === 1,
+            selectedModel: session.routing.selectedModel,
+            ...(session.routing.provider ? { provider: session.routing.provider } : {}),
+            ...(session.routing.reason ? { reason: session.routing.reason } : {}),
+            ...(session.routing.fallback ? { fallback: session.routing.fallback } : {}),
+          }
+        : {}),
+    },
     telemetrySummary: { joinStatus: 'unavailable', usage: { ...session.usage } },
     evidenceRefs: [],
   };

@@ -23,6 +23,7 @@ export const ENGINE_THREAD_STATUSES = [
   'running',
   'waiting_permission',
   'waiting_input',
+  'waiting_resource',
   'completed',
   'failed',
   'closed',
@@ -118,8 +119,30 @@ export const TurnStateSchema = z.object({
    * before that those of `turn.submitted` (the delegating turn, or the submitter's span).
    */
   trace: z.object({ traceId: z.string(), spanId: z.string() }).optional(),
+  /** What the turn's model calls spent (budgets, runner/budgets.ts): tokens, approximate USD, calls. */
+  spend: z.object({ tokens: z.number(), costUsd: z.number(), modelCalls: z.number().int() }).optional(),
+  /** The `quota.low` facts recorded for the turn's limits (each once per limit). */
+  quotaLow: z.array(z.string()).optional(),
+  /** The candidates the turn's last recorded routing excluded for a missing capability (sorted specs). */
+  capabilityExclusions: z.array(z.string()).optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
+
+/**
+ * Why a thread waits in `waiting_resource`: a budget (`quota`, durable until a limit is raised) or a provider's
+ * in-process limit (`provider`: a concurrency slot, a per-minute window, a 429 pause).
+ */
+export const ResourceWaitSchema = z.object({
+  kind: z.enum(['quota', 'provider']),
+  turnId: z.string(),
+  /** quota: `scope:dimension:limit:spent` (runner/budgets.ts); provider: the limit's key. */
+  key: z.string(),
+  reason: z.string(),
+  message: z.string().optional(),
+  since: z.string(),
+  details: z.record(z.string(), z.unknown()).optional(),
+});
+export type ResourceWait = z.infer<typeof ResourceWaitSchema>;
 
 /**
  * The statuses the engine ends a turn with. `TurnStatusSchema` is @oar/protocol's wider vocabulary, whose other
@@ -165,6 +188,27 @@ export const ToolWorkerStateSchema = z.object({
 });
 export type ToolWorkerState = z.infer<typeof ToolWorkerStateSchema>;
 
+/**
+ * The thread's context boundary (docs/models.md "Compaction"): its turns up to `throughTurnId` are shown to the
+ * model as the stored summary (`summaryRef`), never again as themselves. Set by `context.compaction.completed`.
+ */
+export const CompactionBoundarySchema = z.object({
+  compactionId: z.string(),
+  trigger: z.string(),
+  /** The last turn the summary covers; every turn before it is covered too (a summary includes the one before). */
+  throughTurnId: z.string(),
+  /** Turns the summary covers in all (earlier compactions included). */
+  turnCount: z.number().int(),
+  throughSequence: z.number().int().optional(),
+  summaryRef: z.string(),
+  summaryPreview: z.string(),
+  summarySource: z.string(),
+  tokensBefore: z.number().int(),
+  tokensAfter: z.number().int(),
+  at: z.string(),
+});
+export type CompactionBoundary = z.infer<typeof CompactionBoundarySchema>;
+
 export const ThreadStateSchema = z.object({
   threadId: z.string(),
   sessionId: z.string(),
@@ -196,11 +240,23 @@ export const ThreadStateSchema = z.object({
    * work and records the cancellation (cleared when the turn ends).
    */
   interrupt: z.object({ turnId: z.string(), reason: z.string(), requestedAt: z.string() }).optional(),
+  /** Set while the thread waits in `waiting_resource` (cleared when the wait ends or the turn does). */
+  resourceWait: ResourceWaitSchema.optional(),
   turns: z.array(TurnStateSchema),
   queue: z.array(z.object({ turnId: z.string(), input: z.string(), enqueuedAt: z.string(), source: z.string() })),
   pending: z.array(PendingDecisionSchema),
   /** Model calls in the whole thread: the scripted model's durable cursor. */
   modelCalls: z.number().int(),
+  /** Compaction summary calls (attempts) in the whole thread: their own cursor, never a protocol step. */
+  compactionCalls: z.number().int().optional(),
+  /** The current context boundary, once the thread was compacted. */
+  compaction: CompactionBoundarySchema.optional(),
+  /** Compactions completed in the whole thread. */
+  compactionCount: z.number().int().optional(),
+  /** A durable request to compact (`compact`), which the lease holder acts on (cleared when it did). */
+  compactionRequest: z
+    .object({ requestId: z.string(), reason: z.string().optional(), requestedAt: z.string() })
+    .optional(),
   /** Thread-scoped state set through the control plane (`setState`), key → JSON value. */
   state: z.record(z.string(), z.unknown()),
   incidents: z.array(IncidentStateSchema),

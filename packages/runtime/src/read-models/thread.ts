@@ -34,13 +34,26 @@ function waitingStatus(pending: PendingDecision[], turnId: string | undefined): 
 function endTurn(state: ThreadState, event: RuntimeEvent, change: Partial<TurnState>): ThreadState {
   const turnId = event.turnId;
   const ended = updateTurn(state, turnId, (turn) => ({ ...turn, ...change, completedAt: event.timestamp }));
-  const { interrupt, ...next } = ended;
+  const { interrupt, resourceWait: _wait, ...next } = ended;
   return {
     ...next,
     ...(interrupt && interrupt.turnId !== turnId ? { interrupt } : {}),
     pending: next.pending.filter((p) => p.turnId !== turnId),
     activeTurnId: next.activeTurnId === turnId ? undefined : next.activeTurnId,
     status: next.status === 'closed' ? 'closed' : 'idle',
+  };
+}
+
+/** A `compact` request recorded on the thread (`thread.updated` `compactionRequest`). */
+function compactionRequestOf(payload: Payload, at: string): Pick<ThreadState, 'compactionRequest'> | undefined {
+  const request = payload.compactionRequest as { requestId?: unknown; reason?: unknown } | undefined;
+  if (!request || typeof request.requestId !== 'string') return undefined;
+  return {
+    compactionRequest: {
+      requestId: request.requestId,
+      ...(typeof request.reason === 'string' ? { reason: request.reason } : {}),
+      requestedAt: at,
+    },
   };
 }
 
@@ -91,9 +104,10 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
       const interrupt = payload.interrupt as { turnId?: unknown; reason?: unknown } | undefined;
       return withState(
         {
-          ...state,
+          ...withResourceWait(state, event, payload),
           ...(str(payload.title) ? { title: str(payload.title) } : {}),
           ...(payload.closed === true ? { status: 'closed' as const } : {}),
+          ...(compactionRequestOf(payload, event.timestamp) ?? {}),
           ...(interrupt && typeof interrupt.turnId === 'string' && interrupt.turnId === state.activeTurnId
             ? {
                 interrupt: {
@@ -159,12 +173,68 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         activeTurnId: event.turnId,
         status: 'running',
       };
-    case 'model.failed':
+    case 'model.failed': {
+      // Every call counts against the turn's budgets, a compaction's summary call too.
+      const spent = spendOf(state, event, payload);
+      // A compaction's summary call is no protocol step: it moves its own cursor only.
+      if (payload.purpose === 'compaction') return compactionCall(spent);
       // An attempt that will be retried is a call made (the scripted model's cursor moves on), not a step ended.
-      if (typeof payload.retryInMs === 'number') return { ...state, modelCalls: state.modelCalls + 1 };
-      return endStep(state, event);
-    case 'model.completed':
-      return endStep(state, event);
+      if (typeof payload.retryInMs === 'number') return { ...spent, modelCalls: state.modelCalls + 1 };
+      return endStep(spent, event);
+    }
+    case 'model.completed': {
+      const spent = spendOf(state, event, payload);
+      if (payload.purpose === 'compaction') return compactionCall(spent);
+      return endStep(spent, event);
+    }
+    case 'cost.recorded': {
+      const amount = typeof payload.amount === 'number' ? payload.amount : 0;
+      return updateTurn(state, event.turnId, (turn) => {
+        const spend = turn.spend ?? { tokens: 0, costUsd: 0, modelCalls: 0 };
+        return { ...turn, spend: { ...spend, costUsd: Math.round((spend.costUsd + amount) * 1e6) / 1e6 } };
+      });
+    }
+    case 'routing.candidates.resolved': {
+      const excluded = Array.isArray(payload.excluded) ? (payload.excluded as Payload[]) : [];
+      const specs = excluded
+        .filter((e) => e.capabilityGap)
+        .flatMap((e) => (str(e.spec) ? [str(e.spec) as string] : []));
+      if (specs.length === 0 && !state.turns.some((t) => t.turnId === event.turnId && t.capabilityExclusions)) {
+        return state;
+      }
+      return updateTurn(state, event.turnId, (turn) => ({ ...turn, capabilityExclusions: specs.sort() }));
+    }
+    case 'quota.low':
+      if (payload.scope !== 'turn' || typeof payload.key !== 'string') return state;
+      return updateTurn(state, event.turnId, (turn) => ({
+        ...turn,
+        quotaLow: [...(turn.quotaLow ?? []), payload.key as string],
+      }));
+    case 'quota.blocked':
+      // Only a wait changes the thread; a turn the block fails ends with its own facts.
+      if (payload.policy !== 'wait' || event.turnId !== state.activeTurnId) return state;
+      return {
+        ...state,
+        status: state.status === 'closed' ? 'closed' : 'waiting_resource',
+        resourceWait: {
+          kind: 'quota',
+          turnId: event.turnId,
+          key: str(payload.key) ?? '',
+          reason: 'quota',
+          ...(str(payload.message) ? { message: str(payload.message) } : {}),
+          since: event.timestamp,
+          details: {
+            scope: payload.scope,
+            dimension: payload.dimension,
+            limit: payload.limit,
+            spent: payload.spent,
+            requested: payload.requested,
+          },
+        },
+      };
+    case 'context.compaction.completed':
+    case 'context.compaction.failed':
+      return compactionEnded(state, event, payload);
     case 'runtime.warning':
     case 'runtime.error': {
       const incident = {
@@ -247,6 +317,83 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     default:
       return state;
   }
+}
+
+function compactionCall(state: ThreadState): ThreadState {
+  return { ...state, compactionCalls: (state.compactionCalls ?? 0) + 1 };
+}
+
+/** A compaction ended: a completed one moves the context boundary; either answers the request it was made for. */
+function compactionEnded(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
+  const { compactionRequest, ...rest } = state;
+  const next: ThreadState =
+    compactionRequest && (payload.requestId === undefined || payload.requestId === compactionRequest.requestId)
+      ? rest
+      : state;
+  if (event.type !== 'context.compaction.completed') return next;
+  const range = (payload.range ?? {}) as Payload;
+  const throughTurnId = str(range.toTurnId);
+  const summaryRef = str(payload.summaryRef);
+  if (!throughTurnId || !summaryRef) return next;
+  const covered = state.turns.findIndex((t) => t.turnId === throughTurnId) + 1;
+  return {
+    ...next,
+    compaction: {
+      compactionId: str(payload.compactionId) ?? event.eventId,
+      trigger: str(payload.trigger) ?? 'threshold',
+      throughTurnId,
+      turnCount: covered,
+      ...(typeof range.toSequence === 'number' ? { throughSequence: range.toSequence } : {}),
+      summaryRef,
+      summaryPreview: str(payload.summaryPreview) ?? '',
+      summarySource: str(payload.summarySource) ?? 'model',
+      tokensBefore: typeof payload.tokensBefore === 'number' ? payload.tokensBefore : 0,
+      tokensAfter: typeof payload.tokensAfter === 'number' ? payload.tokensAfter : 0,
+      at: event.timestamp,
+    },
+    compactionCount: (state.compactionCount ?? 0) + 1,
+  };
+}
+
+/** A model call's tokens and the call itself, counted on its turn (budgets). */
+function spendOf(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
+  const usage = payload.usage as { inputTokens?: number; outputTokens?: number; totalTokens?: number } | undefined;
+  const tokens = usage ? (usage.totalTokens ?? (usage.inputTokens ?? 0) + (usage.outputTokens ?? 0)) : 0;
+  return updateTurn(state, event.turnId, (turn) => {
+    const spend = turn.spend ?? { tokens: 0, costUsd: 0, modelCalls: 0 };
+    return { ...turn, spend: { ...spend, tokens: spend.tokens + tokens, modelCalls: spend.modelCalls + 1 } };
+  });
+}
+
+/**
+ * A `thread.updated` about a resource wait: `resourceWait` set (a provider's limit holds a call back) puts the
+ * thread in `waiting_resource`; `resourceWait: null` (the call started, or a limit was raised) ends the wait.
+ */
+function withResourceWait(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
+  if (!('resourceWait' in payload) || state.status === 'closed') return state;
+  const wait = payload.resourceWait as Record<string, unknown> | null;
+  if (wait === null || typeof wait !== 'object') {
+    if (state.status !== 'waiting_resource' && state.resourceWait === undefined) return state;
+    const { resourceWait: _ended, ...rest } = state;
+    return {
+      ...rest,
+      status: state.activeTurnId ? waitingStatus(state.pending, state.activeTurnId) : 'idle',
+    };
+  }
+  if (!state.activeTurnId) return state;
+  return {
+    ...state,
+    status: 'waiting_resource',
+    resourceWait: {
+      kind: 'provider',
+      turnId: state.activeTurnId,
+      key: str(wait.key) ?? '',
+      reason: str(wait.reason) ?? 'provider',
+      ...(str(wait.message) ? { message: str(wait.message) } : {}),
+      since: event.timestamp,
+      details: wait,
+    },
+  };
 }
 
 /** A model call ended (answered, or failed for good): one step of the turn and one call of the thread. */

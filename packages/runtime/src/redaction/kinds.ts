@@ -36,6 +36,8 @@ export const REDACTION_KINDS = [
   'url_password',
   /** `PGPASSWORD=…`, `DB_PASSWORD=…`, `password=…` in key=value DSNs, `"password": "…"` assignments. */
   'password',
+  /** An OAR API key (`oar_` and 40 random characters, store/workspaces.ts). */
+  'oar_api_key',
 ] as const;
 
 export type RedactionKind = (typeof REDACTION_KINDS)[number];

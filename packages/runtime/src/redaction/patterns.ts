@@ -165,6 +165,7 @@ export const CREDENTIAL_PATTERNS: readonly CredentialPattern[] = [
     after: '(?![A-Za-z0-9/+=])',
   },
   { kind: 'google_api_key', secret: `${TOKEN_START}AIza[0-9A-Za-z_-]{35}`, after: '(?![0-9A-Za-z_-])' },
+  { kind: 'oar_api_key', secret: `${TOKEN_START}oar_[A-Za-z0-9_-]{40}`, after: '(?![A-Za-z0-9_-])' },
   {
     kind: 'bearer_token',
     prefix: `${AUTHORIZATION}${ci('bearer')}[ \\t]{1,8}`,

@@ -10,6 +10,7 @@ import {
   type TranscriptTurnInput,
 } from '@oar/protocol';
 import type { AgentConfig } from '../binding.js';
+import { setRecent } from '../lru.js';
 import type { RunAction, RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
 
 /**
@@ -32,6 +33,44 @@ const OPERATION_LINES = [
   '- runtime summarize / merge: one text of the outputs its context refs name. runtime wait / checkpoint: ordering points.',
   '- human ask_user: a question for the user; its answer is the output. human confirm: approve/deny. Input: {"question":"…"}',
 ];
+
+/**
+ * The last system prompt of each agent with the catalog it was built from. Why: it is the same step after step
+ * (the catalog of a step is a new object, but of the same entries), and building it stringifies every tool's
+ * schema. Reused when the catalog lists the very same entry objects; any other catalog builds it again.
+ */
+const systemPrompts = new WeakMap<AgentProfile, { catalog: Catalog; text: string; tokens: number }>();
+
+function sameEntries<T>(a: readonly T[] | undefined, b: readonly T[] | undefined): boolean {
+  if (a === b) return true;
+  if (!a || !b || a.length !== b.length) return false;
+  return a.every((entry, i) => entry === b[i]);
+}
+
+function sameCatalog(a: Catalog, b: Catalog): boolean {
+  return (
+    sameEntries(a.tools, b.tools) &&
+    sameEntries(a.pipelines, b.pipelines) &&
+    sameEntries(a.services, b.services) &&
+    a.agents.length === b.agents.length &&
+    a.agents.every(
+      (entry, i) =>
+        entry.name === b.agents[i]?.name &&
+        entry.description === b.agents[i]?.description &&
+        sameEntries(entry.capabilities, b.agents[i]?.capabilities),
+    )
+  );
+}
+
+/** The agent's system prompt for `catalog`, with its token estimate (remembered: see `systemPrompts`). */
+function systemPromptOf(agent: AgentProfile, catalog: Catalog): { text: string; tokens: number } {
+  const memo = systemPrompts.get(agent);
+  if (memo && sameCatalog(memo.catalog, catalog)) return memo;
+  const text = systemPrompt(agent, catalog);
+  const built = { catalog, text, tokens: estimateTokens(text) };
+  systemPrompts.set(agent, built);
+  return built;
+}
 
 export function systemPrompt(agent: AgentProfile, catalog: Catalog): string {
   const lines: string[] = [
@@ -175,12 +214,42 @@ function runTurn(runId: string, run: RunState, declared: boolean): TranscriptTur
   return turn;
 }
 
-/** The thread's history as transcript turns: each user request, each executed graph with its results, each answer. */
-export function threadTranscript(thread: ThreadView, mode: ReplayMode = 'compressed'): TranscriptTurnInput[] {
+/** The text of a thread's compaction summary, as stored (its artifact), with the ref it is stored under. */
+export interface CompactionSummary {
+  ref: string;
+  text: string;
+}
+
+/** The summary turn of each stored summary, by ref: one object per summary, so the renderer's memo keeps it. */
+const summaryTurns = new Map<string, { text: string; turns: number; turn: TranscriptTurnInput }>();
+const MAX_SUMMARY_TURNS = 256;
+
+function summaryTurn(summary: CompactionSummary, covered: number): TranscriptTurnInput {
+  const memo = summaryTurns.get(summary.ref);
+  if (memo && memo.text === summary.text && memo.turns === covered) return memo.turn;
+  const turn: TranscriptTurnInput = { kind: 'summary', text: summary.text, ref: summary.ref, turns: covered };
+  setRecent(summaryTurns, summary.ref, { text: summary.text, turns: covered, turn }, MAX_SUMMARY_TURNS);
+  return turn;
+}
+
+/**
+ * The thread's history as transcript turns: each user request, each executed graph with its results, each answer.
+ * A compacted thread (`thread.compaction`) starts with its summary in place of the turns the summary covers; a
+ * caller without the summary's text (`summary` omitted) gets every turn, as before any compaction.
+ */
+export function threadTranscript(
+  thread: ThreadView,
+  mode: ReplayMode = 'compressed',
+  summary?: CompactionSummary,
+): TranscriptTurnInput[] {
   // compressed replays calls and observations only; full and hybrid also the declarations they came from.
   const declared = mode !== 'compressed';
   const turns: TranscriptTurnInput[] = [];
-  for (const turn of thread.turns) {
+  const boundary = summary && thread.compaction?.summaryRef === summary.ref ? thread.compaction : undefined;
+  const through = boundary ? thread.turns.findIndex((t) => t.turnId === boundary.throughTurnId) : -1;
+  if (boundary && summary) turns.push(summaryTurn(summary, through + 1));
+  for (const [position, turn] of thread.turns.entries()) {
+    if (position <= through) continue;
     if (turn.status === 'queued' || (turn.status === 'cancelled' && !turn.startedAt)) continue;
     let texts = textTurns.get(turn);
     if (!texts) {
@@ -210,9 +279,15 @@ export function assembleContext(
   thread: ThreadView,
   agent: AgentProfile,
   catalog: Catalog,
-  options: { budgetTokens: number; correction?: string; responsePolicy?: Record<string, unknown> },
+  options: {
+    budgetTokens: number;
+    correction?: string;
+    responsePolicy?: Record<string, unknown>;
+    /** The stored summary of a compacted thread (see `threadTranscript`). */
+    summary?: CompactionSummary;
+  },
 ): AssembledContext {
-  const system = systemPrompt(agent, catalog);
+  const { text: system, tokens: systemTokens } = systemPromptOf(agent, catalog);
   let closing = options.correction
     ? `${TRANSCRIPT_CLOSING_INSTRUCTION}\n\nYour previous output was rejected by the runtime and nothing was executed:\n${options.correction}\nSend a corrected output now.`
     : TRANSCRIPT_CLOSING_INSTRUCTION;
@@ -220,11 +295,11 @@ export function assembleContext(
   if (options.responsePolicy) {
     closing += `\n\nWhen you answer, follow the response_policy you declared: ${JSON.stringify(options.responsePolicy)}`;
   }
-  const budget = Math.max(256, options.budgetTokens - estimateTokens(system));
+  const budget = Math.max(256, options.budgetTokens - systemTokens);
   const mode = agent.replay ?? 'compressed';
   const transcript = renderTranscript(
-    { turns: threadTranscript(thread, mode) },
+    { turns: threadTranscript(thread, mode, options.summary) },
     { mode, budgetTokens: budget, closingInstruction: closing },
   );
-  return { system, transcript, tokenEstimate: estimateTokens(system) + transcript.tokens };
+  return { system, transcript, tokenEstimate: systemTokens + transcript.tokens };
 }

@@ -11,13 +11,7 @@ import {
 import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition } from '@oar/protocol';
 import type { ModelPrice } from '../models/prices.js';
 import { traceModelCall } from '../tracing.js';
-import {
-  currentDeltaSink,
-  type ModelDelta,
-  type ModelDeltaSink,
-  PartialOutput,
-  type PartialOutputFields,
-} from './model-deltas.js';
+import { type ModelDelta, type ModelDeltaSink, PartialOutput, type PartialOutputFields } from './model-deltas.js';
 import { classifyModelError, type ModelFailure, type ModelRetryPolicy } from './model-errors.js';
 
 /**
@@ -38,10 +32,17 @@ export interface ModelHandle {
   /** This model's own retry policy and call timeout (configured per model); the limits' apply otherwise. */
   retry?: Partial<ModelRetryPolicy>;
   timeoutMs?: number;
+  /** How long this model's stream may produce nothing before the call fails as `timeout` (limits' otherwise). */
+  idleTimeoutMs?: number;
   /** `false`: never stream, call `doGenerate` (for a provider whose streaming is broken). Default: stream. */
   stream?: boolean;
+  /** `false`: the model cannot call tools (a chain then excludes it for the tool carrier). Default: it can. */
+  toolCalling?: boolean;
   /** USD per million tokens, when configured (models/prices.ts has the defaults of hosted models). */
   price?: ModelPrice;
+  /** Tokens of one request and of one answer, when configured (models/windows.ts has the defaults of hosted models). */
+  contextWindow?: number;
+  maxOutputTokens?: number;
 }
 
 export interface ModelRequest {
@@ -55,12 +56,21 @@ export interface ModelRequest {
    * by it, a proxy may log it); hosted providers ignore it.
    */
   modelCall: number;
+  /**
+   * Why the call is made, passed as `providerOptions.oar.purpose`: absent for a protocol step, `compaction` for a
+   * context summary (a scripted model answers it from its script's `compaction` steps, by `modelCall`).
+   */
+  purpose?: 'compaction';
   maxOutputTokens?: number;
   /** One attempt's time limit: past it the request is aborted and the attempt fails as `timeout`. */
   timeoutMs: number;
   /**
-   * Where the streamed output goes as it arrives. Default: the sink of the step being driven (`withDeltaSink`,
-   * set by the worker), so the runner passes nothing.
+   * How long a streamed call may produce no part at all (from its start, then between parts): past it the request
+   * is aborted and the attempt fails as `timeout` (details `idle: true`). None: only `timeoutMs` bounds it.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Where the streamed output goes as it arrives (the driven thread's `Engine.deltas`); none: nowhere.
    */
   deltas?: ModelDeltaSink;
 }
@@ -155,6 +165,8 @@ async function streamed(
   model: LanguageModelV3,
   options: LanguageModelV3CallOptions,
   emit: (delta: ModelDelta) => void,
+  /** Called for every part the stream yields (the idle-stream timeout starts over). */
+  onPart?: () => void,
 ): Promise<CallResult> {
   let started: Awaited<ReturnType<LanguageModelV3['doStream']>>;
   try {
@@ -178,6 +190,7 @@ async function streamed(
     for (;;) {
       if (signal?.aborted) throw signal.reason;
       const { done, value } = await reader.read();
+      onPart?.();
       if (done) {
         ended = true;
         break;
@@ -263,8 +276,20 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
   const started = Date.now();
   const timeout = new AbortController();
   const timer = setTimeout(() => timeout.abort(new Error('model call timed out')), request.timeoutMs);
-  const signal = AbortSignal.any([request.signal, timeout.signal]);
-  const sink = request.deltas ?? currentDeltaSink();
+  // The idle-stream timeout: a stream that yields no part for idleTimeoutMs (from the start, then between parts).
+  const idle = new AbortController();
+  const idleMs = handle.stream === false ? undefined : request.idleTimeoutMs;
+  let idleTimer: NodeJS.Timeout | undefined;
+  const touch =
+    idleMs === undefined
+      ? undefined
+      : () => {
+          clearTimeout(idleTimer);
+          idleTimer = setTimeout(() => idle.abort(new Error('model stream idle')), idleMs);
+        };
+  touch?.();
+  const signal = AbortSignal.any([request.signal, timeout.signal, idle.signal]);
+  const sink = request.deltas;
   const partial = new PartialOutput();
   // Pieces of an abandoned attempt (a late answer after the abort) are dropped like its result.
   const emit = (delta: ModelDelta) => {
@@ -292,12 +317,14 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
         : {}),
       ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
       abortSignal: signal,
-      providerOptions: { oar: { modelCall: request.modelCall } },
+      providerOptions: {
+        oar: { modelCall: request.modelCall, ...(request.purpose ? { purpose: request.purpose } : {}) },
+      },
     };
     const result = await settledUnlessAborted(
       // In the attempt's `chat` span (tracing.ts), which records the response's model and id.
       traceModelCall(request, () =>
-        handle.stream === false ? generated(handle.model, options, emit) : streamed(handle.model, options, emit),
+        handle.stream === false ? generated(handle.model, options, emit) : streamed(handle.model, options, emit, touch),
       ),
       signal,
     );
@@ -335,6 +362,7 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
       interrupted: request.signal.aborted,
       timedOut: timeout.signal.aborted,
       timeoutMs: request.timeoutMs,
+      ...(idle.signal.aborted && !timeout.signal.aborted ? { idleTimeoutMs: idleMs } : {}),
     });
     return {
       ok: false,
@@ -344,6 +372,7 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
     };
   } finally {
     clearTimeout(timer);
+    clearTimeout(idleTimer);
     try {
       sink?.end();
     } catch {

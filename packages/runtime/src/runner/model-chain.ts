@@ -1,6 +1,7 @@
 import type { AgentConfig, BoundConfig } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
 import { FALLBACK_CLASSES, modelChain } from '../models/resolve.js';
+import { contextWindowOf, outputReserveOf } from '../models/windows.js';
 import type { ModelHandle } from './model-call.js';
 
 /**
@@ -18,7 +19,8 @@ export interface ModelCandidate {
 
 export interface ResolvedChain {
   candidates: ModelCandidate[];
-  excluded: { spec: string; reason: string }[];
+  /** Why a candidate is not used: it cannot be resolved, or lacks a capability the task needs (`capabilityGap`). */
+  excluded: { spec: string; reason: string; capabilityGap?: string; contextWindow?: number; required?: number }[];
   fallbackOn: readonly string[];
 }
 
@@ -126,4 +128,67 @@ export function fallbackApplied(
       decisionSource: 'fallback',
     },
   };
+}
+
+/**
+ * What the turn's next call needs of a model (the standard's task profile): tool calling when the agent speaks
+ * the tool carrier, and a context window that holds the prompt and the answer's reserve.
+ */
+export interface TaskProfile {
+  taskKind: 'agent_turn' | 'tool_worker';
+  agent: string;
+  carrier: 'tool' | 'text';
+  requiresToolCalling: boolean;
+  promptTokenEstimate: number;
+}
+
+/**
+ * The chain without the candidates that cannot serve the profile: no tool calling under the tool carrier, or a
+ * known context window smaller than the prompt estimate plus the model's output reserve. Each exclusion keeps its
+ * reason and the capability it lacks; an unknown window never excludes.
+ */
+export function capableChain(chain: ResolvedChain, profile: TaskProfile): ResolvedChain {
+  const candidates: ModelCandidate[] = [];
+  const excluded = [...chain.excluded];
+  for (const candidate of chain.candidates) {
+    const { handle } = candidate;
+    if (profile.requiresToolCalling && handle.toolCalling === false) {
+      excluded.push({
+        spec: label(candidate),
+        reason: `${handle.modelId} cannot call tools, and agent "${profile.agent}" uses the tool carrier`,
+        capabilityGap: 'tool_calling',
+      });
+      continue;
+    }
+    const window = contextWindowOf(handle);
+    const reserve = handle.maxOutputTokens ?? outputReserveOf(handle);
+    if (window !== undefined && window < profile.promptTokenEstimate + reserve) {
+      excluded.push({
+        spec: label(candidate),
+        reason: `the context window of ${handle.modelId} (${window} tokens) is smaller than the prompt (about ${profile.promptTokenEstimate} tokens) plus the answer's reserve (${reserve})`,
+        capabilityGap: 'context_window',
+        contextWindow: window,
+        required: profile.promptTokenEstimate + reserve,
+      });
+      continue;
+    }
+    candidates.push(candidate);
+  }
+  return { ...chain, candidates, excluded };
+}
+
+/** `task.profile.resolved`: the requirements routing checks the candidates against, recorded before routing. */
+export function taskProfileFact(ids: { threadId: string; turnId: string }, profile: TaskProfile): EventDraft {
+  const taskProfile = {
+    taskKind: profile.taskKind,
+    agent: profile.agent,
+    carrier: profile.carrier,
+    requirements: {
+      toolCalling: profile.requiresToolCalling,
+      minContextTokens: profile.promptTokenEstimate,
+    },
+    promptTokenEstimate: profile.promptTokenEstimate,
+  };
+  // The turn is the task whose model work the profile describes.
+  return { type: 'task.profile.resolved', ...ids, taskId: ids.turnId, taskProfile, payload: taskProfile };
 }

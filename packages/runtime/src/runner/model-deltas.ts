@@ -1,5 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-
 /**
  * Streamed model output as it arrives (`model.delta`). Deltas are live-only: the process that makes the call hands
  * them to the session's subscribers (log/live.ts) and never stores them; `model.completed` keeps the whole output.
@@ -18,21 +16,6 @@ export interface ModelDelta {
 export interface ModelDeltaSink {
   delta(delta: ModelDelta): void;
   end(): void;
-}
-
-const current = new AsyncLocalStorage<ModelDeltaSink>();
-
-/**
- * Run `work` with `sink` as the delta sink of every model call made in it (the worker sets its driven thread's
- * sink around a step, so the runner needs no parameter for it).
- */
-export function withDeltaSink<T>(sink: ModelDeltaSink | undefined, work: () => T): T {
-  return sink ? current.run(sink, work) : work();
-}
-
-/** The delta sink of the step being driven, if any. */
-export function currentDeltaSink(): ModelDeltaSink | undefined {
-  return current.getStore();
 }
 
 /** How many characters of an unfinished call's output `model.failed` keeps (text and tool arguments together). */

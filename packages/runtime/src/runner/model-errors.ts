@@ -76,10 +76,16 @@ const CONTEXT_OVERFLOW =
  */
 export function classifyModelError(
   thrown: unknown,
-  how: { timedOut: boolean; interrupted: boolean; timeoutMs?: number },
+  how: { timedOut: boolean; interrupted: boolean; timeoutMs?: number; idleTimeoutMs?: number },
 ): ModelFailure {
   const message = thrown instanceof Error ? thrown.message : String(thrown);
   if (how.interrupted) return failure('cancelled', 'the model call was interrupted', {});
+  // The stream went quiet (distinct from the call's own time limit): retried like any timeout.
+  if (how.idleTimeoutMs !== undefined) {
+    return failure('timeout', `the model stream produced nothing for ${how.idleTimeoutMs} ms (idle timeout)`, {
+      details: { idleTimeoutMs: how.idleTimeoutMs, idle: true },
+    });
+  }
   if (how.timedOut) {
     return failure('timeout', `the model did not answer within ${how.timeoutMs ?? '?'} ms`, {
       details: { timeoutMs: how.timeoutMs },
@@ -133,7 +139,7 @@ function describe(cls: ModelFailureClass, message: string, status: number | unde
     case 'auth':
       return `the provider refused the credentials (${http}${message}); check the API key variable of this model (apiKeyEnv) and its permissions`;
     case 'context_overflow':
-      return `the request does not fit the model's context window (${http}${message}); lower limits.contextBudgetTokens or use a model with a larger window`;
+      return `the request does not fit the model's context window (${http}${message}); set the model's contextWindow (or lower limits.contextBudgetTokens) or use a model with a larger window`;
     case 'invalid_request':
       return `the provider rejected the request (${http}${message}); check the model id and its options`;
     case 'content_filtered':

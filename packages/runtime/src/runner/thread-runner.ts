@@ -28,7 +28,16 @@ import {
 } from '../read-models/thread-state.js';
 import { waitUnlessAborted } from '../signals.js';
 import { artifactCreated } from './action-context.js';
-import { type AssembledContext, assembleContext } from './context.js';
+import { budgetGate } from './budget-gate.js';
+import {
+  type ContextBudget,
+  compactionRange,
+  compactionSummary,
+  compactThread,
+  contextBudget,
+  overTrigger,
+} from './compaction.js';
+import { type AssembledContext, assembleContext, type CompactionSummary } from './context.js';
 import { costEstimated, costRecorded } from './cost.js';
 import {
   decidedActions,
@@ -41,14 +50,18 @@ import {
 import { delegationResult, delegationStructured } from './delegation-result.js';
 import { callModel, type ModelHandle, type ModelOutput } from './model-call.js';
 import {
+  capableChain,
   fallbackApplied,
   type ModelCandidate,
   nextCandidate,
   type ResolvedChain,
   resolveChain,
   routingFacts,
+  type TaskProfile,
+  taskProfileFact,
 } from './model-chain.js';
 import { type ModelFailure, type ModelRetryPolicy, retryDelay } from './model-errors.js';
+import { providerSlot } from './provider-slot.js';
 import {
   bothGuards,
   DelegationEndedError,
@@ -70,6 +83,11 @@ import { subagentStatus } from './subagent-status.js';
 export async function advance(engine: Engine, thread: ThreadView): Promise<boolean> {
   const { sessionId, threadId } = thread;
   if (thread.status === 'closed') return false;
+  // A requested compaction first: it changes only what later model calls are shown, never the turn's work.
+  if (thread.compactionRequest) {
+    await compactOnRequest(engine, thread);
+    return true;
+  }
   const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
   if (!turn) {
     // An accepted turn was accepted before anything was queued behind it, so it starts first.
@@ -129,8 +147,8 @@ export async function advance(engine: Engine, thread: ThreadView): Promise<boole
     await observeRun(engine, thread, run);
     return true;
   }
-  await modelStep(engine, thread, turn, signal);
-  return true;
+  // False while the thread waits for a resource (a budget): nothing to do until a limit changes.
+  return modelStep(engine, thread, turn, signal);
 }
 
 /** Close a finished graph: the aggregate result, the task attempt's end, and the task's end. */
@@ -371,13 +389,18 @@ async function parentWaits(engine: Pick<Engine, 'loadThread'>, thread: ThreadVie
  * output, then apply the declaration, or retry correctively, fall back or fail). A phase that ends the step —
  * the turn failed, or the work was interrupted — returns undefined and the next phase does not run.
  */
-async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, signal: AbortSignal): Promise<void> {
+async function modelStep(engine: Engine, thread: ThreadView, turn: TurnState, signal: AbortSignal): Promise<boolean> {
   const prepared = await prepareStep(engine, thread, turn);
-  if (!prepared) return;
+  if (prepared === WAITING) return false;
+  if (!prepared) return true;
   const output = await callStep(engine, thread, turn, prepared, signal);
-  if (!output) return;
+  if (!output) return true;
   await resolveStep(engine, thread, turn, prepared, output);
+  return true;
 }
+
+/** prepareStep's answer when a budget stops the call and the thread waits (`waiting_resource`). */
+const WAITING = Symbol('waiting_resource');
 
 /** What the model call needs, with the facts about it already recorded: the hand-off from prepare to call. */
 interface PreparedStep {
@@ -386,11 +409,81 @@ interface PreparedStep {
   model: ModelHandle;
   chain: ResolvedChain;
   catalog: Catalog;
+  /** The context of the call; replaced when a compaction follows a `context_overflow` (callStep). */
   context: AssembledContext;
+  /** The agent's context budget with the step's first model, and the answer's limit sent with the call. */
+  budget: ContextBudget;
+  /** A compaction already ran for this step: an overflow then falls back (or fails) as any failure. */
+  compacted: boolean;
+  reassemble: (thread: ThreadView) => Promise<AssembledContext>;
+  measure: (thread: ThreadView, summary: CompactionSummary | undefined) => number;
+}
+
+/** What the agent is offered in a step of the thread. */
+function stepCatalog(engine: Engine, thread: ThreadView, agent: AgentConfig): Catalog {
+  return {
+    tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
+    // A tool worker calls tools only; a sub-agent at the depth limit may not delegate further.
+    agents:
+      thread.toolWorker || thread.depth + 1 > engine.limits.maxSubagentDepth
+        ? []
+        : engine.agents
+            .filter((a) => a.name !== agent.name)
+            .map((a) => ({ name: a.name, description: a.description, capabilities: a.capabilities })),
+    // Pipelines and services are the agent's to call; a tool worker has only the tools its action named.
+    ...(thread.toolWorker ? {} : executorCatalog(engine.binding, agent)),
+  };
+}
+
+/**
+ * Act on a `compact` request (control-plane `compact`): compact the thread's finished turns now, under this
+ * worker's lease, whatever the threshold. The request ends with `context.compaction.completed` or `.failed`.
+ */
+async function compactOnRequest(engine: Engine, thread: ThreadView): Promise<void> {
+  const request = thread.compactionRequest;
+  const turnId = thread.activeTurnId ?? thread.turns.at(-1)?.turnId;
+  if (!request || !turnId) return;
+  const agent = threadAgent(engine, thread);
+  const model = (await resolveChain(engine, agent)).candidates[0]?.handle;
+  const fail = (error: OarError) =>
+    engine.append(thread.sessionId, [
+      {
+        type: 'context.compaction.failed',
+        threadId: thread.threadId,
+        turnId,
+        payload: { compactionId: newId('cmp'), trigger: 'manual', error, requestId: request.requestId },
+      },
+    ]);
+  if (!model) {
+    await fail(oarError('no_model', `no model is configured for agent "${agent.name}" to summarise with`));
+    return;
+  }
+  const catalog = stepCatalog(engine, thread, agent);
+  const outcome = await compactThread(engine, thread, {
+    trigger: 'manual',
+    agent,
+    model,
+    budget: contextBudget(engine.limits, agent, model),
+    requestId: request.requestId,
+    // Asked for now: every finished turn is compacted (the active turn, if any, stays whole).
+    keepTurns: 0,
+    measure: (view, summary) =>
+      assembleContext(view, agent, catalog, {
+        budgetTokens: Number.MAX_SAFE_INTEGER,
+        ...(summary ? { summary } : {}),
+      }).tokenEstimate,
+  });
+  if (outcome.status === 'nothing_to_compact') {
+    await fail(oarError('nothing_to_compact', 'the thread has no finished turns to compact'));
+  }
 }
 
 /** Phase 1: check the step budget, resolve the model, build the catalog and context, record them. */
-async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState): Promise<PreparedStep | undefined> {
+async function prepareStep(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+): Promise<PreparedStep | typeof WAITING | undefined> {
   if (turn.modelSteps >= engine.limits.maxSteps) {
     await failTurn(
       engine,
@@ -409,32 +502,73 @@ async function prepareStep(engine: Engine, thread: ThreadView, turn: TurnState):
   }
   const agent = threadAgent(engine, thread);
   const chain = await resolveModel(engine, thread, turn, agent);
-  const model = chain?.candidates[0]?.handle;
+  let model = chain?.candidates[0]?.handle;
   if (!chain || !model) return undefined;
-  const catalog: Catalog = {
-    tools: engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name)),
-    // A tool worker calls tools only; a sub-agent at the depth limit may not delegate further.
-    agents:
-      thread.toolWorker || thread.depth + 1 > engine.limits.maxSubagentDepth
-        ? []
-        : engine.agents
-            .filter((a) => a.name !== agent.name)
-            .map((a) => ({ name: a.name, description: a.description, capabilities: a.capabilities })),
-    // Pipelines and services are the agent's to call; a tool worker has only the tools its action named.
-    ...(thread.toolWorker ? {} : executorCatalog(engine.binding, agent)),
-  };
+  const catalog = stepCatalog(engine, thread, agent);
   const responsePolicy = thread.runs.get(turn.runIds.at(-1) ?? '')?.declaration.responsePolicy;
-  const context = assembleContext(thread, agent, catalog, {
-    budgetTokens: engine.limits.contextBudgetTokens,
+  const budget = contextBudget(engine.limits, agent, model);
+  const options = {
     ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
     ...(responsePolicy ? { responsePolicy } : {}),
-  });
-  const prepared: PreparedStep = { agent, model, chain, catalog, context };
+  };
+  // The context as the model would get it now (a compacted thread: its summary, then the turns after it).
+  const assemble = async (view: ThreadView) => {
+    const summary = await compactionSummary(engine, view);
+    return assembleContext(view, agent, catalog, {
+      budgetTokens: budget.budgetTokens,
+      ...options,
+      ...(summary ? { summary } : {}),
+    });
+  };
+  const measure = (view: ThreadView, summary: CompactionSummary | undefined) =>
+    assembleContext(view, agent, catalog, {
+      budgetTokens: Number.MAX_SAFE_INTEGER,
+      ...options,
+      ...(summary ? { summary } : {}),
+    }).tokenEstimate;
+  let context = await assemble(thread);
+  let compacted = false;
+  // Past the agent's threshold, the older finished turns are compacted before the call (docs/models.md).
+  if (agent.compaction?.enabled !== false && overTrigger(context, budget)) {
+    const outcome = await compactThread(engine, thread, { trigger: 'threshold', agent, model, budget, measure });
+    if (outcome.status === 'interrupted') return undefined;
+    if (outcome.status !== 'nothing_to_compact') {
+      compacted = true;
+      thread = await engine.loadThread(thread.sessionId, thread.threadId);
+      context = await assemble(thread);
+    }
+  }
+  // Candidates that cannot serve this call (no tool calling for the tool carrier, too small a window) are out.
+  const capable = capableChain(chain, stepProfile(thread, agent, context.tokenEstimate));
+  const first = capable.candidates[0]?.handle;
+  if (!first) {
+    await noCapableModel(engine, thread, turn, agent, capable, context.tokenEstimate);
+    return undefined;
+  }
+  model = first;
+  const prepared: PreparedStep = {
+    agent,
+    model,
+    chain: capable,
+    catalog,
+    context,
+    budget,
+    compacted,
+    reassemble: assemble,
+    measure,
+  };
+  // A call that would exceed a budget is not made: the thread waits for a higher limit, or the turn fails.
+  const gate = await budgetGate(engine, thread, turn, model, context.tokenEstimate);
+  if (gate.status === 'waiting') return WAITING;
+  if (gate.status === 'failed') {
+    await failTurn(engine, thread, turn, gate.error);
+    return undefined;
+  }
   // The step boundary: everything the previous step staged is committed with the request, before the call.
   await engine.append(
     thread.sessionId,
     [
-      ...(turn.modelSteps === 0 ? firstStepFacts(engine, thread, turn, prepared) : []),
+      ...(turn.modelSteps === 0 ? firstStepFacts(engine, thread, turn, prepared) : rerouted(thread, turn, prepared)),
       ...requestFacts(engine, thread, turn, prepared),
     ],
     { durable: true },
@@ -474,6 +608,76 @@ async function resolveModel(
   return undefined;
 }
 
+/** What the step's call needs of a model (the task profile routing checks the candidates against). */
+function stepProfile(thread: ThreadView, agent: AgentConfig, promptTokenEstimate: number): TaskProfile {
+  return {
+    taskKind: thread.toolWorker ? 'tool_worker' : 'agent_turn',
+    agent: agent.name,
+    carrier: agent.carrier,
+    requiresToolCalling: agent.carrier === 'tool',
+    promptTokenEstimate,
+  };
+}
+
+/** The candidates a capability check excluded, as `routing.candidates.resolved` lists them (sorted specs). */
+function capabilityExclusions(chain: ResolvedChain): string[] {
+  return chain.excluded
+    .filter((e) => e.capabilityGap)
+    .map((e) => e.spec)
+    .sort();
+}
+
+/**
+ * A later step whose capability checks exclude other candidates than the turn's routing recorded (the prompt
+ * grew past a window): the new profile and decision are recorded with its request.
+ */
+function rerouted(thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
+  const now = capabilityExclusions(step.chain);
+  if (now.join('\n') === (turn.capabilityExclusions ?? []).join('\n')) return [];
+  const ids = turnIds(thread, turn);
+  return [
+    taskProfileFact(ids, stepProfile(thread, step.agent, step.context.tokenEstimate)),
+    ...routingFacts(ids, step.chain),
+  ];
+}
+
+/** No candidate of the chain has what the call needs: the gap recorded, the turn failed with it. */
+async function noCapableModel(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  agent: AgentConfig,
+  chain: ResolvedChain,
+  promptTokenEstimate: number,
+): Promise<void> {
+  const gaps = [...new Set(chain.excluded.flatMap((e) => (e.capabilityGap ? [e.capabilityGap] : [])))];
+  const ids = turnIds(thread, turn);
+  await engine.append(thread.sessionId, [
+    taskProfileFact(ids, stepProfile(thread, agent, promptTokenEstimate)),
+    {
+      type: 'routing.not_possible',
+      ...ids,
+      payload: {
+        candidateCount: 0,
+        reason: 'capability_gap',
+        capabilityGap: gaps.join(', ') || 'none',
+        excluded: chain.excluded,
+        decisionSource: 'capability_check',
+      },
+    },
+  ]);
+  await failTurn(
+    engine,
+    thread,
+    turn,
+    oarError(
+      'no_model',
+      `no model of agent "${agent.name}"'s chain can serve the call: ${chain.excluded.map((e) => `${e.spec}: ${e.reason}`).join('; ')}`,
+      { details: { excluded: chain.excluded, capabilityGap: gaps } },
+    ),
+  );
+}
+
 /** Recorded once per turn, before its first model call: the catalog it offers and how its model was chosen. */
 function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
   const { catalog } = step;
@@ -504,6 +708,7 @@ function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, ste
         })),
       },
     },
+    taskProfileFact(ids, stepProfile(thread, step.agent, step.context.tokenEstimate)),
     ...routingFacts(ids, step.chain),
   ];
 }
@@ -512,7 +717,7 @@ function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, ste
 const MAX_LISTED_OMISSIONS = 50;
 
 /** Recorded before every model call: the context it is given and the request itself. */
-function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
+function requestFacts(_engine: Engine, thread: ThreadView, turn: TurnState, step: PreparedStep): EventDraft[] {
   const { catalog, context } = step;
   const ids = turnIds(thread, turn);
   return [
@@ -531,6 +736,16 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
             kind: 'catalog',
             title: `${catalog.tools.length} tools, ${catalog.agents.length} agents`,
           },
+          // A compacted thread: the summary its transcript starts with (the context boundary).
+          ...(thread.compaction
+            ? [
+                {
+                  ref: thread.compaction.summaryRef,
+                  kind: 'compaction_summary',
+                  title: `summary of ${thread.compaction.turnCount} turn(s)`,
+                },
+              ]
+            : []),
         ],
         // The most recent omissions only: a long thread under a budget omits more with every step, and listing
         // them all would make every step's fact (and the log) grow with the thread. The count says how many.
@@ -540,7 +755,16 @@ function requestFacts(engine: Engine, thread: ThreadView, turn: TurnState, step:
         })),
         omissionCount: context.transcript.omitted.length,
         tokenEstimate: context.tokenEstimate,
-        tokenBudget: engine.limits.contextBudgetTokens,
+        tokenBudget: step.budget.budgetTokens,
+        ...(thread.compaction
+          ? {
+              compaction: {
+                compactionId: thread.compaction.compactionId,
+                throughTurnId: thread.compaction.throughTurnId,
+                summaryRef: thread.compaction.summaryRef,
+              },
+            }
+          : {}),
       },
     },
     // 1 for a step's first request; a corrective retry counts on (a provider retry: see callStep).
@@ -590,7 +814,8 @@ async function callStep(
   step: PreparedStep,
   signal: AbortSignal,
 ): Promise<ModelOutput | undefined> {
-  const { agent, context, chain } = step;
+  const { agent, chain } = step;
+  let context = step.context;
   const ids = turnIds(thread, turn);
   let index = 0;
   let model = step.model;
@@ -598,14 +823,24 @@ async function callStep(
   // Every attempt is a model call of the thread (the scripted model's cursor), whichever candidate made it.
   for (let attempt = 1, calls = 0; ; attempt++, calls++) {
     const timeoutMs = model.timeoutMs ?? engine.limits.modelTimeoutMs ?? MODEL_CALL_DEFAULTS.timeoutMs;
-    const call = await callModel(model, {
-      system: context.system,
-      transcript: context.transcript.text,
-      carrier: agent.carrier,
-      signal,
-      modelCall: thread.modelCalls + calls,
-      timeoutMs,
-    });
+    // This process's limits of the provider and model (concurrency, per minute, a 429's pause) come first.
+    const slot = await providerSlot(engine, thread.sessionId, ids, model, signal);
+    const idleTimeoutMs = model.idleTimeoutMs ?? engine.limits.modelIdleTimeoutMs;
+    const call =
+      slot.cancelled ??
+      (await callModel(model, {
+        system: context.system,
+        transcript: context.transcript.text,
+        carrier: agent.carrier,
+        signal,
+        modelCall: thread.modelCalls + calls,
+        timeoutMs,
+        ...(engine.deltas ? { deltas: engine.deltas } : {}),
+        // The answer's limit, reserved out of the context budget (the provider's default when nothing is known).
+        ...maxOutputOf(engine, agent, model),
+        ...(idleTimeoutMs !== undefined ? { idleTimeoutMs } : {}),
+      }));
+    if (slot.cancelled === undefined) slot.release();
     if (call.ok) {
       const output = call.output;
       await engine.append(thread.sessionId, [
@@ -627,6 +862,39 @@ async function callStep(
       return signal.aborted ? undefined : output;
     }
     const { failure } = call;
+    // A provider's pause (429 retry-after) holds back every caller of this model in the process, up to the wait
+    // this model's policy accepts (a longer one fails or falls back here, and the others find out themselves).
+    if (failure.failureClass === 'rate_limited' && failure.retryAfterMs !== undefined) {
+      engine.limiter.pause(model, Math.min(failure.retryAfterMs, policy.maxDelayMs));
+    }
+    // The request does not fit the window: compact once and send the smaller request again (a second overflow
+    // falls back to the next candidate of the chain, or fails, as any failure).
+    if (
+      failure.failureClass === 'context_overflow' &&
+      !signal.aborted &&
+      !step.compacted &&
+      agent.compaction?.enabled !== false
+    ) {
+      const smaller = await compactOnOverflow(engine, thread, turn, step, model, {
+        failure,
+        attempt,
+        durationMs: call.durationMs,
+      });
+      if (smaller === 'stop') return undefined;
+      if (smaller) {
+        context = smaller;
+        step.context = smaller;
+        await engine.append(
+          thread.sessionId,
+          [
+            modelRequested(thread, turn, step, { attempt: attempt + 1, retryOf: failure.failureClass }, model),
+            ...costEstimated(ids, model, smaller.tokenEstimate),
+          ],
+          { durable: true },
+        );
+        continue;
+      }
+    }
     const retryInMs = signal.aborted ? undefined : retryDelay(failure, attempt, policy);
     // Given up on this model for a class the chain falls back on: the next candidate takes the call.
     const next =
@@ -655,11 +923,12 @@ async function callStep(
     const candidate = next === undefined ? undefined : chain.candidates[next];
     if (next !== undefined && candidate) {
       const from = chain.candidates[index] as ModelCandidate;
+      await engine.append(thread.sessionId, [failed, ...rateLimitFacts(ids, model, failure, attempt)]);
+      // The fallback's request is a call like any: a budget may stop it.
+      if (!(await budgetAllows(engine, thread, turn, candidate.handle, context.tokenEstimate))) return undefined;
       await engine.append(
         thread.sessionId,
         [
-          failed,
-          ...rateLimitFacts(ids, model, failure, attempt),
           fallbackApplied(ids, from, candidate, failure.failureClass, attempt),
           modelRequested(thread, turn, step, { attempt: 1, fallbackFrom: model.modelId }, candidate.handle),
           ...costEstimated(ids, candidate.handle, context.tokenEstimate),
@@ -682,9 +951,81 @@ async function callStep(
     }
     // An interrupt ends the wait at once (the interrupt then records the turn's end).
     if (!(await waitUnlessAborted(retryInMs, signal))) return undefined;
+    // A retry is a call like any: a budget may stop it (the step then starts over once the thread may go on).
+    if (!(await budgetAllows(engine, thread, turn, model, context.tokenEstimate))) return undefined;
     const retry = modelRequested(thread, turn, step, { attempt: attempt + 1, retryOf: failure.failureClass }, model);
     await engine.append(thread.sessionId, [retry], { durable: true });
   }
+}
+
+/** The `maxOutputTokens` of a call to `model`: the output reserve of the agent's budget with it, when known. */
+function maxOutputOf(engine: Engine, agent: AgentConfig, model: ModelHandle): { maxOutputTokens?: number } {
+  const { maxOutputTokens } = contextBudget(engine.limits, agent, model);
+  return maxOutputTokens !== undefined ? { maxOutputTokens } : {};
+}
+
+/**
+ * A `context_overflow` answered the step's call: record the failed attempt as one that is retried (`retryInMs`
+ * 0), compact everything finished, and return the smaller context for the retry. Undefined when nothing could be
+ * compacted (the failure is then handled as usual); `stop` when the work was interrupted meanwhile.
+ */
+async function compactOnOverflow(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  step: PreparedStep,
+  model: ModelHandle,
+  failed: { failure: ModelFailure; attempt: number; durationMs: number },
+): Promise<AssembledContext | 'stop' | undefined> {
+  const current = await engine.loadThread(thread.sessionId, thread.threadId);
+  if (compactionRange(current, 0).length === 0) return undefined;
+  const { failure } = failed;
+  await engine.append(thread.sessionId, [
+    {
+      type: 'model.failed',
+      ...turnIds(thread, turn),
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        error: failure.error,
+        durationMs: failed.durationMs,
+        failureClass: failure.failureClass,
+        attempt: failed.attempt,
+        ...(failure.statusCode !== undefined ? { statusCode: failure.statusCode } : {}),
+        retryInMs: 0,
+        compacting: true,
+      },
+    },
+  ]);
+  step.compacted = true;
+  const budget = contextBudget(engine.limits, step.agent, model);
+  const outcome = await compactThread(engine, current, {
+    trigger: 'context_overflow',
+    agent: step.agent,
+    model,
+    budget,
+    measure: step.measure,
+    keepTurns: 0,
+  });
+  if (outcome.status === 'interrupted') return 'stop';
+  return step.reassemble(await engine.loadThread(thread.sessionId, thread.threadId));
+}
+
+/**
+ * The budget check before a retry's or a fallback's request (runner/budget-gate.ts): false when a limit stops it —
+ * the thread then waits in `waiting_resource`, or the turn has failed with `budget_exceeded`.
+ */
+async function budgetAllows(
+  engine: Engine,
+  thread: ThreadView,
+  turn: TurnState,
+  model: ModelHandle,
+  inputTokenEstimate: number,
+): Promise<boolean> {
+  const now = await engine.loadThread(thread.sessionId, thread.threadId);
+  const gate = await budgetGate(engine, now, turn, model, inputTokenEstimate);
+  if (gate.status === 'failed') await failTurn(engine, now, turn, gate.error);
+  return gate.status === 'ok';
 }
 
 /** The model's retry policy: its own configured fields, else the limits', else the defaults. */

@@ -126,5 +126,38 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         await sql`create index oar_sessions_change on oar_sessions (change_xid)`.execute(db);
       },
     },
+    '0005_workspaces': {
+      async up(db: Kysely<unknown>) {
+        // A workspace owns sessions (and through them artifacts) and API keys (store/workspaces.ts). Sessions
+        // created before it have no workspace column value: they belong to the default workspace.
+        await db.schema
+          .createTable('oar_workspaces')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createTable('oar_api_keys')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('workspace_id', 'text', (c) => c.notNull())
+          .addColumn('name', 'text', (c) => c.notNull())
+          .addColumn('scope', 'text', (c) => c.notNull())
+          // SHA-256 of the whole key: keys are 190 random bits, so a fast hash is enough and the key is never kept.
+          .addColumn('key_hash', 'text', (c) => c.notNull().unique())
+          .addColumn('prefix', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'text')
+          .addColumn('revoked_at', 'text')
+          .addColumn('last_used_at', 'text')
+          .execute();
+        await db.schema.createIndex('oar_api_keys_workspace').on('oar_api_keys').column('workspace_id').execute();
+        await db.schema.alterTable('oar_sessions').addColumn('workspace_id', 'text').execute();
+        await db.schema
+          .createIndex('oar_sessions_workspace')
+          .on('oar_sessions')
+          .columns(['workspace_id', 'created_at'])
+          .execute();
+      },
+    },
   };
 }

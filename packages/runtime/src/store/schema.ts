@@ -12,6 +12,8 @@ export interface Database {
   oar_artifacts: ArtifactsTable;
   oar_state: StateTable;
   oar_thread_leases: ThreadLeasesTable;
+  oar_workspaces: WorkspacesTable;
+  oar_api_keys: ApiKeysTable;
 }
 
 export interface SessionsTable {
@@ -27,6 +29,31 @@ export interface SessionsTable {
    * indexed, so the notifier's poll reads only what changed (log/changes.ts). Never written by OAR's code.
    */
   change_xid?: Generated<string | null>;
+  /** The workspace that owns the session (migration 0005); null: the default workspace. */
+  workspace_id?: string | null;
+}
+
+/** Migration 0005: who owns sessions and keys. The default workspace exists without a row. */
+export interface WorkspacesTable {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+/** Migration 0005: API keys, stored as a hash (store/workspaces.ts); the key itself is shown once and never kept. */
+export interface ApiKeysTable {
+  id: string;
+  workspace_id: string;
+  name: string;
+  /** admin | operator | viewer */
+  scope: string;
+  key_hash: string;
+  /** The key's first characters (`oar_k1a2b3c4`), to tell keys apart in a list. */
+  prefix: string;
+  created_at: string;
+  expires_at: string | null;
+  revoked_at: string | null;
+  last_used_at: string | null;
 }
 
 export interface EventsTable {

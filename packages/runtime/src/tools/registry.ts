@@ -25,6 +25,8 @@ interface Registered {
    * and every catalog shares one object, so the validator's per-schema compile cache keeps hitting.
    */
   inputSchema: Record<string, unknown>;
+  /** Its catalog entry, built once: the same object in every step's catalog (the system prompt is reused by it). */
+  entry: CatalogTool;
 }
 
 /** The tools a runtime offers, by unique name, with their catalog (what the model sees) and inventory views. */
@@ -41,7 +43,14 @@ export class ToolRegistry {
         details: { tool: tool.name },
       });
     }
-    this.#tools.set(tool.name, { tool, inputSchema: inputJsonSchema(tool) });
+    const inputSchema = inputJsonSchema(tool);
+    const entry: CatalogTool = Object.freeze({
+      name: tool.name,
+      description: tool.description,
+      inputSchema,
+      capabilities: [...tool.capabilities],
+    });
+    this.#tools.set(tool.name, { tool, inputSchema, entry });
     return this;
   }
 
@@ -55,12 +64,7 @@ export class ToolRegistry {
   }
 
   catalog(): CatalogTool[] {
-    return [...this.#tools.values()].map(({ tool, inputSchema }) => ({
-      name: tool.name,
-      description: tool.description,
-      inputSchema,
-      capabilities: [...tool.capabilities],
-    }));
+    return [...this.#tools.values()].map(({ entry }) => entry);
   }
 
   inventory(): ToolInventoryEntry[] {

@@ -17,7 +17,7 @@ interface Held {
 }
 
 /**
- * The delta sink of one driven thread (`withDeltaSink`): the streamed output of its model calls goes to the
+ * The delta sink of one driven thread (`Engine.deltas`): the streamed output of its model calls goes to the
  * session's live subscribers, redacted like everything else OAR shows, and the partial output of a call that does
  * not complete is kept in its `model.failed`.
  *

@@ -9,7 +9,7 @@ import type { Notifier, SessionChange } from '../log/notifier.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
-import { withDeltaSink } from '../runner/model-deltas.js';
+import { ProviderLimiter } from '../runner/provider-limits.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
 import { isStoreFault } from '../store/faults.js';
@@ -58,6 +58,8 @@ export interface WorkerDeps {
   tracing?: Tracing;
   /** Where the streamed output of the model calls it makes goes (`model.delta`, live-only); none: nowhere. */
   live?: LiveChannel;
+  /** Limits per provider and model shared by every thread this worker drives (default: none but 429 pauses). */
+  limiter?: ProviderLimiter;
 }
 
 /** The state of one thread this worker drives: its lease, its abort controller, whether it was kicked again. */
@@ -95,6 +97,7 @@ export class Worker {
   /** See `WorkerOptions.lingerMs`. */
   readonly lingerMs: number;
   readonly tracing: Tracing;
+  readonly limiter: ProviderLimiter;
   private readonly drivers = new Map<string, Driver>();
   /** Threads found held by another worker when this one wanted to drive them. */
   private readonly held = new Map<string, LeaseHolder>();
@@ -117,6 +120,7 @@ export class Worker {
     this.ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
     this.lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
     this.tracing = deps.tracing ?? new Tracing();
+    this.limiter = deps.limiter ?? new ProviderLimiter();
     this.unlisten = deps.notifier.listen((change) => this.onChange(change));
     this.timer = setInterval(() => void this.reclaimExpired(), options.pollMs ?? 1000);
     this.timer.unref();
@@ -328,8 +332,7 @@ export class Worker {
       }
       // The thread as just read: the step starts from it (read once per step, not twice).
       const scope = { runtimeId: this.deps.runtimeId, sessionId, threadId, thread, engine };
-      const work = () => withDeltaSink(engine.deltas, () => advance(engine, thread));
-      if (await this.tracing.drive(scope, work)) continue;
+      if (await this.tracing.drive(scope, () => advance(engine, thread))) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
       if (this.closed || driver.lost) return 0;
       // A commit point: the thread is about to wait, and idleness is judged on what the store holds.
@@ -464,7 +467,7 @@ function interruptPending(thread: ThreadState): boolean {
 export function needsDrive(thread: ThreadState, idleSequence: number | undefined): boolean {
   if (thread.status === 'closed') return false;
   if (idleSequence !== undefined && idleSequence === thread.lastSequence) return false;
-  if (thread.activeTurnId !== undefined) return true;
+  if (thread.activeTurnId !== undefined || thread.compactionRequest !== undefined) return true;
   return thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted');
 }
 
@@ -486,7 +489,7 @@ class ThreadEngine implements Engine {
   readonly runtimeId: string;
   readonly sessionId: string;
   readonly threadId: string;
-  /** The delta sink of this thread's model calls (set around each step: `withDeltaSink`). */
+  /** The delta sink of this thread's model calls. */
   readonly deltas: ThreadDeltas;
 
   constructor(
@@ -599,6 +602,14 @@ class ThreadEngine implements Engine {
 
   async grants(sessionId: string) {
     return (await this.deps.log.readModels(sessionId, [])).session?.grants ?? [];
+  }
+
+  async session(sessionId: string) {
+    return (await this.deps.log.readModels(sessionId, [])).session;
+  }
+
+  get limiter() {
+    return this.worker.limiter;
   }
 
   async updatedPermissions(sessionId: string) {

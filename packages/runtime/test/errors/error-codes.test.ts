@@ -21,7 +21,7 @@ function sources(dir: string): string[] {
   });
 }
 
-const files = ['protocol', 'runtime', 'cli'].flatMap((pkg) => sources(join(ROOT, 'packages', pkg, 'src')));
+const files = ['protocol', 'runtime', 'server', 'cli'].flatMap((pkg) => sources(join(ROOT, 'packages', pkg, 'src')));
 const text = new Map(files.map((file) => [file, readFileSync(file, 'utf8')]));
 
 /** The codes the source passes to the error constructors (including both arms of a conditional). */

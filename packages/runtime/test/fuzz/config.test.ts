@@ -262,6 +262,33 @@ function configArb(noise: number) {
         ),
       ),
       limits: maybe(limits),
+      budgets: maybe(
+        fc.record(
+          {
+            turn: fc.record(
+              { tokens: fc.integer({ min: -1, max: 100_000 }), costUsd: fc.double({ min: 0, max: 5 }) },
+              { requiredKeys: [] },
+            ),
+            session: fc.record(
+              { modelCalls: fc.integer({ min: 0, max: 50 }), wallTimeMs: fc.integer({ min: 1, max: 10_000 }) },
+              { requiredKeys: [] },
+            ),
+            onExceeded: fc.constantFrom('wait', 'fail', 'explode'),
+            lowAt: fc.double({ min: 0, max: 1.5 }),
+          },
+          { requiredKeys: [] },
+        ),
+      ),
+      providerLimits: maybe(
+        fc.dictionary(
+          fc.constantFrom('openai', 'openai:gpt-4.1', 'oar-script', ''),
+          fc.record(
+            { maxConcurrency: fc.integer({ min: 0, max: 5 }), requestsPerMinute: fc.integer({ min: 1, max: 600 }) },
+            { requiredKeys: [] },
+          ),
+          { maxKeys: 2 },
+        ),
+      ),
       queuePolicy: maybe(fc.constantFrom('queue', 'reject')),
       worker: maybe(fc.record({ leaseTtlMs: fc.integer({ min: 100, max: 3_600_000 }) }, { requiredKeys: [] })),
       onProtocolFailure: maybe(fc.constantFrom('fail', 'plain_text')),
@@ -291,6 +318,8 @@ describe('config files never fail unstructured', () => {
         'tools',
         'permissions',
         'limits',
+        'budgets',
+        'providerLimits',
         'queuePolicy',
         'worker',
         'onProtocolFailure',

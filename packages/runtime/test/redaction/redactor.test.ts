@@ -64,6 +64,11 @@ describe('credential shapes', () => {
       'AWS_SECRET_ACCESS_KEY=[REDACTED:aws_secret_key]',
     ],
     ['google_api_key', 'key=AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI&x', 'key=[REDACTED:google_api_key]&x'],
+    [
+      'oar_api_key',
+      'Authorization: oar_Xy3_Ab9-cD4eF5gH6iJ7kL8mN9oP0qR1sT2uV3wZ',
+      'Authorization: [REDACTED:oar_api_key]',
+    ],
     ['bearer_token', 'Authorization: Bearer abcdefgh.ijkl', 'Authorization: Bearer [REDACTED:bearer_token]'],
     [
       'bearer_token',

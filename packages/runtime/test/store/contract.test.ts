@@ -113,6 +113,7 @@ describeStores('store contract', (factory) => {
         '0002_thread_leases',
         '0003_thread_action_lists',
         '0004_session_changes',
+        '0005_workspaces',
       ]);
 
       const again = await db.open();

@@ -19,7 +19,13 @@ function openInProcess(url: string): Promise<{ code: number | null; stderr: stri
   });
 }
 
-const ALL_MIGRATIONS = ['0001_event_log', '0002_thread_leases', '0003_thread_action_lists', '0004_session_changes'];
+const ALL_MIGRATIONS = [
+  '0001_event_log',
+  '0002_thread_leases',
+  '0003_thread_action_lists',
+  '0004_session_changes',
+  '0005_workspaces',
+];
 
 async function appliedMigrations(store: Store): Promise<string[]> {
   const { rows } = await sql<{ name: string }>`select name from oar_migrations order by name`.execute(store.db);

@@ -1,0 +1,245 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { oarError } from '@oar/protocol';
+import {
+  type ApiKeyScope,
+  ApiKeyScopeSchema,
+  buildRuntime,
+  CONFIG_FILE,
+  DEFAULT_WORKSPACE,
+  loadConfig,
+  Store,
+  Workspaces,
+} from '@oar/runtime';
+import { createLogger, startServer } from '@oar/server';
+import type { Command } from 'commander';
+import { DEMO_PROMPT, prepareDemo } from './demo.js';
+import { printJson, UsageError } from './io.js';
+
+/**
+ * `oar serve` (the HTTP API and, unless `--no-worker`, a worker for every session of the store) and the commands
+ * that manage who may call it: `oar keys` and `oar workspaces`, which work on the store directly.
+ */
+
+interface ServeOptions {
+  port?: string;
+  host?: string;
+  store?: string;
+  config?: string;
+  model?: string;
+  workspace?: string;
+  worker?: boolean;
+  demo?: boolean;
+  maxBody?: string;
+}
+
+function portOf(text: string | undefined): number {
+  if (text === undefined) return 8787;
+  const port = Number(text);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) {
+    throw new UsageError(oarError('invalid_option', `--port must be 0-65535 (0: any free port), not "${text}"`));
+  }
+  return port;
+}
+
+async function serve(options: ServeOptions): Promise<number> {
+  const cwd = process.cwd();
+  const port = portOf(options.port);
+  const maxBodyBytes = options.maxBody === undefined ? undefined : Number(options.maxBody);
+  if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes > 0)) {
+    throw new UsageError(oarError('invalid_option', `--max-body must be a positive number of bytes`));
+  }
+  // No configuration and no model: the local demo mode, so a fresh clone shows something real at once.
+  const noConfig = options.config === undefined && !existsSync(resolve(cwd, CONFIG_FILE));
+  const demo = options.demo === true || (noConfig && options.model === undefined);
+  const setup = demo
+    ? await prepareDemo(cwd)
+    : { ...(await loadConfig(options.config, cwd)), workspace: options.workspace };
+  const store = options.store ?? process.env.OAR_STORE;
+  const { runtime } = await buildRuntime(setup.config, setup.baseDir, {
+    cwd,
+    env: process.env,
+    worker: options.worker === false ? false : { sessions: 'all' },
+    ...(store ? { store } : {}),
+    ...(options.model ? { model: options.model } : {}),
+    ...(setup.workspace ? { workspace: setup.workspace } : {}),
+  });
+  const server = await startServer({
+    runtime,
+    port,
+    host: options.host ?? '127.0.0.1',
+    logger: createLogger(),
+    ...(process.env.OAR_ADMIN_KEY ? { adminKey: process.env.OAR_ADMIN_KEY } : {}),
+    ...(maxBodyBytes ? { maxBodyBytes } : {}),
+  });
+  const lines = [
+    `OAR is serving at ${server.url}`,
+    `  API:     ${server.url}/v1   (OpenAPI: ${server.url}/v1/openapi.json)`,
+  ];
+  lines.push(`  store:   ${runtime.store.location}`);
+  if (options.worker === false) lines.push('  worker:  none (--no-worker): turns run on workers elsewhere');
+  if (demo) {
+    lines.push(
+      `  mode:    demo (no ${CONFIG_FILE}): new sessions use the bundled scripted model over ${setup.workspace}`,
+      `           try the demo prompt: "${DEMO_PROMPT}"`,
+    );
+  }
+  if (server.createdAdminKey) {
+    lines.push(
+      '',
+      'Admin API key (shown once, stored only as a hash; `oar keys create` makes more):',
+      `  ${server.createdAdminKey}`,
+    );
+  } else if (process.env.OAR_ADMIN_KEY) {
+    lines.push('  admin key: OAR_ADMIN_KEY');
+  }
+  process.stdout.write(`${lines.join('\n')}\n`);
+  await new Promise<void>((done) => {
+    const stop = () => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      done();
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+  await server.close();
+  await runtime.store.close();
+  return 0;
+}
+
+async function withWorkspaces<T>(options: { store?: string; config?: string }, fn: (w: Workspaces) => Promise<T>) {
+  const cwd = process.cwd();
+  const { config } = await loadConfig(options.config, cwd);
+  const store = await Store.open(options.store ?? process.env.OAR_STORE ?? config.store, { cwd });
+  try {
+    return await fn(new Workspaces(store));
+  } finally {
+    await store.close();
+  }
+}
+
+function scopeOf(text: string): ApiKeyScope {
+  const parsed = ApiKeyScopeSchema.safeParse(text);
+  if (!parsed.success) {
+    throw new UsageError(oarError('invalid_option', `--scope must be admin, operator or viewer, not "${text}"`));
+  }
+  return parsed.data;
+}
+
+export function registerServeCommands(program: Command, setExit: (code: number) => void): void {
+  program
+    .command('serve')
+    .description('serve the HTTP API and live event streams; runs every session’s turns unless --no-worker')
+    .option('--port <port>', 'port to listen on (default 8787; 0: any free port)')
+    .option('--host <host>', 'address to bind (default 127.0.0.1: this machine only)')
+    .option('--store <url>', 'SQLite path or postgres:// URL (default .oar/oar.db)')
+    .option('--config <file>', `configuration file (default ./${CONFIG_FILE})`)
+    .option('--model <spec>', 'default model of new sessions (overrides the config)')
+    .option('--workspace <dir>', 'workspace root of new sessions (overrides the config)')
+    .option('--demo', 'new sessions use the bundled scripted model over a copy of the sample workspace')
+    .option('--no-worker', 'an API node only: accept commands and serve streams, execute nothing')
+    .option('--max-body <bytes>', 'largest request body accepted (default 1048576)')
+    .action(async (options: ServeOptions) => setExit(await serve(options)));
+
+  const keys = program.command('keys').description('manage API keys of `oar serve` (stored hashed; shown once)');
+  keys
+    .command('create')
+    .description('create an API key and print it (the only time it is shown)')
+    .option('--scope <scope>', 'admin | operator | viewer', 'operator')
+    .option('--name <name>', 'what the key is for', 'cli')
+    .option('--workspace-id <id>', 'the workspace it belongs to', DEFAULT_WORKSPACE)
+    .option('--expires <iso>', 'expiry date-time (default: never)')
+    .option('--store <url>', 'SQLite path or postgres:// URL')
+    .option('--config <file>', 'configuration file')
+    .option('--json', 'print JSON')
+    .action(
+      async (o: {
+        scope: string;
+        name: string;
+        workspaceId: string;
+        expires?: string;
+        store?: string;
+        config?: string;
+        json?: boolean;
+      }) => {
+        const created = await withWorkspaces(o, (w) =>
+          w.createKey({
+            workspaceId: o.workspaceId,
+            scope: scopeOf(o.scope),
+            name: o.name,
+            ...(o.expires ? { expiresAt: o.expires } : {}),
+          }),
+        );
+        if (o.json) printJson(created);
+        else {
+          process.stdout.write(
+            `${created.key}\n(key ${created.record.keyId}, scope ${created.record.scope}, workspace ${created.record.workspaceId}; shown once)\n`,
+          );
+        }
+        setExit(0);
+      },
+    );
+  keys
+    .command('list')
+    .description('list API keys (never the keys themselves)')
+    .option('--workspace-id <id>', 'only this workspace')
+    .option('--store <url>', 'SQLite path or postgres:// URL')
+    .option('--config <file>', 'configuration file')
+    .option('--json', 'print JSON')
+    .action(async (o: { workspaceId?: string; store?: string; config?: string; json?: boolean }) => {
+      const list = await withWorkspaces(o, (w) => w.listKeys(o.workspaceId));
+      if (o.json) printJson(list);
+      else if (list.length === 0) process.stdout.write('no API keys\n');
+      else {
+        for (const k of list) {
+          const state = k.revokedAt ? `revoked ${k.revokedAt}` : k.expiresAt ? `expires ${k.expiresAt}` : 'active';
+          process.stdout.write(
+            `${k.keyId}  ${k.prefix}…  ${k.scope.padEnd(8)}  ${k.workspaceId}  ${k.name}  (${state})\n`,
+          );
+        }
+      }
+      setExit(0);
+    });
+  keys
+    .command('revoke')
+    .description('revoke an API key: it stops working at once')
+    .argument('<keyId>', 'the key id (key_…), as `oar keys list` shows it')
+    .option('--store <url>', 'SQLite path or postgres:// URL')
+    .option('--config <file>', 'configuration file')
+    .option('--json', 'print JSON')
+    .action(async (keyId: string, o: { store?: string; config?: string; json?: boolean }) => {
+      const record = await withWorkspaces(o, (w) => w.revokeKey(keyId));
+      if (o.json) printJson(record);
+      else process.stdout.write(`revoked ${record.keyId} (${record.prefix}…)\n`);
+      setExit(0);
+    });
+
+  const workspaces = program.command('workspaces').description('manage workspaces of `oar serve`');
+  workspaces
+    .command('create')
+    .description('create a workspace (it owns sessions, artifacts and keys)')
+    .argument('<name>', 'a display name')
+    .option('--id <id>', 'the workspace id (lowercase letters, digits, "_", "-")')
+    .option('--store <url>', 'SQLite path or postgres:// URL')
+    .option('--config <file>', 'configuration file')
+    .option('--json', 'print JSON')
+    .action(async (name: string, o: { id?: string; store?: string; config?: string; json?: boolean }) => {
+      const created = await withWorkspaces(o, (w) => w.create({ name, ...(o.id ? { workspaceId: o.id } : {}) }));
+      if (o.json) printJson(created);
+      else process.stdout.write(`${created.workspaceId}  ${created.name}\n`);
+      setExit(0);
+    });
+  workspaces
+    .command('list')
+    .description('list workspaces')
+    .option('--store <url>', 'SQLite path or postgres:// URL')
+    .option('--config <file>', 'configuration file')
+    .option('--json', 'print JSON')
+    .action(async (o: { store?: string; config?: string; json?: boolean }) => {
+      const list = await withWorkspaces(o, (w) => w.list());
+      if (o.json) printJson(list);
+      else for (const w of list) process.stdout.write(`${w.workspaceId}  ${w.name}\n`);
+      setExit(0);
+    });
+}

@@ -1,0 +1,198 @@
+import type { RuntimeEvent } from '@oar/protocol';
+import type { Context } from 'hono';
+import { streamSSE } from 'hono/streaming';
+import { z } from 'zod';
+import { errorBody } from '../errors.js';
+import type { Inflight } from '../inflight.js';
+import { Cursor, Id, type Route, route, type ServerDeps } from '../route.js';
+
+/**
+ * The session's events: a page of the log as JSON, or a live Server-Sent Events stream that resumes.
+ *
+ * The stream's `id:` is the event's sequence, so a client's `Last-Event-ID` (or `?after=SEQ`) resumes exactly after
+ * the last durable event it got: no gap, no duplicate. Live-only events (`model.delta`) carry no `id:` — they are
+ * never replayed, so a resuming client gets durable events only. A client without a cursor first gets the current
+ * snapshot (`event: snapshot`, whose `id:` is the sequence it reflects), then what follows it. A cursor the server
+ * cannot resume from — past the session's last event, so from another session or another store — gets a
+ * `snapshot.repaired` event and a fresh snapshot instead of a silent gap.
+ *
+ * Memory per subscriber is bounded: events are read from the log a page at a time as the client takes them (a slow
+ * client only makes the reads slower), and at most `LIVE_BUFFER` deltas wait. A client that takes nothing for
+ * `slowClientMs` is cut off; it reconnects with its cursor.
+ */
+
+export interface StreamOptions {
+  /** Seconds between heartbeat comments (default 15): proxies keep the connection, clients see it alive. */
+  heartbeatMs?: number;
+  /** A write that waits longer than this for the client ends the stream (default 30 s). */
+  slowClientMs?: number;
+  /** Ends every open stream (server shutdown): each gets a final `server.closing` event with its cursor. */
+  closing?: AbortSignal;
+  /** Counts open streams (a graceful shutdown waits for their last event). */
+  inflight?: Inflight;
+}
+
+/** The cursor a request resumes after: `Last-Event-ID`, else `?after`; undefined for a fresh client. */
+function requestedCursor(c: Context, after: number | undefined): { cursor?: number; malformed?: string } {
+  const header = c.req.header('last-event-id');
+  if (header !== undefined && header !== '') {
+    return /^\d{1,15}$/.test(header) ? { cursor: Number(header) } : { malformed: header };
+  }
+  return after === undefined ? {} : { cursor: after };
+}
+
+class SlowClient extends Error {}
+
+/** `write` with a deadline: a client that does not take the data in time is cut off (SlowClient). */
+async function writeWithin(ms: number, write: () => Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      write(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new SlowClient()), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function sessionStream(
+  c: Context,
+  deps: ServerDeps,
+  sessionId: string,
+  after: number | undefined,
+  options: StreamOptions,
+) {
+  const heartbeatMs = options.heartbeatMs ?? 15_000;
+  const slowClientMs = options.slowClientMs ?? 30_000;
+  return streamSSE(c, async (stream) => {
+    options.inflight?.enter();
+    const stop = new AbortController();
+    stream.onAbort(() => stop.abort());
+    const onClosing = () => stop.abort();
+    options.closing?.addEventListener('abort', onClosing);
+    let cursor: number | undefined;
+    const send = (event: string, data: unknown, id?: number) =>
+      writeWithin(slowClientMs, () =>
+        stream.writeSSE({ event, data: JSON.stringify(data), ...(id !== undefined ? { id: String(id) } : {}) }),
+      );
+    const heartbeat = setInterval(() => {
+      // A comment line: ignored by EventSource, keeps proxies and the connection alive.
+      void stream.write(': heartbeat\n\n').catch(() => stop.abort());
+    }, heartbeatMs);
+    try {
+      const requested = requestedCursor(c, after);
+      const last = await deps.runtime.queries.lastSequence(sessionId);
+      cursor = requested.cursor;
+      if (cursor === undefined || cursor > last) {
+        const { snapshot, sequence } = await deps.runtime.getSession({ sessionId, limit: 0 });
+        if (requested.cursor !== undefined || requested.malformed !== undefined) {
+          await send('snapshot.repaired', {
+            type: 'snapshot.repaired',
+            sessionId,
+            payload: {
+              reason:
+                requested.malformed !== undefined
+                  ? 'the cursor is not an event sequence'
+                  : `the cursor ${requested.cursor} is past the session's last event ${last}: it is not from this session`,
+              requestedCursor: requested.malformed ?? requested.cursor,
+              resumedAfter: sequence,
+            },
+          });
+        }
+        await send('snapshot', snapshot, sequence);
+        cursor = sequence;
+      }
+      for await (const event of deps.runtime.subscribe(sessionId, {
+        after: cursor,
+        signal: stop.signal,
+        deltas: true,
+      }) as AsyncGenerator<RuntimeEvent>) {
+        const live = event.type === 'model.delta';
+        await send(event.type, event, live ? undefined : event.sequence);
+        if (!live) cursor = event.sequence;
+      }
+      if (options.closing?.aborted) {
+        await send('server.closing', { cursor, retryMs: 1000 }).catch(() => undefined);
+      }
+    } catch (error) {
+      if (!(error instanceof SlowClient)) {
+        // The stream's last message: what failed (as any API error) and where to resume.
+        await send('error', { ...errorBody(error).body, cursor }).catch(() => undefined);
+      }
+    } finally {
+      clearInterval(heartbeat);
+      options.closing?.removeEventListener('abort', onClosing);
+      stop.abort();
+      options.inflight?.exit();
+    }
+  });
+}
+
+const EventsQuery = z.object({
+  after: Cursor.optional().describe('resume after this sequence (a stream prefers Last-Event-ID)'),
+  limit: z.coerce.number().int().min(1).max(1000).default(200),
+  type: z
+    .string()
+    .max(200)
+    .optional()
+    .describe('JSON page only: comma-separated event types (a trailing * matches a prefix)'),
+  threadId: Id.optional(),
+  turnId: Id.optional(),
+  access_token: z.string().optional().describe('the API key, for a browser EventSource that cannot send headers'),
+});
+
+function matcher(types: string | undefined): (type: string) => boolean {
+  if (!types) return () => true;
+  const wanted = types
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean);
+  return (type) => wanted.some((w) => (w.endsWith('*') ? type.startsWith(w.slice(0, -1)) : type === w));
+}
+
+export function eventRoutes(options: StreamOptions): Route[] {
+  return [
+    route(
+      {
+        method: 'get',
+        path: '/v1/sessions/{sessionId}/events',
+        operationId: 'sessionEvents',
+        summary: "The session's events: a live SSE stream (Accept: text/event-stream) or a JSON page",
+        description:
+          'With `Accept: text/event-stream`: every durable event after the cursor (`Last-Event-ID` or `after`), then live, with live-only `model.delta` events in their position; a client without a cursor gets `event: snapshot` first. Heartbeat comments every 15 s. Otherwise: a JSON page of at most `limit` events after `after`, filtered by `type`, `threadId` and `turnId`, with `nextCursor`.',
+        tag: 'events',
+        scope: 'viewer',
+        params: z.object({ sessionId: Id }),
+        query: EventsQuery,
+        produces: 'sse',
+        queryKey: true,
+        response: z.object({
+          events: z.array(z.looseObject({ type: z.string(), sequence: z.number() })),
+          nextCursor: z.number(),
+          lastSequence: z.number(),
+        }),
+      },
+      async ({ c, deps, params, query }) => {
+        if (c.req.header('accept')?.includes('text/event-stream')) {
+          return sessionStream(c, deps, params.sessionId, query.after, options);
+        }
+        const matches = matcher(query.type);
+        // Filters apply within the page read, so a page may hold fewer than `limit`; `nextCursor` always moves on.
+        const read = await deps.runtime.queries.readEvents(params.sessionId, {
+          after: query.after ?? 0,
+          limit: query.limit,
+          ...(query.threadId ? { threadId: query.threadId } : {}),
+        });
+        const events = read.filter((e) => matches(e.type) && (!query.turnId || e.turnId === query.turnId));
+        return {
+          events,
+          nextCursor: read.at(-1)?.sequence ?? query.after ?? 0,
+          lastSequence: await deps.runtime.queries.lastSequence(params.sessionId),
+        };
+      },
+    ),
+  ];
+}

@@ -1,0 +1,415 @@
+import { ACTION_DECISIONS, SessionSnapshotSchema, ThreadReadModelSchema } from '@oar/protocol';
+import { BindingUpdateSchema, notFound } from '@oar/runtime';
+import { z } from 'zod';
+import { httpError } from '../errors.js';
+import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams } from '../route.js';
+
+/**
+ * The session routes: the runtime's control-plane commands and queries as resources under
+ * `/v1/sessions/{sessionId}`. Each handler checks that the key's workspace owns the session, then calls the one
+ * runtime method that does the work; the runtime validates again and records the facts.
+ */
+
+const Text = z.string();
+
+const SessionSummary = z.object({
+  sessionId: z.string(),
+  workspaceId: z.string(),
+  title: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  events: z.number(),
+});
+
+const CreateSessionBody = z
+  .strictObject({
+    title: Text.max(1_000).optional(),
+    sessionId: Id.optional(),
+    agent: Id.optional(),
+    /** Admin keys only: a binding can widen what the session may touch (its workspace root, its tools). */
+    binding: BindingUpdateSchema.optional(),
+  })
+  .default({});
+
+const SubmitTurnBody = z.strictObject({
+  input: Text.min(1),
+  threadId: Id.optional(),
+  /** A client turn id: submitting the same id again returns the first submission (`duplicate: true`). */
+  turnId: Id.optional(),
+  ifBusy: z.enum(['enqueue', 'reject', 'interrupt']).optional(),
+  source: Text.max(64).optional(),
+});
+
+const SubmitTurnResult = z.object({
+  sessionId: z.string(),
+  threadId: z.string(),
+  turnId: z.string(),
+  status: z.enum(['accepted', 'queued']),
+  duplicate: z.boolean(),
+});
+
+const Task = SessionSnapshotSchema.shape.tasks.element;
+
+export const sessionRoutes: Route[] = [
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions',
+      operationId: 'listSessions',
+      summary: "The workspace's sessions, newest first",
+      tag: 'sessions',
+      scope: 'viewer',
+      query: z.object({
+        q: Text.max(200).optional().describe('only sessions whose title or id contains this text (any case)'),
+        limit: z.coerce.number().int().min(1).max(1000).default(100),
+      }),
+      response: z.object({ sessions: z.array(SessionSummary) }),
+    },
+    async ({ deps, key, query }) => {
+      const all = await deps.runtime.listSessions({ workspaceId: key?.workspaceId });
+      const needle = query.q?.toLowerCase();
+      const sessions = needle
+        ? all.filter((s) => s.sessionId.toLowerCase().includes(needle) || s.title?.toLowerCase().includes(needle))
+        : all;
+      return { sessions: sessions.slice(0, query.limit) };
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions',
+      operationId: 'createSession',
+      summary: 'Create a session (and its main thread) in the key’s workspace',
+      tag: 'sessions',
+      scope: 'operator',
+      body: CreateSessionBody,
+      status: 201,
+      conflicts: true,
+      response: z.object({
+        sessionId: z.string(),
+        threadId: z.string(),
+        bindingHash: z.string(),
+        workspaceId: z.string(),
+      }),
+    },
+    async ({ deps, key, body }) => {
+      if (body.binding && key?.scope !== 'admin') {
+        throw httpError('forbidden', 'only an admin key may give a new session its own binding', {
+          details: { required: 'admin', scope: key?.scope },
+        });
+      }
+      return deps.runtime.createSession({ ...body, ...(key ? { workspaceId: key.workspaceId } : {}) });
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}',
+      operationId: 'getSession',
+      summary: 'The durable session snapshot and a window of its history',
+      description:
+        '`snapshot` is the session as of event `sequence`; `events` are the events after `cursor` (at most `limit`), and `nextCursor` continues the window.',
+      tag: 'sessions',
+      scope: 'viewer',
+      params: SessionParams,
+      query: z.object({ cursor: Cursor.optional(), limit: z.coerce.number().int().min(0).max(1000).default(100) }),
+      response: z.object({
+        snapshot: SessionSnapshotSchema,
+        sequence: z.number(),
+        events: z.array(z.looseObject({ type: z.string(), sequence: z.number() })),
+        nextCursor: z.number(),
+      }),
+    },
+    async ({ deps, params, query }) => {
+      return deps.runtime.getSession({ sessionId: params.sessionId, cursor: query.cursor, limit: query.limit });
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/binding',
+      operationId: 'getBinding',
+      summary: "The session's recorded binding and its hash",
+      tag: 'sessions',
+      scope: 'viewer',
+      params: SessionParams,
+      response: z.looseObject({ bindingHash: z.string().optional() }),
+    },
+    async ({ deps, params }) => {
+      return (await deps.runtime.getBinding(params.sessionId)) ?? {};
+    },
+  ),
+  route(
+    {
+      method: 'patch',
+      path: '/v1/sessions/{sessionId}/binding',
+      operationId: 'updateBinding',
+      summary: "Change the session's binding (effective from its next turn)",
+      tag: 'sessions',
+      scope: 'admin',
+      params: SessionParams,
+      body: BindingUpdateSchema,
+      conflicts: true,
+      response: z.object({ bindingHash: z.string(), changed: z.array(z.string()) }),
+    },
+    async ({ deps, params, body }) => {
+      return deps.runtime.updateBinding({ sessionId: params.sessionId, update: body });
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/turns',
+      operationId: 'submitTurn',
+      summary: 'Submit a turn (idempotent with a client turnId)',
+      description:
+        'When the thread is running another turn, `ifBusy` decides: `enqueue` (default: the turn waits in the queue), `reject` (409 `thread_busy` naming the running turn) or `interrupt` (the new turn goes first and the running one is cancelled). The turn runs on the server’s worker; follow it on the event stream.',
+      tag: 'turns',
+      scope: 'operator',
+      params: SessionParams,
+      body: SubmitTurnBody,
+      status: 202,
+      conflicts: true,
+      response: SubmitTurnResult,
+    },
+    async ({ deps, params, body }) => {
+      return deps.runtime.submitTurn({ sessionId: params.sessionId, ...body });
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/interrupt',
+      operationId: 'interruptTurn',
+      summary: 'Interrupt the running turn of a thread (default: the main thread)',
+      tag: 'turns',
+      scope: 'operator',
+      params: SessionParams,
+      body: z
+        .strictObject({
+          threadId: Id.optional(),
+          reason: Text.max(1_000).optional(),
+          waitMs: z.number().int().min(0).max(30_000).optional(),
+        })
+        .default({}),
+      response: z.object({
+        interrupted: z.boolean(),
+        turnId: z.string().optional(),
+        status: z.enum(['cancelled', 'requested', 'ended']).optional(),
+      }),
+    },
+    async ({ deps, params, body }) => {
+      return deps.runtime.interruptTurn({ sessionId: params.sessionId, ...body });
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/resume',
+      operationId: 'resumeSession',
+      summary: 'Resume unfinished work after a restart (completed actions never run again)',
+      tag: 'turns',
+      scope: 'operator',
+      params: SessionParams,
+      response: z.object({ sessionId: z.string(), driven: z.boolean() }),
+    },
+    async ({ deps, params }) => {
+      return deps.runtime.resume(params.sessionId);
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/actions/{actionId}/decision',
+      operationId: 'respondAction',
+      summary: 'Answer a pending decision: approve, deny or approve for the session',
+      description:
+        '`actionId` is the id of the decision (the `actionId` of its `action.required` event). An ask-user question takes its answer as `payload.text`.',
+      tag: 'decisions',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, actionId: Id }),
+      body: z.strictObject({
+        decision: z.enum(ACTION_DECISIONS),
+        reason: Text.max(2_000).optional(),
+        payload: z.record(z.string(), z.unknown()).optional(),
+      }),
+      conflicts: true,
+      response: z.object({ threadId: z.string(), decision: z.enum(ACTION_DECISIONS) }),
+    },
+    async ({ deps, key, params, body }) => {
+      return deps.runtime.respondAction({
+        sessionId: params.sessionId,
+        actionId: params.actionId,
+        ...body,
+        // Who decided, as the log should say it: the key, by id (never the key itself).
+        ...(key ? { resolvedBy: `api_key:${key.keyId}` } : {}),
+      });
+    },
+  ),
+  route(
+    {
+      method: 'delete',
+      path: '/v1/sessions/{sessionId}/threads/{threadId}/queue/{turnId}',
+      operationId: 'removeQueuedTurn',
+      summary: 'Remove a queued turn',
+      tag: 'turns',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, threadId: Id, turnId: Id }),
+      conflicts: true,
+      response: Accepted,
+    },
+    async ({ deps, params }) => {
+      await deps.runtime.removeQueuedTurn(params);
+      return { removed: params.turnId };
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/threads/{threadId}/queue/{turnId}/promote',
+      operationId: 'promoteQueuedTurn',
+      summary: 'Move a queued turn to the front of its queue',
+      tag: 'turns',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, threadId: Id, turnId: Id }),
+      conflicts: true,
+      response: Accepted,
+    },
+    async ({ deps, params }) => {
+      await deps.runtime.promoteQueuedTurn(params);
+      return { promoted: params.turnId };
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/threads/{threadId}',
+      operationId: 'getThreadRead',
+      summary: "A thread's read model: status, turns, pending decisions, queue, incidents",
+      tag: 'sessions',
+      scope: 'viewer',
+      params: z.object({ sessionId: Id, threadId: Id }),
+      response: ThreadReadModelSchema,
+    },
+    async ({ deps, params }) => {
+      return deps.runtime.getThreadRead(params);
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/tools',
+      operationId: 'getToolInventory',
+      summary: 'The tools and agents the session may use, and the permission mode',
+      tag: 'sessions',
+      scope: 'viewer',
+      params: SessionParams,
+      query: z.object({ threadId: Id.optional() }),
+      response: z.looseObject({ mode: z.string(), tools: z.array(z.looseObject({ name: z.string() })) }),
+    },
+    async ({ deps, params, query }) => {
+      return deps.runtime.getToolInventory({ sessionId: params.sessionId, ...query });
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/tasks',
+      operationId: 'listTasks',
+      summary: "The session's tasks (turns, delegations, tool workers) with their status and attempts",
+      tag: 'tasks',
+      scope: 'viewer',
+      params: SessionParams,
+      query: NoQuery,
+      response: z.object({ tasks: z.array(Task) }),
+    },
+    async ({ deps, params }) => {
+      const { snapshot } = await deps.runtime.getSession({ sessionId: params.sessionId, limit: 0 });
+      return { tasks: snapshot.tasks };
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/tasks/{taskId}',
+      operationId: 'getTask',
+      summary: 'One task',
+      tag: 'tasks',
+      scope: 'viewer',
+      params: z.object({ sessionId: Id, taskId: Id }),
+      response: Task,
+    },
+    async ({ deps, params }) => {
+      const { snapshot } = await deps.runtime.getSession({ sessionId: params.sessionId, limit: 0 });
+      const task = snapshot.tasks.find((t) => t.taskId === params.taskId);
+      if (!task) throw notFound('task', params.taskId);
+      return task;
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/tasks/{taskId}/cancel',
+      operationId: 'cancelTask',
+      summary: 'Cancel an active task',
+      tag: 'tasks',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, taskId: Id }),
+      body: z.strictObject({ reason: Text.max(1_000).optional() }).default({}),
+      conflicts: true,
+      response: Accepted,
+    },
+    async ({ deps, params, body }) => {
+      return (await deps.runtime.cancelTask({ ...params, ...body })) ?? {};
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/tasks/{taskId}/retry',
+      operationId: 'retryTask',
+      summary: 'Retry a failed, lost or cancelled task',
+      tag: 'tasks',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, taskId: Id }),
+      conflicts: true,
+      response: Accepted,
+    },
+    async ({ deps, params }) => {
+      return (await deps.runtime.retryTask(params)) ?? {};
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/subagents',
+      operationId: 'listSubagents',
+      summary: 'The sub-agents (child threads) of the session, with their parent thread',
+      tag: 'tasks',
+      scope: 'viewer',
+      params: SessionParams,
+      query: z.object({ threadId: Id.optional() }),
+      response: z.object({ subagents: z.array(z.looseObject({ parentThreadId: z.string() })) }),
+    },
+    async ({ deps, params, query }) => {
+      return { subagents: await deps.runtime.listSubagents({ sessionId: params.sessionId, ...query }) };
+    },
+  ),
+  route(
+    {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/subagents/{subagentId}/close',
+      operationId: 'closeSubagent',
+      summary: 'Close a sub-agent (its child thread takes no more turns)',
+      tag: 'tasks',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, subagentId: Id }),
+      body: z.strictObject({ reason: Text.max(1_000).optional() }).default({}),
+      conflicts: true,
+      response: Accepted,
+    },
+    async ({ deps, params, body }) => {
+      return (await deps.runtime.closeSubagent({ ...params, ...body })) ?? {};
+    },
+  ),
+];
