@@ -12,6 +12,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchOutput>> = {
   append: async () => (await import('./append.js')).run(),
   growth: async () => (await import('./growth.js')).run(),
   concurrency: async () => (await import('./concurrency.js')).run(),
+  'serve-load': async () => (await import('./serve-load.js')).run(),
 };
 
 const name = process.argv[2];

@@ -228,6 +228,27 @@ export interface ConcurrencyMemory {
   rssMb: number;
 }
 
+/** `oar serve` under load (serve-load.ts): SSE clients following sessions that run turns, across a server kill. */
+export interface ServeLoadResult {
+  sessions: number;
+  clients: number;
+  seconds: number;
+  turnsPerSecond: number;
+  /** Durable events delivered to all clients together. */
+  events: number;
+  /** Sequences a client never got, and sequences it got twice (both must be 0). */
+  gaps: number;
+  duplicates: number;
+  /** Client reconnections (after the server kill, mostly). */
+  reconnects: number;
+  /** From an event's commit timestamp to its arrival at a client, outside the restart window. */
+  latencyP50Ms: number;
+  latencyP99Ms: number;
+  /** The server process's largest RSS and event-loop lag p99 (either run). */
+  rssMb: number;
+  lagP99Ms: number;
+}
+
 export interface BenchOutput {
   steps?: StepResult[];
   replay?: ReplayResult[];
@@ -236,6 +257,7 @@ export interface BenchOutput {
   growth?: GrowthResult[];
   concurrency?: ConcurrencyResult[];
   concurrencyMemory?: ConcurrencyMemory[];
+  serveLoad?: ServeLoadResult[];
   /** Versions of what the benchmark talked to (database servers, SQLite library), by name. */
   versions?: Record<string, string>;
   notes?: string[];

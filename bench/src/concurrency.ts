@@ -31,7 +31,7 @@ const INPUT = 'Read three notes, then answer.';
 const mb = (bytes: number) => bytes / (1024 * 1024);
 
 /** Each session's turns: turn t reads `reads` of the workspace's files, then answers. */
-function turnScript(turns: number, reads = READS_PER_TURN): ModelScript {
+export function turnScript(turns: number, reads = READS_PER_TURN): ModelScript {
   const steps: unknown[] = [];
   for (let t = 0; t < turns; t++) {
     for (let k = 0; k < reads; k++) {

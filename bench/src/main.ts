@@ -12,6 +12,7 @@ import {
   type MemoryResult,
   RESULT_PREFIX,
   type ReplayResult,
+  type ServeLoadResult,
   STEPS,
   type StepResult,
 } from './common.js';
@@ -36,6 +37,7 @@ const ORDER = [
   'append',
   'growth',
   'concurrency',
+  'serve-load',
 ];
 
 const { values } = parseArgs({
@@ -346,6 +348,49 @@ function concurrencySection(rows: ConcurrencyResult[], memory: ConcurrencyMemory
   return out;
 }
 
+function serveLoadSection(rows: ServeLoadResult[]): string[] {
+  return [
+    '## `oar serve` under load (loopback, SQLite)',
+    '',
+    'Sessions run turns back to back (a scripted model, 20 ms per call; three `read` steps and an answer) while SSE',
+    'clients follow them; half-way the server process is killed (SIGKILL) and started again on the same store and',
+    'port. Every client reconnects with its Last-Event-ID; at the end its sequence is compared with the log.',
+    'Latency: from an event’s commit timestamp to its arrival at a client, outside the restart window. RSS and',
+    'event-loop lag p99: the server process (the larger of its two runs).',
+    '',
+    table(
+      [
+        'sessions',
+        'SSE clients',
+        's',
+        'turns/s',
+        'events delivered',
+        'gaps',
+        'duplicates',
+        'reconnects',
+        'latency p50',
+        'latency p99',
+        'server RSS',
+        'lag p99',
+      ],
+      rows.map((r) => [
+        r.sessions,
+        r.clients,
+        f(r.seconds, 1),
+        f(r.turnsPerSecond, 1),
+        int(r.events),
+        r.gaps,
+        r.duplicates,
+        r.reconnects,
+        `${f(r.latencyP50Ms, 1)} ms`,
+        `${f(r.latencyP99Ms, 1)} ms`,
+        `${f(r.rssMb, 0)} MB`,
+        `${f(r.lagP99Ms, 0)} ms`,
+      ]),
+    ),
+  ];
+}
+
 /** The performance issue's targets, each with this run's figure (or "not run"). */
 function summarySection(all: Required<BenchOutput>, ran: readonly string[]): string[] {
   type Row = [goal: string, measured: string, target: string, met: string, source: string];
@@ -545,6 +590,28 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
       : notRun('memory per active session', 'report', 'concurrency'),
   );
 
+  const load = all.serveLoad[0];
+  rows.push(
+    load
+      ? [
+          `oar serve: ${load.clients} SSE clients over a server kill, every sequence gap- and duplicate-free`,
+          `${load.gaps} gaps, ${load.duplicates} duplicates`,
+          '0',
+          verdict(load.gaps === 0 && load.duplicates === 0),
+          'serve-load',
+        ]
+      : notRun('oar serve: SSE clients over a server kill, gap- and duplicate-free', '0', 'serve-load'),
+    load
+      ? [
+          `oar serve: event delivery latency p99 (${load.sessions} sessions)`,
+          `${f(load.latencyP99Ms, 1)} ms`,
+          'report',
+          '–',
+          'serve-load',
+        ]
+      : notRun('oar serve: event delivery latency p99', 'report', 'serve-load'),
+  );
+
   return [
     '## Summary: the performance issue’s targets',
     '',
@@ -596,6 +663,7 @@ const merged: Required<BenchOutput> = {
   growth: [],
   concurrency: [],
   concurrencyMemory: [],
+  serveLoad: [],
   versions: {},
   notes: [],
 };
@@ -613,6 +681,7 @@ for (const name of ran) {
     'growth',
     'concurrency',
     'concurrencyMemory',
+    'serveLoad',
     'notes',
   ] as const) {
     merged[key].push(...((output[key] ?? []) as never[]));
@@ -633,6 +702,7 @@ if (merged.growth.length > 0) report.push(...growthSection(merged.growth), '');
 if (merged.concurrency.length > 0 || merged.concurrencyMemory.length > 0) {
   report.push(...concurrencySection(merged.concurrency, merged.concurrencyMemory), '');
 }
+if (merged.serveLoad.length > 0) report.push(...serveLoadSection(merged.serveLoad), '');
 if (merged.notes.length > 0) report.push('## Notes', '', ...merged.notes.map((n) => `- ${n}`), '');
 report.push(...summarySection(merged, ran), '');
 report.push(`Total time: ${((Date.now() - started) / 1000).toFixed(0)} s`);

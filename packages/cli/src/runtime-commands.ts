@@ -1,7 +1,7 @@
 import { realpathSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { oarError } from '@oar/protocol';
+import { oarError, type RuntimeEvent } from '@oar/protocol';
 import {
   absoluteModelSpec,
   type BindingUpdate,
@@ -655,27 +655,31 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         const agents = new Map<string, string>();
         // An unknown session is an error whatever the cursor (with --follow it used to poll forever).
         await runtime.getSession({ sessionId, limit: 0 });
-        let stop = false;
-        const onSignal = () => {
-          stop = true;
+        const print = (event: RuntimeEvent) => {
+          if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
+          else {
+            const line = renderEvent(event, agents);
+            process.stdout.write(
+              `${String(event.sequence).padStart(5)} ${event.timestamp} ${event.type}${line ? `  ${line.trim()}` : ''}\n`,
+            );
+          }
         };
+        if (!options.follow) {
+          for (let events = await runtime.log.read(sessionId, { after, limit: 1000 }); events.length > 0; ) {
+            for (const event of events) print(event);
+            after = events.at(-1)?.sequence ?? after;
+            events = await runtime.log.read(sessionId, { after, limit: 1000 });
+          }
+          return;
+        }
+        // Following: the runtime's subscription (catch-up from the log, then each commit as the notifier reports
+        // it, from this process or any other on the store) until Ctrl-C.
+        const stop = new AbortController();
+        const onSignal = () => stop.abort();
         process.once('SIGINT', onSignal);
         process.once('SIGTERM', onSignal);
         try {
-          do {
-            const events = await runtime.log.read(sessionId, { after, limit: 1000 });
-            for (const event of events) {
-              if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
-              else {
-                const line = renderEvent(event, agents);
-                process.stdout.write(
-                  `${String(event.sequence).padStart(5)} ${event.timestamp} ${event.type}${line ? `  ${line.trim()}` : ''}\n`,
-                );
-              }
-              after = event.sequence;
-            }
-            if (options.follow && events.length === 0) await new Promise((r) => setTimeout(r, 300));
-          } while (options.follow && !stop);
+          for await (const event of runtime.subscribe(sessionId, { after, signal: stop.signal })) print(event);
         } finally {
           process.off('SIGINT', onSignal);
           process.off('SIGTERM', onSignal);

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { oarError } from '@oar/protocol';
 import {
   type ApiKeyScope,
@@ -33,6 +34,16 @@ interface ServeOptions {
   maxBody?: string;
 }
 
+/** The built web console (`@oar/console`'s dist/), when it is installed and built. */
+export function consoleDirectory(): string | undefined {
+  try {
+    const dir = join(dirname(fileURLToPath(import.meta.resolve('@oar/console/package.json'))), 'dist');
+    return existsSync(join(dir, 'index.html')) ? dir : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 function portOf(text: string | undefined): number {
   if (text === undefined) return 8787;
   const port = Number(text);
@@ -64,9 +75,11 @@ async function serve(options: ServeOptions): Promise<number> {
     ...(options.model ? { model: options.model } : {}),
     ...(setup.workspace ? { workspace: setup.workspace } : {}),
   });
+  const consoleDir = consoleDirectory();
   const server = await startServer({
     runtime,
     port,
+    ...(consoleDir ? { consoleDir } : {}),
     host: options.host ?? '127.0.0.1',
     logger: createLogger(),
     ...(process.env.OAR_ADMIN_KEY ? { adminKey: process.env.OAR_ADMIN_KEY } : {}),
@@ -74,6 +87,7 @@ async function serve(options: ServeOptions): Promise<number> {
   });
   const lines = [
     `OAR is serving at ${server.url}`,
+    consoleDir ? `  console: ${server.url}/` : '  console: not built (npm run build -w @oar/console): API only',
     `  API:     ${server.url}/v1   (OpenAPI: ${server.url}/v1/openapi.json)`,
   ];
   lines.push(`  store:   ${runtime.store.location}`);

@@ -55,6 +55,13 @@ describe('oar serve', () => {
     const served = await serve(cwd);
     expect(served.stdout()).toContain('mode:    demo');
     expect(served.key).toBeDefined();
+    // The built web console is served at `/` (the banner names it), client routes included.
+    expect(served.stdout()).toContain(`console: ${served.url}/`);
+    for (const path of ['/', '/inbox']) {
+      const page = await fetch(`${served.url}${path}`);
+      expect(page.status).toBe(200);
+      expect(await page.text()).toContain('<div id="app">');
+    }
     const auth = { authorization: `Bearer ${served.key}`, 'content-type': 'application/json' };
     const created = (await (
       await fetch(`${served.url}/v1/sessions`, { method: 'POST', headers: auth, body: '{}' })

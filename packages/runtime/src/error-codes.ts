@@ -110,6 +110,9 @@ export const ERROR_CODES = {
   thread_not_found: usage('No thread of the session has this id.'),
   action_not_found: usage('No pending decision has this id; the details list the pending ones.'),
   decision_already_resolved: usage('The decision was already resolved (details: how and when); nothing changed.'),
+  interrupts_pending: usage(
+    'The AG-UI thread waits for decisions: a run must answer every open interrupt in `resume` (details: interruptIds) before new input; nothing changed.',
+  ),
   task_not_found: usage('No task of the session has this id.'),
   subagent_not_found: usage('No sub-agent of the session has this id.'),
   queued_turn_not_found: usage('No queued turn has this id.'),

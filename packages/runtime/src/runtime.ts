@@ -363,7 +363,7 @@ export class Runtime {
 
   // ----- queries -----------------------------------------------------------------------------------------------
 
-  listSessions(filter: { workspaceId?: string } = {}) {
+  listSessions(filter: { workspaceId?: string; sessionIds?: readonly string[] } = {}) {
     return this.queries.listSessions(filter);
   }
 
@@ -373,6 +373,16 @@ export class Runtime {
 
   getThreadRead(input: { sessionId: string; threadId: string }) {
     return this.checked('getThreadRead', 'getThreadRead', input, (i) => this.queries.getThreadRead(i));
+  }
+
+  /** The session snapshot as it was right after event `at` (time travel). */
+  snapshotAt(input: { sessionId: string; at: number }) {
+    return this.checked('snapshotAt', 'snapshotAt', input, (i) => this.queries.snapshotAt(i));
+  }
+
+  /** Pending decisions across a workspace's sessions (every session when none is named), oldest first. */
+  pendingDecisions(filter: { workspaceId?: string } = {}) {
+    return this.queries.pendingDecisions(filter);
   }
 
   /** An artifact's metadata and bytes (`artifact_not_found` for an id of another session). */

@@ -4,6 +4,7 @@ import { type Context, Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { z } from 'zod';
 import { authenticate, ownSession } from './auth.js';
+import { mountConsole } from './console-files.js';
 import { errorBody, httpError } from './errors.js';
 import { Inflight } from './inflight.js';
 import type { Logger } from './logger.js';
@@ -11,9 +12,12 @@ import { openApiDocument } from './openapi.js';
 import { RateLimiter, type RateLimitOptions } from './rate-limit.js';
 import { type Route, route, type ServerDeps } from './route.js';
 import { adminRoutes } from './routes/admin.js';
+import { aguiRoutes } from './routes/agui.js';
 import { artifactRoutes } from './routes/artifacts.js';
-import { eventRoutes, type StreamOptions } from './routes/events.js';
+import { eventRoutes } from './routes/events.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { workspaceRoutes } from './routes/workspace.js';
+import type { StreamOptions } from './sse.js';
 
 /**
  * The HTTP API as a Hono app: a small core (request id, request log, body limit, errors) and the routes declared
@@ -32,11 +36,22 @@ export interface AppOptions {
   streams?: StreamOptions;
   /** Counts requests and streams in flight (a graceful shutdown waits for them). */
   inflight?: Inflight;
-  /** Extra routes (the console's static files) mounted after the API. */
-  mount?: (app: Hono) => void;
+  /**
+   * The web console's built files (`@oar/console`'s dist/), served at `/` with index.html for client routes;
+   * never shadows `/v1/*`. Without it the server is the API only.
+   */
+  consoleDir?: string;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** What a request carries through the middleware: its id, and the id of the key that made it. */
+declare module 'hono' {
+  interface ContextVariableMap {
+    requestId: string;
+    keyId: string | undefined;
+  }
+}
 
 /** `c.req.param()` with OpenAPI `{name}` placeholders turned into Hono's `:name`. */
 const honoPath = (path: string) => path.replace(/\{([A-Za-z0-9_]+)\}/g, ':$1');
@@ -75,6 +90,8 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
     ...sessionRoutes,
     ...artifactRoutes,
     ...eventRoutes({ ...options.streams, inflight }),
+    ...workspaceRoutes({ ...options.streams, inflight }),
+    ...aguiRoutes({ ...options.streams, inflight }),
     ...adminRoutes,
   ];
   const meta: Route[] = [
@@ -88,7 +105,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
         scope: 'public',
       },
       async () => {
-        await deps.runtime.listSessions({ workspaceId: '__health__' });
+        await deps.workspaces.list(); // one small read: the store answers
         return { ok: true, version: API_VERSION, worker: deps.runtime.worker !== undefined };
       },
     ),
@@ -111,7 +128,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
   app.use('*', async (c, next) => {
     const incoming = c.req.header('x-request-id');
     const requestId = incoming && REQUEST_ID.test(incoming) ? incoming : randomUUID();
-    c.set('requestId' as never, requestId as never);
+    c.set('requestId', requestId);
     c.header('x-request-id', requestId);
     const started = performance.now();
     inflight.enter();
@@ -128,7 +145,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
         path: c.req.path,
         status: c.res.status,
         ms: Math.round((performance.now() - started) * 10) / 10,
-        keyId: (c.get('keyId' as never) as string | undefined) ?? undefined,
+        keyId: c.get('keyId'),
       },
       'request',
     );
@@ -136,7 +153,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
 
   app.onError((error, c) => {
     const { status, body } = errorBody(error);
-    const requestId = c.get('requestId' as never) as string | undefined;
+    const requestId = c.get('requestId');
     if (status >= 500) logger.error({ requestId, err: error }, 'request failed');
     const retryAfter = body.error.details?.retryAfterSeconds;
     if (typeof retryAfter === 'number') c.header('retry-after', String(retryAfter));
@@ -175,7 +192,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
         spec.scope === 'public'
           ? undefined
           : await authenticate(c, deps, spec.scope, { allowQueryKey: spec.queryKey === true });
-      if (key) c.set('keyId' as never, key.keyId as never);
+      if (key) c.set('keyId', key.keyId);
       if (key && spec.method !== 'get') limiter.take(key.keyId);
       const params = parse(spec.params, c.req.param(), 'path');
       // Every route under a session is scoped to the key's workspace: another workspace's session is 404.
@@ -188,6 +205,6 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
       return c.json(result as object, spec.status ?? 200);
     });
   }
-  options.mount?.(app);
+  if (options.consoleDir) mountConsole(app, options.consoleDir);
   return { app, routes: all };
 }

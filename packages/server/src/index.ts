@@ -8,5 +8,5 @@ export { createLogger, type Logger } from './logger.js';
 export { openApiDocument } from './openapi.js';
 export type { RateLimitOptions } from './rate-limit.js';
 export type { Route, RouteScope, RouteSpec } from './route.js';
-export type { StreamOptions } from './routes/events.js';
 export { type RunningServer, type ServeOptions, startServer } from './serve.js';
+export type { StreamOptions } from './sse.js';

@@ -50,9 +50,11 @@ function parameters(route: Route): Record<string, unknown>[] {
   return out;
 }
 
+/** The error body, inline in each response (a `$ref` here trips some 3.1 validators' dynamic-scope handling). */
+const ERROR_SCHEMA = jsonSchema(ErrorSchema, 'output');
 const errorResponse = (description: string) => ({
   description,
-  content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+  content: { 'application/json': { schema: ERROR_SCHEMA } },
 });
 
 function responses(route: Route): Record<string, unknown> {
@@ -127,7 +129,7 @@ export function openApiDocument(routes: readonly Route[], info: { version: strin
     paths,
     components: {
       securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'an OAR API key (oar_…)' } },
-      schemas: { Error: jsonSchema(ErrorSchema, 'output') },
+      schemas: { Error: ERROR_SCHEMA },
     },
   };
 }

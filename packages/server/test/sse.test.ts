@@ -150,4 +150,36 @@ describe('the session event stream', () => {
     // Closed: the port no longer answers.
     await expect(fetch(`${t.url}/v1/health`)).rejects.toThrow();
   });
+
+  it('the workspace feed lists the sessions, then each one that changes — never another workspace’s', async () => {
+    t = await testServer();
+    const first = await newSession(t);
+    await t.json('POST', '/v1/workspaces', { body: { name: 'Other', workspaceId: 'other' } });
+    const otherKey = (
+      await t.json<{ key: string }>('POST', '/v1/keys', {
+        body: { name: 'o', scope: 'operator', workspaceId: 'other' },
+      })
+    ).body.key;
+    const feed = await fetch(`${t.url}/v1/events`, {
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${t.adminKey}` },
+    });
+    const reading = readSse(feed, (m) => m.some((x) => x.event === 'session.changed' && x.data.includes(first)));
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // A session of the other workspace changes first: it must not show.
+    const { body: foreign } = await t.json<{ sessionId: string }>('POST', '/v1/sessions', { key: otherKey, body: {} });
+    await t.json('POST', `/v1/sessions/${first}/turns`, { body: { input: 'What does the README say?' } });
+    const messages = await reading;
+    expect(messages[0]?.event).toBe('sessions');
+    expect(
+      (JSON.parse(messages[0]?.data as string) as { sessions: { sessionId: string }[] }).sessions.map(
+        (s) => s.sessionId,
+      ),
+    ).toEqual([first]);
+    expect(messages.map((m) => m.data).join('\n')).not.toContain(foreign.sessionId);
+    const changed = messages
+      .filter((m) => m.event === 'session.changed')
+      .map((m) => JSON.parse(m.data) as { sessionId: string; events: number });
+    expect(changed.every((c) => c.sessionId === first)).toBe(true);
+    expect(changed.at(-1)?.events).toBeGreaterThan(2);
+  });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -53,18 +53,21 @@ export async function testServer(
     runtime?: Partial<RuntimeOptions>;
     serve?: Partial<ServeOptions>;
     files?: Record<string, string>;
+    /** A PostgreSQL URL and a fresh schema to use instead of a SQLite file (the schema is dropped by `close`). */
+    postgres?: { url: string; schema: string; drop: (schema: string) => Promise<void> };
   } = {},
 ): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'oar-server-'));
   const workspace = join(dir, 'ws');
-  const { mkdirSync } = await import('node:fs');
   mkdirSync(workspace);
   for (const [name, content] of Object.entries(
     options.files ?? { 'README.md': '# Sample\n\nHello from the sample workspace.\n' },
   )) {
     writeFileSync(join(workspace, name), content);
   }
-  const store = await Store.open(join(dir, 'oar.db'));
+  const store = options.postgres
+    ? await Store.open(options.postgres.url, { schema: options.postgres.schema })
+    : await Store.open(join(dir, 'oar.db'));
   const model = createScriptedModel(options.script ?? READ_SCRIPT);
   const runtime = await Runtime.create({
     store,
@@ -119,6 +122,7 @@ export async function testServer(
     async close() {
       await server.close();
       await store.close();
+      if (options.postgres) await options.postgres.drop(options.postgres.schema);
       rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -65,6 +65,7 @@ export const CONTROL_INPUTS = {
   getSession: z.object({ sessionId: Id, cursor: Count.optional(), limit: Count.optional() }),
   getThreadRead: z.object({ sessionId: Id, threadId: Id }),
   artifact: z.object({ sessionId: Id, artifactId: Id }),
+  snapshotAt: z.object({ sessionId: Id, at: Count }),
   onThread: OnThread,
   getState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text.optional() }),
   sessionId: Id,

@@ -1,13 +1,14 @@
 import type { RuntimeEvent, SessionSnapshot, ThreadReadModel } from '@oar/protocol';
 import { getArtifact } from '../artifacts.js';
 import type { BoundConfig } from '../engine.js';
-import { notFound } from '../errors.js';
+import { notFound, OarRuntimeError } from '../errors.js';
 import { exportEvidence, exportReplay } from '../exports.js';
 import { type EventLog, loadAllReadModels } from '../log/event-log.js';
 import { findContradictions } from '../read-models/contradictions.js';
 import { replay, threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
+import type { PendingDecision } from '../read-models/thread-state.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { sessionWork } from '../worker/worker.js';
 
@@ -24,8 +25,8 @@ export class Queries {
     return this.deps.log;
   }
 
-  /** The sessions, newest first; of one workspace when `workspaceId` is given. */
-  async listSessions(filter: { workspaceId?: string } = {}): Promise<
+  /** The sessions, newest first; of one workspace when `workspaceId` is given, only `sessionIds` when given. */
+  async listSessions(filter: { workspaceId?: string; sessionIds?: readonly string[] } = {}): Promise<
     {
       sessionId: string;
       workspaceId: string;
@@ -40,6 +41,10 @@ export class Queries {
       .select(['id', 'workspace_id', 'title', 'created_at', 'updated_at', 'last_sequence']);
     if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('workspace_id', 'is', null);
     else if (filter.workspaceId !== undefined) query = query.where('workspace_id', '=', filter.workspaceId);
+    if (filter.sessionIds) {
+      if (filter.sessionIds.length === 0) return [];
+      query = query.where('id', 'in', [...filter.sessionIds]);
+    }
     const rows = await query.orderBy('created_at', 'desc').execute();
     return rows.map((r) => ({
       sessionId: r.id,
@@ -175,6 +180,53 @@ export class Queries {
     const artifact = await getArtifact(this.log.store.db, input.sessionId, input.artifactId);
     if (!artifact) throw notFound('artifact', input.artifactId);
     return artifact;
+  }
+
+  /**
+   * The session snapshot as it was right after event `at` (time travel): the read models rebuilt from the log's
+   * first `at` events, the same reducers that built the stored ones. `at` past the session's last event is
+   * `invalid_input`.
+   */
+  async snapshotAt(input: { sessionId: string; at: number }): Promise<{ snapshot: SessionSnapshot; sequence: number }> {
+    const last = await this.lastSequence(input.sessionId);
+    if (input.at < 1 || input.at > last) {
+      throw new OarRuntimeError('invalid_input', `at must be an event sequence of the session: 1-${last}`, {
+        details: { at: input.at, lastSequence: last },
+      });
+    }
+    const models = replay(await this.log.read(input.sessionId, { limit: input.at }));
+    if (!models.session) throw notFound('session', input.sessionId);
+    return {
+      snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
+      sequence: input.at,
+    };
+  }
+
+  /**
+   * The decisions waiting for someone, across the sessions of a workspace (all sessions when none is named): one
+   * indexed read of the threads whose status says they wait, oldest request first.
+   */
+  async pendingDecisions(
+    filter: { workspaceId?: string } = {},
+  ): Promise<(PendingDecision & { sessionId: string; threadId: string })[]> {
+    let query = this.log.store.db
+      .selectFrom('oar_read_models as m')
+      .innerJoin('oar_sessions as s', 's.id', 'm.session_id')
+      .select(['m.session_id', 'm.key', 'm.body'])
+      .where('m.kind', '=', 'thread')
+      .where('m.status', 'in', ['waiting_permission', 'waiting_input']);
+    if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('s.workspace_id', 'is', null);
+    else if (filter.workspaceId !== undefined) query = query.where('s.workspace_id', '=', filter.workspaceId);
+    const rows = await query.execute();
+    return rows
+      .flatMap((row) =>
+        ((JSON.parse(row.body) as { pending?: PendingDecision[] }).pending ?? []).map((p) => ({
+          ...p,
+          sessionId: row.session_id,
+          threadId: row.key,
+        })),
+      )
+      .sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
   }
 
   async listSubagents(input: { sessionId: string; threadId?: string }) {

@@ -1,5 +1,5 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { isClosing, toOarError } from '../errors.js';
+import { isClosing } from '../errors.js';
 import type { EventDraft } from '../log/event-log.js';
 import { evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
@@ -11,11 +11,10 @@ import {
   errorOutput,
   toolIds,
 } from '../runner/action-context.js';
-import type { AnyTool, ToolOutput } from '../tools/tool.js';
-import { ToolError } from '../tools/tool.js';
+import type { AnyTool } from '../tools/tool.js';
 import { mappingRef, type PipelineConfig, type PipelineStep, stepOrder } from './definitions.js';
 import { type ActionOutput, completeAction, failAction, storeOutput, summaryOf } from './outcome.js';
-import { gate, pathFilter, toolPermissionRequest, withTimeout } from './tool.js';
+import { gate, invokeTool, toolPermissionRequest } from './tool.js';
 
 /**
  * The `pipeline` executor: a predefined, deterministic flow of tool calls from the binding, run as ONE graph action
@@ -236,50 +235,16 @@ async function runStep(
     durable,
   );
   // A `block` tool finishes even when the turn is interrupted; the pipeline then stops before its next step.
-  const parent = tool.interruptBehavior === 'cancel' ? ctx.signal : new AbortController().signal;
-  const timeoutMs = tool.timeoutMs ?? engine.limits.toolTimeoutMs;
-  const timer = withTimeout(parent, timeoutMs);
-  let output: ToolOutput;
-  try {
-    if (timer.signal.aborted) throw new ToolError('aborted', `${tool.name} did not start: the turn was interrupted`);
-    output = await tool.execute(parsed.input, {
-      workspaceRoot: engine.workspaceRoot,
-      mayAccess: pathFilter(engine.permissions.rules, request),
-      signal: timer.signal,
-      progress: (message, data) => {
-        void engine
-          .append(sessionId, [{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
-          .catch(() => undefined);
-      },
+  const ran = await invokeTool(ctx, tool, parsed.input, request, ids, facts);
+  if (ran.outcome === 'closing') return 'closing';
+  if (ran.outcome === 'failed') {
+    return failed(ran.error, {
+      before: ran.before,
+      ...durable,
+      ...(ran.status === 'cancelled' ? { status: 'cancelled' as const } : {}),
     });
-  } catch (thrown) {
-    timer.clear();
-    if (isClosing(ctx.signal) && tool.interruptBehavior === 'cancel') return 'closing';
-    const interrupted = ctx.signal.aborted && tool.interruptBehavior === 'cancel';
-    const error = timer.timedOut()
-      ? oarError('tool_timeout', `${tool.name} timed out after ${timeoutMs} ms`, { retryable: true })
-      : interrupted
-        ? oarError('interrupted', `${tool.name} was cancelled by an interrupt`)
-        : toOarError(thrown);
-    const before: EventDraft[] =
-      error.code === 'path_outside_workspace'
-        ? [
-            {
-              type: 'sandbox.violation',
-              ...ids,
-              payload: {
-                ...facts,
-                kind: 'path_outside_workspace',
-                message: error.message,
-                details: error.details ?? {},
-              },
-            },
-          ]
-        : [];
-    return failed(error, { before, ...durable, ...(interrupted ? { status: 'cancelled' as const } : {}) });
   }
-  timer.clear();
-  const durationMs = Date.now() - started;
+  const { output, durationMs } = ran;
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const value: StepValue = {
     text,

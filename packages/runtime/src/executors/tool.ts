@@ -1,4 +1,4 @@
-import { oarError } from '@oar/protocol';
+import { type OarError, oarError } from '@oar/protocol';
 import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -183,6 +183,81 @@ export function withTimeout(
   };
 }
 
+/** How running a tool ended: its output, a failure (with the facts to record before it), or the runtime closing. */
+export type ToolRun =
+  | { outcome: 'completed'; output: ToolOutput; durationMs: number }
+  | { outcome: 'closing' }
+  | { outcome: 'failed'; error: OarError; status: 'failed' | 'cancelled'; durationMs: number; before: EventDraft[] };
+
+/**
+ * Run a tool whose start is recorded — a tool action, or a pipeline's step: under its timeout and the turn's
+ * interrupt (a `block` tool finishes even when the turn is interrupted: a half-done write is worse than a late
+ * one), with its progress recorded and its failure classified (timeout, interrupt, a path outside the workspace
+ * recorded as a `sandbox.violation`). `ids` and `facts` are what its events carry.
+ */
+export async function invokeTool(
+  ctx: ActionContext,
+  tool: AnyTool,
+  input: unknown,
+  request: PermissionRequest,
+  ids: ReturnType<typeof toolIds>,
+  facts: Record<string, unknown>,
+): Promise<ToolRun> {
+  const { engine } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  const started = Date.now();
+  const parent = tool.interruptBehavior === 'cancel' ? ctx.signal : new AbortController().signal;
+  const timeoutMs = tool.timeoutMs ?? engine.limits.toolTimeoutMs;
+  const timer = withTimeout(parent, timeoutMs);
+  try {
+    // Interrupted between recording the start and running it: the side effect never begins.
+    if (timer.signal.aborted) throw new ToolError('aborted', `${tool.name} did not start: the turn was interrupted`);
+    const output = await tool.execute(input, {
+      workspaceRoot: engine.workspaceRoot,
+      mayAccess: pathFilter(engine.permissions.rules, request),
+      signal: timer.signal,
+      progress: (message, data) => {
+        void engine
+          .append(sessionId, [{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
+          .catch(() => undefined);
+      },
+    });
+    return { outcome: 'completed', output, durationMs: Date.now() - started };
+  } catch (thrown) {
+    if (isClosing(ctx.signal) && tool.interruptBehavior === 'cancel') return { outcome: 'closing' };
+    const interrupted = ctx.signal.aborted && tool.interruptBehavior === 'cancel';
+    const error = timer.timedOut()
+      ? oarError('tool_timeout', `${tool.name} timed out after ${timeoutMs} ms`, { retryable: true })
+      : interrupted
+        ? oarError('interrupted', `${tool.name} was cancelled by an interrupt`)
+        : toOarError(thrown);
+    const before: EventDraft[] =
+      error.code === 'path_outside_workspace'
+        ? [
+            {
+              type: 'sandbox.violation',
+              ...ids,
+              payload: {
+                ...facts,
+                kind: 'path_outside_workspace',
+                message: error.message,
+                details: error.details ?? {},
+              },
+            },
+          ]
+        : [];
+    return {
+      outcome: 'failed',
+      error,
+      status: interrupted ? 'cancelled' : 'failed',
+      durationMs: Date.now() - started,
+      before,
+    };
+  } finally {
+    timer.clear();
+  }
+}
+
 /** Run a `tool` action: gate, bracket the side effect with tool.started … tool.result/failed, store the full output. */
 export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus> {
   const { engine, action } = ctx;
@@ -224,58 +299,20 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     ],
     durable,
   );
-  const started = Date.now();
-  // A `block` tool finishes even when the turn is interrupted: a half-done write is worse than a late one.
-  const parent = tool.interruptBehavior === 'cancel' ? ctx.signal : new AbortController().signal;
-  const timer = withTimeout(parent, tool.timeoutMs ?? engine.limits.toolTimeoutMs);
-  let output: ToolOutput;
-  try {
-    // Interrupted between recording the start and running it: the side effect never begins.
-    if (timer.signal.aborted) throw new ToolError('aborted', `${tool.name} did not start: the turn was interrupted`);
-    output = await tool.execute(parsed.input, {
-      workspaceRoot: engine.workspaceRoot,
-      mayAccess: pathFilter(engine.permissions.rules, request),
-      signal: timer.signal,
-      progress: (message, data) => {
-        void engine
-          .append(sessionId, [{ type: 'tool.progress', ...toolIds(ctx), payload: { message, ...(data ?? {}) } }])
-          .catch(() => undefined);
-      },
-    });
-  } catch (thrown) {
-    timer.clear();
-    // The runtime is closing, not interrupting: record nothing, like a crash. The action stays `running`, and
-    // whichever worker claims the thread next applies recovery (re-run if idempotent, else `lost`).
-    if (isClosing(ctx.signal) && tool.interruptBehavior === 'cancel') return 'running';
-    const durationMs = Date.now() - started;
-    const interrupted = ctx.signal.aborted && tool.interruptBehavior === 'cancel';
-    const error = timer.timedOut()
-      ? oarError('tool_timeout', `${tool.name} timed out after ${tool.timeoutMs ?? engine.limits.toolTimeoutMs} ms`, {
-          retryable: true,
-        })
-      : interrupted
-        ? oarError('interrupted', `${tool.name} was cancelled by an interrupt`)
-        : toOarError(thrown);
-    const status = interrupted ? 'cancelled' : 'failed';
-    const drafts: EventDraft[] = [];
-    if (error.code === 'path_outside_workspace') {
-      drafts.push({
-        type: 'sandbox.violation',
-        ...toolIds(ctx),
-        payload: {
-          toolName: tool.name,
-          kind: 'path_outside_workspace',
-          message: error.message,
-          details: error.details ?? {},
-        },
-      });
-    }
-    drafts.push(toolFailedEvent(ctx, { toolName: tool.name, error, durationMs, status }));
-    await engine.append(sessionId, drafts, durable);
+  const ran = await invokeTool(ctx, tool, parsed.input, request, toolIds(ctx), { toolName: tool.name });
+  // The runtime is closing, not interrupting: record nothing, like a crash. The action stays `running`, and
+  // whichever worker claims the thread next applies recovery (re-run if idempotent, else `lost`).
+  if (ran.outcome === 'closing') return 'running';
+  if (ran.outcome === 'failed') {
+    const { error, status, durationMs } = ran;
+    await engine.append(
+      sessionId,
+      [...ran.before, toolFailedEvent(ctx, { toolName: tool.name, error, durationMs, status })],
+      durable,
+    );
     return status;
   }
-  timer.clear();
-  const durationMs = Date.now() - started;
+  const { output, durationMs } = ran;
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   return completeAction(ctx, tool.name, { ...output, text }, durationMs, durable);
 }

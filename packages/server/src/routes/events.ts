@@ -1,10 +1,8 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import type { Context } from 'hono';
-import { streamSSE } from 'hono/streaming';
 import { z } from 'zod';
-import { errorBody } from '../errors.js';
-import type { Inflight } from '../inflight.js';
 import { Cursor, Id, type Route, route, type ServerDeps } from '../route.js';
+import { openStream, type StreamOptions } from '../sse.js';
 
 /**
  * The session's events: a page of the log as JSON, or a live Server-Sent Events stream that resumes.
@@ -21,17 +19,6 @@ import { Cursor, Id, type Route, route, type ServerDeps } from '../route.js';
  * `slowClientMs` is cut off; it reconnects with its cursor.
  */
 
-export interface StreamOptions {
-  /** Seconds between heartbeat comments (default 15): proxies keep the connection, clients see it alive. */
-  heartbeatMs?: number;
-  /** A write that waits longer than this for the client ends the stream (default 30 s). */
-  slowClientMs?: number;
-  /** Ends every open stream (server shutdown): each gets a final `server.closing` event with its cursor. */
-  closing?: AbortSignal;
-  /** Counts open streams (a graceful shutdown waits for their last event). */
-  inflight?: Inflight;
-}
-
 /** The cursor a request resumes after: `Last-Event-ID`, else `?after`; undefined for a fresh client. */
 function requestedCursor(c: Context, after: number | undefined): { cursor?: number; malformed?: string } {
   const header = c.req.header('last-event-id');
@@ -41,23 +28,6 @@ function requestedCursor(c: Context, after: number | undefined): { cursor?: numb
   return after === undefined ? {} : { cursor: after };
 }
 
-class SlowClient extends Error {}
-
-/** `write` with a deadline: a client that does not take the data in time is cut off (SlowClient). */
-async function writeWithin(ms: number, write: () => Promise<void>): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([
-      write(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new SlowClient()), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 function sessionStream(
   c: Context,
   deps: ServerDeps,
@@ -65,68 +35,38 @@ function sessionStream(
   after: number | undefined,
   options: StreamOptions,
 ) {
-  const heartbeatMs = options.heartbeatMs ?? 15_000;
-  const slowClientMs = options.slowClientMs ?? 30_000;
-  return streamSSE(c, async (stream) => {
-    options.inflight?.enter();
-    const stop = new AbortController();
-    stream.onAbort(() => stop.abort());
-    const onClosing = () => stop.abort();
-    options.closing?.addEventListener('abort', onClosing);
-    let cursor: number | undefined;
-    const send = (event: string, data: unknown, id?: number) =>
-      writeWithin(slowClientMs, () =>
-        stream.writeSSE({ event, data: JSON.stringify(data), ...(id !== undefined ? { id: String(id) } : {}) }),
-      );
-    const heartbeat = setInterval(() => {
-      // A comment line: ignored by EventSource, keeps proxies and the connection alive.
-      void stream.write(': heartbeat\n\n').catch(() => stop.abort());
-    }, heartbeatMs);
-    try {
-      const requested = requestedCursor(c, after);
-      const last = await deps.runtime.queries.lastSequence(sessionId);
-      cursor = requested.cursor;
-      if (cursor === undefined || cursor > last) {
-        const { snapshot, sequence } = await deps.runtime.getSession({ sessionId, limit: 0 });
-        if (requested.cursor !== undefined || requested.malformed !== undefined) {
-          await send('snapshot.repaired', {
-            type: 'snapshot.repaired',
-            sessionId,
-            payload: {
-              reason:
-                requested.malformed !== undefined
-                  ? 'the cursor is not an event sequence'
-                  : `the cursor ${requested.cursor} is past the session's last event ${last}: it is not from this session`,
-              requestedCursor: requested.malformed ?? requested.cursor,
-              resumedAfter: sequence,
-            },
-          });
-        }
-        await send('snapshot', snapshot, sequence);
-        cursor = sequence;
+  return openStream(c, options, async (send, signal, setCursor) => {
+    const requested = requestedCursor(c, after);
+    const last = await deps.runtime.queries.lastSequence(sessionId);
+    let cursor = requested.cursor;
+    if (cursor === undefined || cursor > last) {
+      const { snapshot, sequence } = await deps.runtime.getSession({ sessionId, limit: 0 });
+      if (requested.cursor !== undefined || requested.malformed !== undefined) {
+        await send('snapshot.repaired', {
+          type: 'snapshot.repaired',
+          sessionId,
+          payload: {
+            reason:
+              requested.malformed !== undefined
+                ? 'the cursor is not an event sequence'
+                : `the cursor ${requested.cursor} is past the session's last event ${last}: it is not from this session`,
+            requestedCursor: requested.malformed ?? requested.cursor,
+            resumedAfter: sequence,
+          },
+        });
       }
-      for await (const event of deps.runtime.subscribe(sessionId, {
-        after: cursor,
-        signal: stop.signal,
-        deltas: true,
-      }) as AsyncGenerator<RuntimeEvent>) {
-        const live = event.type === 'model.delta';
-        await send(event.type, event, live ? undefined : event.sequence);
-        if (!live) cursor = event.sequence;
-      }
-      if (options.closing?.aborted) {
-        await send('server.closing', { cursor, retryMs: 1000 }).catch(() => undefined);
-      }
-    } catch (error) {
-      if (!(error instanceof SlowClient)) {
-        // The stream's last message: what failed (as any API error) and where to resume.
-        await send('error', { ...errorBody(error).body, cursor }).catch(() => undefined);
-      }
-    } finally {
-      clearInterval(heartbeat);
-      options.closing?.removeEventListener('abort', onClosing);
-      stop.abort();
-      options.inflight?.exit();
+      await send('snapshot', snapshot, sequence);
+      cursor = sequence;
+    }
+    setCursor(cursor);
+    for await (const event of deps.runtime.subscribe(sessionId, {
+      after: cursor,
+      signal,
+      deltas: true,
+    }) as AsyncGenerator<RuntimeEvent>) {
+      const live = event.type === 'model.delta';
+      await send(event.type, event, live ? undefined : event.sequence);
+      if (!live) setCursor(event.sequence);
     }
   });
 }

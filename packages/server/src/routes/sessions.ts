@@ -2,7 +2,7 @@ import { ACTION_DECISIONS, SessionSnapshotSchema, ThreadReadModelSchema } from '
 import { BindingUpdateSchema, notFound } from '@oar/runtime';
 import { z } from 'zod';
 import { httpError } from '../errors.js';
-import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams } from '../route.js';
+import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams, SessionSummary } from '../route.js';
 
 /**
  * The session routes: the runtime's control-plane commands and queries as resources under
@@ -11,15 +11,6 @@ import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams } from 
  */
 
 const Text = z.string();
-
-const SessionSummary = z.object({
-  sessionId: z.string(),
-  workspaceId: z.string(),
-  title: z.string().nullable(),
-  createdAt: z.string(),
-  updatedAt: z.string(),
-  events: z.number(),
-});
 
 const CreateSessionBody = z
   .strictObject({
@@ -123,6 +114,21 @@ export const sessionRoutes: Route[] = [
     async ({ deps, params, query }) => {
       return deps.runtime.getSession({ sessionId: params.sessionId, cursor: query.cursor, limit: query.limit });
     },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/history',
+      operationId: 'getSessionAt',
+      summary: 'The session snapshot as it was right after event `at` (time travel)',
+      description: 'Rebuilt from the log’s first `at` events by the same reducers that build the stored read models.',
+      tag: 'sessions',
+      scope: 'viewer',
+      params: SessionParams,
+      query: z.object({ at: Cursor }),
+      response: z.object({ snapshot: SessionSnapshotSchema, sequence: z.number() }),
+    },
+    async ({ deps, params, query }) => deps.runtime.snapshotAt({ sessionId: params.sessionId, at: query.at }),
   ),
   route(
     {

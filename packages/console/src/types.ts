@@ -1,0 +1,84 @@
+/** The subset of the published shapes (events, snapshot, read models) the console reads. */
+
+export interface OarEvent {
+  type: string;
+  sequence: number;
+  timestamp: string;
+  sessionId: string;
+  threadId?: string;
+  turnId?: string;
+  taskId?: string;
+  runId?: string;
+  stepId?: string;
+  toolCallId?: string;
+  actionId?: string;
+  subagentId?: string;
+  artifactId?: string;
+  status?: string;
+  phase?: string;
+  payload?: Record<string, unknown>;
+  [key: string]: unknown;
+}
+
+export interface TurnRM {
+  turnId: string;
+  status: string;
+  startedAt?: string;
+  completedAt?: string;
+  costState?: Record<string, unknown>;
+}
+
+export interface PendingRequest {
+  actionId: string;
+  actionType: string;
+  turnId?: string;
+  toolCallId?: string;
+  prompt?: string;
+  requestedAt?: string;
+}
+
+export interface ThreadRM {
+  threadId: string;
+  status: string;
+  title?: string;
+  activeTurnId?: string;
+  turns: TurnRM[];
+  pendingRequests: PendingRequest[];
+  queuedTurns: { queuedTurnId: string; position: number; turnId?: string }[];
+  incidents: { severity: string; code: string; message: string; at?: string; turnId?: string }[];
+  actions?: { runId: string; actionId: string; status: string; attempt?: number; summary?: string }[];
+  subagents?: { subagentId: string; agent?: string; childThreadId?: string; status?: string }[];
+  lastOutcome?: Record<string, unknown>;
+}
+
+export interface Snapshot {
+  sessionId: string;
+  title?: string;
+  createdAt?: string;
+  updatedAt: string;
+  threads: ThreadRM[];
+  telemetrySummary?: { usage?: { totalTokens?: number } };
+}
+
+export interface SessionSummary {
+  sessionId: string;
+  workspaceId?: string;
+  title?: string;
+  createdAt?: string;
+  updatedAt?: string;
+  events?: number;
+}
+
+export interface PendingDecision {
+  sessionId: string;
+  threadId: string;
+  turnId?: string;
+  actionId: string;
+  actionType?: string;
+  toolName?: string;
+  prompt?: string;
+  reason?: string;
+  decisions?: string[];
+  requestedAt?: string;
+  sessionTitle?: string;
+}

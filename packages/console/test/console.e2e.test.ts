@@ -1,0 +1,342 @@
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { Writable } from 'node:stream';
+import { fileURLToPath } from 'node:url';
+import { buildRuntime, OarConfigSchema, type Runtime } from '@oar/runtime';
+import { createLogger, type RunningServer, startServer } from '@oar/server';
+import { type Browser, chromium, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+/**
+ * The console end to end, in headless Chromium from Debian's `chromium` package (never a browser download),
+ * against a real `oar serve` server in this process: a runtime on a real SQLite file with the demo's scripted
+ * model (parallel reads, a spilled build log, a sub-agent, a write that needs approval). Screenshots of every main
+ * screen go to test-results/console/.
+ */
+
+const CHROMIUM = process.env.OAR_CHROMIUM ?? '/usr/bin/chromium';
+const here = dirname(fileURLToPath(import.meta.url));
+const consoleDir = resolve(here, '..');
+const dist = join(consoleDir, 'dist');
+const demoAssets = resolve(here, '../../cli/demo');
+const shots = resolve(here, '../../../test-results/console');
+const DEMO_PROMPT =
+  'Review this project: what is it, is the build healthy, and are its scripts safe? Write your review to REVIEW.md.';
+
+const available = existsSync(CHROMIUM);
+if (!available) {
+  if (process.env.CI) {
+    throw new Error(
+      `the console end-to-end test needs Chromium at ${CHROMIUM} (Debian: apt-get install -y chromium); CI must not skip it`,
+    );
+  }
+  console.warn(
+    `\n⚠ SKIPPED: console end-to-end tests — no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set OAR_CHROMIUM)\n`,
+  );
+}
+
+const silent = () =>
+  createLogger({
+    destination: new Writable({
+      write(_chunk, _encoding, done) {
+        done();
+      },
+    }),
+  });
+
+interface Env {
+  dir: string;
+  workspace: string;
+  storePath: string;
+  runtime?: Runtime;
+  server?: RunningServer;
+  port?: number;
+  key?: string;
+}
+
+/**
+ * The demo's script, then two more main-agent steps: a turn after the restart whose answer streams in slowly
+ * (text deltas), and a turn that waits a minute for its model (to be interrupted).
+ */
+function writeScript(dir: string): void {
+  const script = JSON.parse(readFileSync(join(demoAssets, 'script.json'), 'utf8'));
+  script.steps.push(
+    {
+      text: 'Checking the log after the restart: every event is there once.',
+      protocol: { kind: 'answer', message: 'Still here after the restart: **nothing was lost**.' },
+      chunks: 12,
+      chunkDelayMs: 120,
+    },
+    { delayMs: 60_000, protocol: { kind: 'answer', message: 'too late' } },
+  );
+  writeFileSync(join(dir, 'script.json'), JSON.stringify(script));
+}
+
+async function start(env: Env): Promise<void> {
+  const agents = JSON.parse(readFileSync(join(demoAssets, 'agents.json'), 'utf8'));
+  const config = OarConfigSchema.parse({ model: 'script:script.json', agents, limits: { observationTokens: 1500 } });
+  const { runtime } = await buildRuntime(config, env.dir, {
+    cwd: env.dir,
+    env: {},
+    workspace: env.workspace,
+    worker: { sessions: 'all' },
+    store: env.storePath,
+  });
+  env.runtime = runtime;
+  env.server = await startServer({
+    runtime,
+    port: env.port ?? 0,
+    consoleDir: dist,
+    logger: silent(),
+    ...(env.key ? { adminKey: env.key } : {}),
+  });
+  env.port = env.server.port;
+  env.key ??= env.server.createdAdminKey;
+}
+
+async function stop(env: Env): Promise<void> {
+  await env.server?.close();
+  await env.runtime?.store.close();
+  env.server = undefined;
+  env.runtime = undefined;
+}
+
+async function shot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
+
+describe.skipIf(!available)('the web console in Chromium', () => {
+  const env: Env = { dir: '', workspace: '', storePath: '' };
+  let browser: Browser;
+  let page: Page;
+  const errors: string[] = [];
+
+  beforeAll(async () => {
+    // Built from the sources under test (half a second), so the test never runs a stale dist/.
+    execFileSync(process.execPath, [resolve(consoleDir, '../../node_modules/vite/bin/vite.js'), 'build', consoleDir], {
+      stdio: 'ignore',
+    });
+    rmSync(shots, { recursive: true, force: true });
+    mkdirSync(shots, { recursive: true });
+    env.dir = mkdtempSync(join(tmpdir(), 'oar-console-'));
+    env.workspace = join(env.dir, 'ws');
+    env.storePath = join(env.dir, 'oar.db');
+    await cp(join(demoAssets, 'workspace'), env.workspace, { recursive: true });
+    writeScript(env.dir);
+    mkdirSync(join(env.workspace, 'logs'));
+    const log = Array.from({ length: 1500 }, (_, i) => `2026-11-21T10:00:00Z INFO [build] step ${i + 1} finished`);
+    writeFileSync(join(env.workspace, 'logs/build.log'), `${log.join('\n')}\n`);
+    await start(env);
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+    });
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.setDefaultTimeout(15_000);
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stop(env);
+    if (env.dir) rmSync(env.dir, { recursive: true, force: true });
+  });
+
+  it('logs in with a key, runs the demo turn live, approves in the inbox, travels in time and reconnects after a restart', async () => {
+    try {
+      await journey();
+    } catch (error) {
+      await shot(page, 'failure').catch(() => undefined);
+      throw new Error(`${(error as Error).message}\npage errors: ${errors.join('; ') || 'none'}`, { cause: error });
+    }
+  }, 180_000);
+
+  async function journey() {
+    const url = env.server?.url as string;
+    // -- login --
+    await page.goto(`${url}/`);
+    await page.getByRole('heading', { name: 'OAR console' }).waitFor();
+    await shot(page, '01-login');
+    await page.getByLabel('API key').fill('oar_wrong_key_000000000000000000000000000000');
+    await page.getByRole('button', { name: 'Open the console' }).click();
+    await page.getByText('This key is unknown, revoked or expired.').waitFor();
+    await page.getByLabel('API key').fill(env.key as string);
+    await page.getByRole('button', { name: 'Open the console' }).click();
+
+    // -- sessions: empty, then a new session --
+    await page.getByText('No sessions yet').waitFor();
+    await shot(page, '02-sessions-empty');
+    await page.getByLabel('New session title').fill('Demo review');
+    await page.getByRole('button', { name: 'New session' }).click();
+    await page.getByRole('heading', { name: 'Demo review' }).waitFor();
+    await page.getByText('No turns yet').waitFor();
+
+    // -- submit the demo turn and watch the DAG --
+    await page.getByLabel('New turn').fill(DEMO_PROMPT);
+    await page.getByRole('button', { name: /Send/ }).click();
+    await page.locator('[data-action="read_build_log"][data-status="completed"]').waitFor();
+    await page.locator('[data-action="find_docs"][data-status="completed"]').waitFor();
+    await page.locator('[data-action="review_scripts"][data-status="completed"]').waitFor();
+    await page.locator('[data-action="write_review"][data-status="waiting_permission"]').waitFor();
+    await page.getByText(/decision pending/).waitFor();
+    await shot(page, '03-session-waiting');
+
+    // -- a node's details: permission, attempts, observation, the spilled build log as an artifact --
+    await page.locator('[data-action="read_build_log"]').click();
+    const detail = page.getByRole('complementary', { name: 'action read_build_log' });
+    await detail.getByText('What the model saw').waitFor();
+    await expect(detail.locator('[data-permission]').textContent()).resolves.toContain('allow');
+    await detail.locator('.artifact pre.code').first().waitFor();
+    await expect(detail.locator('.artifact pre.code').first().textContent()).resolves.toContain('step 1500 finished');
+    await shot(page, '04-node-detail-artifact');
+    // keyboard: nodes are reachable and open with Enter
+    await page.locator('[data-action="write_review"]').click();
+    await page
+      .getByRole('complementary', { name: 'action write_review' })
+      .getByText(/answer it in the inbox/)
+      .waitFor();
+    // keyboard: nodes are focusable and open with Enter
+    await page.locator('[data-action="read_readme"]').focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('complementary', { name: 'action read_readme' }).waitFor();
+
+    // -- the sessions list says the session waits, with one pending decision; its badge leads to the inbox --
+    await page.getByRole('navigation', { name: 'main' }).getByRole('link', { name: 'Sessions' }).click();
+    const waitingRow = page.locator('tr[data-session]').first();
+    await waitingRow.locator('[data-status="blocked"]').waitFor();
+    await waitingRow.getByText('1 pending').waitFor();
+    await page.getByLabel('Search sessions').fill('no such session');
+    await page.getByText('No session matches the search or filter').waitFor();
+    await page.getByLabel('Search sessions').fill('demo');
+    await page.getByRole('button', { name: 'Waiting' }).click();
+    await waitingRow.waitFor();
+    await shot(page, '05-sessions-waiting');
+
+    // -- approvals inbox: approve with the keyboard --
+    await waitingRow.getByText('1 pending').click();
+    const item = page.locator('[data-decision]').first();
+    await item.waitFor();
+    await expect(item.textContent()).resolves.toContain('Allow write on REVIEW.md?');
+    // why (the permission rule or mode that matched, from permission.requested) and what (the action's input)
+    await expect(item.locator('[data-why]').textContent()).resolves.toContain('asks before tools that write');
+    await item.getByText(/What exactly/).click();
+    await item.getByText(/Review of acme-notes/).waitFor();
+    await shot(page, '06-inbox');
+    await page.getByLabel('Reason').fill('reviewed in the console');
+    await page.getByLabel('Reason').press('Escape');
+    await page.keyboard.press('a');
+    await page.getByText('Nothing waits for you').waitFor();
+
+    // -- back to the session: the DAG completes and the answer is rendered Markdown --
+    await page.getByRole('navigation', { name: 'main' }).getByRole('link', { name: 'Sessions' }).click();
+    const row = page.locator('tr[data-session]').first();
+    await row.getByText('idle').waitFor();
+    await expect(row.textContent()).resolves.toContain('none');
+    await shot(page, '07-sessions');
+    await row.getByRole('link', { name: 'Demo review' }).click();
+    await page.locator('[data-action="write_review"][data-status="completed"]').waitFor();
+    expect(readFileSync(join(env.workspace, 'REVIEW.md'), 'utf8')).toContain('Review of acme-notes');
+    const answer = page.locator('[data-answer]');
+    await answer.waitFor();
+    await expect(answer.locator('strong').first().textContent()).resolves.toBe('acme-notes');
+    await page.locator('[data-action="write_review"]').click();
+    await expect(
+      page.getByRole('complementary', { name: 'action write_review' }).locator('[data-permission]').textContent(),
+    ).resolves.toContain('reviewed in the console');
+    await shot(page, '08-session-completed');
+
+    // -- sub-agent: the child thread from its node, and back --
+    await page.locator('[data-action="review_scripts"]').click();
+    await page.getByRole('link', { name: /open the child thread/ }).click();
+    await page.getByText('agent code-reviewer').waitFor();
+    await page.locator('[data-action="inspect_manifest"][data-status="completed"]').waitFor();
+    await shot(page, '09-subagent-thread');
+    await page.getByRole('link', { name: /back to the parent thread/ }).click();
+    await page.getByRole('complementary', { name: 'action review_scripts' }).waitFor();
+
+    // -- event explorer: filter, paginate, raw JSON --
+    await page.getByRole('link', { name: 'Events', exact: true }).click();
+    await page.locator('tr[data-seq]').first().waitFor();
+    await page.getByLabel('Filter by type').fill('tool.*');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.locator('tr[data-seq] >> text=tool.started').first().waitFor();
+    const types = await page.locator('tr[data-seq] td:nth-child(2)').allTextContents();
+    expect(types.length).toBeGreaterThan(0);
+    expect(types.every((t) => t.startsWith('tool.'))).toBe(true);
+    await page.locator('tr[data-seq]').first().click();
+    await page.locator('tr.raw pre').waitFor();
+    await expect(page.locator('tr.raw pre').textContent()).resolves.toContain('"sessionId"');
+    await shot(page, '10-events');
+
+    // -- time travel: back to the moment the write waited for approval --
+    const sessionId = new URL(page.url()).pathname.split('/')[2] as string;
+    const log = (await (
+      await fetch(`${url}/v1/sessions/${sessionId}/events?type=action.required`, {
+        headers: { authorization: `Bearer ${env.key}` },
+      })
+    ).json()) as { events: { sequence: number }[] };
+    const waitingAt = log.events[0]?.sequence as number;
+    await page.getByRole('link', { name: 'Time travel' }).click();
+    const slider = page.getByLabel('Event sequence');
+    await slider.waitFor();
+    await slider.fill(String(waitingAt));
+    await page.locator(`[data-at="${waitingAt}"]`).waitFor();
+    await page.locator('[data-action="write_review"][data-status="waiting_permission"]').waitFor();
+    await expect(page.locator('[data-answer]').count()).resolves.toBe(0);
+    // the read model as of that event, from GET /v1/sessions/{id}/history?at=
+    const rmAt = page.locator(`[data-rm-at="${waitingAt}"]`);
+    await rmAt.getByText('blocked').waitFor();
+    await shot(page, '11-time-travel');
+    await slider.focus();
+    await page.keyboard.press('End');
+    await page.locator('[data-action="write_review"][data-status="completed"]').waitFor();
+
+    // -- a narrow window --
+    await page.setViewportSize({ width: 420, height: 900 });
+    await page.getByRole('link', { name: 'Timeline' }).click();
+    await page.locator('[data-answer]').waitFor();
+    await shot(page, '12-session-narrow');
+    await page.setViewportSize({ width: 1280, height: 900 });
+
+    // -- the server restarts on the same store: the stream says so, then resumes with Last-Event-ID --
+    await page.locator('[data-conn="live"]').waitFor();
+    const turnsBefore = await page.locator('article.turn').count();
+    await stop(env);
+    await page.locator('[data-conn="reconnecting"]').waitFor();
+    await shot(page, '13-disconnected');
+    await start(env);
+    await page.locator('[data-conn="live"]').waitFor({ timeout: 20_000 });
+    const submitted = await fetch(`${url}/v1/sessions/${sessionId}/turns`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${env.key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ input: 'And after the restart?' }),
+    });
+    expect(submitted.status).toBe(202);
+    await page.locator('article.turn').nth(turnsBefore).waitFor();
+    await page.getByText('And after the restart?').waitFor();
+    // the answer streams in (live model deltas), then stands as the turn's answer
+    await page.locator('[data-streaming]').waitFor();
+    await shot(page, '14-streaming');
+    await page.locator('[data-answer]', { hasText: 'Still here after the restart' }).waitFor();
+    // nothing duplicated: each turn once
+    const ids = await page.locator('article.turn').evaluateAll((els) => els.map((e) => e.getAttribute('data-turn')));
+    expect(new Set(ids).size).toBe(ids.length);
+    await shot(page, '15-reconnected');
+
+    // -- interrupt a running turn from the console, then ask the worker to resume --
+    await page.getByLabel('New turn').fill('Take your time');
+    await page.getByRole('button', { name: /Send/ }).click();
+    const third = page.locator('article.turn').nth(turnsBefore + 1);
+    await third.locator('[data-status="running"]').first().waitFor();
+    await page.getByRole('button', { name: 'Interrupt' }).click();
+    await third.locator('[data-status="cancelled"]').first().waitFor();
+    await page.getByText(/interrupt: (cancelled|requested)/).waitFor();
+    await page.getByRole('button', { name: 'Resume' }).click();
+    await page.getByText('resume requested').waitFor();
+    await shot(page, '16-interrupted');
+    expect(errors).toEqual([]);
+  }
+});

@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import { highlightJson, renderMarkdown } from '../src/markdown.js';
+import { actionStatus, foldEvents } from '../src/model.js';
+import type { OarEvent } from '../src/types.js';
+
+/** The console's pure parts, in Node: the event fold behind the DAG and time travel, and safe text rendering. */
+
+const T = '2026-11-25T10:00:00.000Z';
+
+/** A session of `blocks` action graphs of three actions (c depends on a and b): 10 events per graph. */
+function session(blocks: number): OarEvent[] {
+  const events: OarEvent[] = [];
+  let sequence = 0;
+  const push = (e: Omit<OarEvent, 'sequence' | 'timestamp' | 'sessionId'>) =>
+    events.push({ sequence: ++sequence, timestamp: T, sessionId: 'ses_1', ...e } as OarEvent);
+  push({ type: 'thread.started', threadId: 'thr_1', payload: { agent: 'main' } });
+  push({ type: 'turn.submitted', threadId: 'thr_1', turnId: 'turn_1', payload: { input: 'go', source: 'user' } });
+  for (let i = 0; i < blocks; i++) {
+    const runId = `run_${i}`;
+    const base = { threadId: 'thr_1', turnId: 'turn_1', runId };
+    const actions = ['a', 'b', 'c'].map((id) => ({
+      id,
+      executor: { type: 'tool', target: 'read' },
+      input: { filePath: `${id}.md` },
+      dependsOn: id === 'c' ? ['a', 'b'] : [],
+    }));
+    push({ ...base, type: 'run.status', status: 'running', payload: { phase: 'declared', declaration: { actions } } });
+    for (const id of ['a', 'b', 'c']) {
+      push({ ...base, type: 'tool.started', toolCallId: `${runId}.${id}`, payload: { graphActionId: id, attempt: 1 } });
+      push({
+        ...base,
+        type: 'tool.result',
+        toolCallId: `${runId}.${id}`,
+        payload: { graphActionId: id, summary: 'ok', artifactIds: [`art_${i}_${id}`] },
+      });
+    }
+    push({ ...base, type: 'run.status', status: 'completed', payload: { phase: 'observed', result: { actions: [] } } });
+    push({ ...base, type: 'task.completed', payload: {} });
+    push({ ...base, type: 'context.resolved', payload: {} });
+  }
+  push({
+    type: 'turn.completed',
+    threadId: 'thr_1',
+    turnId: 'turn_1',
+    status: 'completed',
+    payload: { answer: '**done**' },
+  });
+  return events;
+}
+
+describe('the event fold', () => {
+  it('builds each action graph with its dependencies, statuses and artifacts, and folds any prefix', () => {
+    const events = session(3);
+    const model = foldEvents(events);
+    const turn = model.threads.get('thr_1')?.turns[0];
+    expect(turn?.input).toBe('go');
+    expect(turn?.answer).toBe('**done**');
+    expect(turn?.runs.map((r) => r.runId)).toEqual(['run_0', 'run_1', 'run_2']);
+    const c = turn?.runs[0]?.actions.find((a) => a.id === 'c');
+    expect(c?.dependsOn).toEqual(['a', 'b']);
+    expect(c?.status).toBe('completed');
+    expect(c?.artifacts).toEqual(['art_0_c']);
+    // As of the first tool.started of the first graph: a runs, b and c have not started, no answer yet.
+    const at = events.find((e) => e.type === 'tool.started')?.sequence as number;
+    const early = foldEvents(events, at).threads.get('thr_1')?.turns[0];
+    expect(early?.runs).toHaveLength(1);
+    expect(early?.runs[0]?.actions.map((a) => a.status)).toEqual(['running', 'pending', 'pending']);
+    expect(early?.answer).toBeUndefined();
+  });
+
+  it('prefers the read model’s status when it has the action', () => {
+    const model = foldEvents(session(1));
+    const a = model.threads.get('thr_1')?.turns[0]?.runs[0]?.actions[0];
+    if (!a) throw new Error('no action');
+    expect(actionStatus(a, undefined)).toBe('completed');
+    const rm = {
+      threadId: 'thr_1',
+      status: 'running',
+      turns: [],
+      pendingRequests: [],
+      queuedTurns: [],
+      incidents: [],
+      actions: [{ runId: 'run_0', actionId: 'a', status: 'failed' }],
+    };
+    expect(actionStatus(a, rm)).toBe('failed');
+  });
+
+  it('folds a 10,000-event session fast enough to scrub', () => {
+    const events = session(1000);
+    expect(events.length).toBeGreaterThanOrEqual(10_000);
+    const started = performance.now();
+    for (const at of [2_500, 5_000, 7_500, events.length]) foldEvents(events, at);
+    const ms = (performance.now() - started) / 4;
+    expect(ms).toBeLessThan(200);
+  });
+});
+
+describe('text rendering', () => {
+  it('renders Markdown but never raw HTML or script links', () => {
+    const html = renderMarkdown(
+      '**bold** <img src=x onerror=alert(1)> <script>alert(2)</script> [x](javascript:alert(3)) [ok](https://example.com)',
+    );
+    expect(html).toContain('<strong>bold</strong>');
+    expect(html).not.toMatch(/<img|<script|javascript:/i);
+    expect(html).toContain('&lt;img');
+    expect(html).toContain('href="https://example.com"');
+  });
+
+  it('highlights JSON after escaping it', () => {
+    const html = highlightJson(JSON.stringify({ a: '<b>', n: 1, t: true }));
+    expect(html).toContain('<span class="j-key">&quot;a&quot;</span>');
+    expect(html).toContain('&lt;b&gt;');
+    expect(html).toContain('<span class="j-num">1</span>');
+    expect(html).toContain('<span class="j-lit">true</span>');
+  });
+});
