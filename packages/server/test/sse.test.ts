@@ -1,6 +1,9 @@
+import { Writable } from 'node:stream';
 import type { RuntimeEvent } from '@oar/protocol';
 import type { ModelScript } from '@oar/runtime';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createApp, createLogger } from '../src/index.js';
+import { Inflight } from '../src/inflight.js';
 import { readSse, type SseMessage, type TestServer, testServer, until } from './support.js';
 
 /**
@@ -181,5 +184,28 @@ describe('the session event stream', () => {
       .map((m) => JSON.parse(m.data) as { sessionId: string; events: number });
     expect(changed.every((c) => c.sessionId === first)).toBe(true);
     expect(changed.at(-1)?.events).toBeGreaterThan(2);
+  });
+
+  it('cuts off a client that takes nothing, so its stream holds no server memory (it resumes with its cursor)', async () => {
+    t = await testServer();
+    const sessionId = await newSession(t);
+    const inflight = new Inflight();
+    // The app in process: its response body is never read, so the second write waits, past slowClientMs.
+    const { app } = createApp({
+      runtime: t.runtime,
+      logger: createLogger({ destination: new Writable({ write: (_c, _e, done) => done() }) }),
+      inflight,
+      streams: { slowClientMs: 200 },
+    });
+    const response = await app.request(`/v1/sessions/${sessionId}/events?after=0`, {
+      headers: { accept: 'text/event-stream', authorization: `Bearer ${t.adminKey}` },
+    });
+    expect(response.status).toBe(200);
+    const cut = await Promise.race([
+      inflight.drained().then(() => 'cut off'),
+      new Promise((resolve) => setTimeout(() => resolve('still open'), 5_000)),
+    ]);
+    expect(cut).toBe('cut off');
+    await response.body?.cancel();
   });
 });

@@ -9,6 +9,7 @@ import { replay, threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
 import type { PendingDecision } from '../read-models/thread-state.js';
+import { TimeTravel } from '../read-models/time-travel.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { sessionWork } from '../worker/worker.js';
 
@@ -19,6 +20,9 @@ export interface QueryDeps {
 
 /** The control plane's queries: read models and events only — no model, no worker, nothing written. */
 export class Queries {
+  /** Checkpoints of replayed read models for `snapshotAt` (a scrubber asks for many positions of one session). */
+  private readonly timeTravel = new TimeTravel((sessionId, after, limit) => this.log.read(sessionId, { after, limit }));
+
   constructor(private readonly deps: QueryDeps) {}
 
   private get log(): EventLog {
@@ -194,7 +198,7 @@ export class Queries {
         details: { at: input.at, lastSequence: last },
       });
     }
-    const models = replay(await this.log.read(input.sessionId, { limit: input.at }));
+    const models = await this.timeTravel.at(input.sessionId, input.at);
     if (!models.session) throw notFound('session', input.sessionId);
     return {
       snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
