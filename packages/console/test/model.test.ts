@@ -85,13 +85,17 @@ describe('the event fold', () => {
     expect(actionStatus(a, rm)).toBe('failed');
   });
 
-  it('folds a 10,000-event session fast enough to scrub', () => {
+  it('folds a 10,000-event session at any position: each position holds exactly the graphs declared by then', () => {
+    // How fast this is belongs to a benchmark, never to a test assertion; here, that every position is right.
     const events = session(1000);
     expect(events.length).toBeGreaterThanOrEqual(10_000);
-    const started = performance.now();
-    for (const at of [2_500, 5_000, 7_500, events.length]) foldEvents(events, at);
-    const ms = (performance.now() - started) / 4;
-    expect(ms).toBeLessThan(200);
+    for (const at of [2_500, 5_000, 7_500, events.length]) {
+      const runs = foldEvents(events, at).threads.get('thr_1')?.turns[0]?.runs ?? [];
+      const declared = events.filter(
+        (e) => e.sequence <= at && e.type === 'run.status' && (e.payload as { phase?: string }).phase === 'declared',
+      );
+      expect(runs.length, `at ${at}`).toBe(declared.length);
+    }
   });
 });
 
