@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { RuntimeEvent } from '@oar/protocol';
-import { EventLog, eventRow, replay, type Store } from '@oar/runtime';
+import { EventLog, eventRow, replay, type Store, TimeTravel } from '@oar/runtime';
+import { foldEvents } from '../../packages/console/src/model.js';
+import type { OarEvent } from '../../packages/console/src/types.js';
 import { type BenchOutput, log, median, type ReplayResult, timed } from './common.js';
 import { type OpenedStore, openPostgres, openSqlite, readLoopScript, runTurn, scriptedRuntime } from './oar.js';
 
@@ -108,6 +110,7 @@ async function measureStore(
       replays.push(replayed.ms);
       turns = [...replayed.value.threads.values()][0]?.turns.length ?? 0;
     }
+    if (withReplay && events.length === 10_000) await timeTravel(eventLog, sessionId, events);
     const result: ReplayResult = {
       store: opened.label,
       events: events.length,
@@ -123,12 +126,31 @@ async function measureStore(
   return results;
 }
 
+/** What a time-travel scrub costs on a 10,000-event session: the server's `snapshotAt` and the console's fold. */
+const travelNotes: string[] = [];
+
+async function timeTravel(eventLog: EventLog, sessionId: string, events: RuntimeEvent[]): Promise<void> {
+  const travel = new TimeTravel((id, after, limit) => eventLog.read(id, { after, limit }));
+  const cold = await timed(() => travel.at(sessionId, events.length));
+  const positions = Array.from({ length: 20 }, (_, i) => Math.max(1, events.length - 1 - i * 487));
+  const warm = await timed(async () => {
+    for (const at of positions) await travel.at(sessionId, at);
+  });
+  const fold = await timed(() => {
+    for (const at of [2_500, 5_000, 7_500, events.length]) foldEvents(events as unknown as OarEvent[], at);
+  });
+  travelNotes.push(
+    `time travel on a 10,000-event session: the server's snapshotAt ${cold.ms.toFixed(0)} ms for the first position (it builds the checkpoints), then ${(warm.ms / positions.length).toFixed(1)} ms per position (20 positions across the session); the console's fold of the log up to a position ${(fold.ms / 4).toFixed(1)} ms per position`,
+  );
+  log(`replay: ${travelNotes.at(-1)}`);
+}
+
 export async function run(): Promise<BenchOutput> {
   const template = await recordTemplate();
   log(`replay template: ${template.turn.length} events per ${TEMPLATE_STEPS}-step turn`);
   const sessions = SIZES.map((size) => synthesize(template, size));
   const replayResults: ReplayResult[] = [];
-  const notes: string[] = [];
+  const notes: string[] = travelNotes;
   const sqlite = await openSqlite('replay');
   try {
     replayResults.push(...(await measureStore(sqlite, sessions, true)));

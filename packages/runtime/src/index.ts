@@ -100,6 +100,7 @@ export { type ReadModels, replay } from './read-models/project.js';
 export type { SessionState } from './read-models/session.js';
 export { toSessionSnapshot, toThreadReadModel } from './read-models/snapshots.js';
 export type { RunState, ThreadState, ThreadView, TurnState } from './read-models/thread-state.js';
+export { TimeTravel } from './read-models/time-travel.js';
 export {
   bindingSecrets,
   type LiteralSecret,
