@@ -155,10 +155,12 @@ export { loadToolModule } from './tools/modules.js';
 export { type ToolInventoryEntry, ToolRegistry } from './tools/registry.js';
 export {
   type AnyTool,
+  callFacts,
   defineTool,
   type ToolContext,
   type ToolDefinition,
   ToolError,
+  type ToolFacts,
   type ToolOutput,
 } from './tools/tool.js';
 export {

@@ -12,6 +12,7 @@ import {
   toolIds,
 } from '../runner/action-context.js';
 import type { AnyTool } from '../tools/tool.js';
+import { callFacts } from '../tools/tool.js';
 import { mappingRef, type PipelineConfig, type PipelineStep, stepOrder } from './definitions.js';
 import { type ActionOutput, completeAction, failAction, storeOutput, summaryOf } from './outcome.js';
 import { gate, invokeTool, toolPermissionRequest } from './tool.js';
@@ -221,7 +222,8 @@ async function runStep(
     return failed(error, { before: [evaluated] });
   }
 
-  const durable = { durable: !tool.isIdempotent };
+  const { isIdempotent } = callFacts(tool, parsed.input);
+  const durable = { durable: !isIdempotent };
   await engine.append(
     sessionId,
     [
@@ -229,7 +231,7 @@ async function runStep(
       {
         type: 'tool.started',
         ...ids,
-        payload: { ...facts, attempt: 1, idempotent: tool.isIdempotent, input: parsed.input },
+        payload: { ...facts, attempt: 1, idempotent: isIdempotent, input: parsed.input },
       },
     ],
     durable,

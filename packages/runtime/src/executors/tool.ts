@@ -15,7 +15,7 @@ import {
 } from '../runner/action-context.js';
 import { subagentStatus } from '../runner/subagent-status.js';
 import type { AnyTool, ToolOutput } from '../tools/tool.js';
-import { ToolError } from '../tools/tool.js';
+import { callFacts, ToolError } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
 import { completeAction } from './outcome.js';
 
@@ -34,6 +34,7 @@ export async function toolPermissionRequest(
   } catch {
     written = [];
   }
+  const facts = callFacts(tool, input);
   const paths = new Set(written);
   for (const path of written) {
     try {
@@ -46,9 +47,10 @@ export async function toolPermissionRequest(
     executor: { type: 'tool', target: tool.name },
     tool: {
       name: tool.name,
-      isReadOnly: tool.isReadOnly,
-      isDestructive: tool.isDestructive,
-      isConcurrencySafe: tool.isConcurrencySafe,
+      // This call's facts: a tool whose calls differ (`factsOf`) is judged by what this one does.
+      isReadOnly: facts.isReadOnly,
+      isDestructive: facts.isDestructive,
+      isConcurrencySafe: facts.isConcurrencySafe,
       capabilities: tool.capabilities,
     },
     paths: [...paths],
@@ -206,7 +208,8 @@ export async function invokeTool(
   const { engine } = ctx;
   const sessionId = ctx.thread.sessionId;
   const started = Date.now();
-  const parent = tool.interruptBehavior === 'cancel' ? ctx.signal : new AbortController().signal;
+  const cancels = callFacts(tool, input).interruptBehavior === 'cancel';
+  const parent = cancels ? ctx.signal : new AbortController().signal;
   const timeoutMs = tool.timeoutMs ?? engine.limits.toolTimeoutMs;
   const timer = withTimeout(parent, timeoutMs);
   try {
@@ -224,8 +227,8 @@ export async function invokeTool(
     });
     return { outcome: 'completed', output, durationMs: Date.now() - started };
   } catch (thrown) {
-    if (isClosing(ctx.signal) && tool.interruptBehavior === 'cancel') return { outcome: 'closing' };
-    const interrupted = ctx.signal.aborted && tool.interruptBehavior === 'cancel';
+    if (isClosing(ctx.signal) && cancels) return { outcome: 'closing' };
+    const interrupted = ctx.signal.aborted && cancels;
     const error = timer.timedOut()
       ? oarError('tool_timeout', `${tool.name} timed out after ${timeoutMs} ms`, { retryable: true })
       : interrupted
@@ -280,7 +283,8 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   const attempt = ctx.state.attempt + 1;
   // The write-ahead rule: a side effect that must not run twice starts only once its start is durable (a crash
   // then ends in an honest `lost`), and its end is committed right after. Idempotent work is simply redone.
-  const durable = { durable: !tool.isIdempotent };
+  const idempotent = callFacts(tool, parsed.input).isIdempotent;
+  const durable = { durable: !idempotent };
   await engine.append(
     sessionId,
     [
@@ -291,7 +295,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
         payload: {
           toolName: tool.name,
           attempt,
-          idempotent: tool.isIdempotent,
+          idempotent,
           graphActionId: action.id,
           input: action.input,
         },

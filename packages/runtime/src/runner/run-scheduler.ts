@@ -17,6 +17,7 @@ import {
   type ThreadView,
 } from '../read-models/thread-state.js';
 import { isStoreFault } from '../store/faults.js';
+import { callFacts } from '../tools/tool.js';
 import { type ActionContext, actionIds, actionStatusChange, actionStatusEvent } from './action-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
@@ -83,7 +84,12 @@ function isShared(engine: Engine, action: Action): boolean {
   if (action.executor.type === 'runtime') return true;
   if (action.executor.type !== 'tool') return false;
   const tool = engine.tools.get(action.executor.target);
-  return tool?.isReadOnly === true && tool.isConcurrencySafe;
+  if (!tool) return false;
+  if (!tool.factsOf) return tool.isReadOnly && tool.isConcurrencySafe;
+  // A tool whose calls differ is locked by what this call does (an input that does not parse: by its own flags).
+  const parsed = engine.tools.parseInput(tool.name, action.input);
+  const facts = parsed.ok ? callFacts(tool, parsed.input) : tool;
+  return facts.isReadOnly && facts.isConcurrencySafe;
 }
 
 /**

@@ -31,6 +31,38 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
    */
   paths?: (input: Input, workspaceRoot?: string) => string[];
   execute: (input: Input, context: ToolContext) => Promise<ToolOutput>;
+  /**
+   * The facts of one call, when they depend on its input (a business CLI's `calendar.read` reads, its
+   * `calendar.delete` destroys): what it returns overrides the tool's flags for that call — in the permission
+   * request, the scheduler's locking, the write-ahead rule and the interrupt. Given the parsed input.
+   */
+  factsOf?: (input: Input) => Partial<ToolFacts>;
+}
+
+/** The flags of a tool that may differ per call (`factsOf`). */
+export type ToolFacts = Pick<
+  ToolDefinition,
+  'isReadOnly' | 'isConcurrencySafe' | 'isDestructive' | 'isIdempotent' | 'interruptBehavior'
+>;
+
+/**
+ * The facts of one call of `tool` with `input`: its flags, overridden by `factsOf` when it has one. An input
+ * `factsOf` cannot judge (it throws) keeps the tool's own flags, which must be the safe ones.
+ */
+export function callFacts<Input>(tool: ToolDefinition<Input>, input: Input): ToolFacts {
+  const own: ToolFacts = {
+    isReadOnly: tool.isReadOnly,
+    isConcurrencySafe: tool.isConcurrencySafe,
+    isDestructive: tool.isDestructive,
+    isIdempotent: tool.isIdempotent,
+    interruptBehavior: tool.interruptBehavior,
+  };
+  if (!tool.factsOf) return own;
+  try {
+    return { ...own, ...tool.factsOf(input) };
+  } catch {
+    return own;
+  }
 }
 
 export interface ToolContext {
