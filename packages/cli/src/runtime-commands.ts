@@ -103,6 +103,13 @@ function approvalMode(options: { approveAll?: boolean; denyAll?: boolean }): App
   return process.stdin.isTTY && process.stdout.isTTY ? 'ask' : 'leave';
 }
 
+/** The main thread's running turn, else its last: the turn whose outcome a respond or a limit change reports. */
+async function mainTurnId(runtime: Runtime, sessionId: string): Promise<string> {
+  const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
+  const main = snapshot.threads[0];
+  return main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
+}
+
 async function withRuntime<T>(
   opened: { runtime: Runtime; store: Store },
   fn: (runtime: Runtime) => Promise<T>,
@@ -464,10 +471,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
               ...(options.text ? { payload: { text: options.text } } : {}),
             });
             // The outcome to report is the main thread's turn: a sub-agent's decision continues it too.
-            const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
-            const main = snapshot.threads[0];
-            const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
-            const result = await driveSession(runtime, sessionId, turnId, {
+            const result = await driveSession(runtime, sessionId, await mainTurnId(runtime, sessionId), {
               json: options.json === true,
               approvals: 'leave',
               printer,
@@ -521,10 +525,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
             return EXIT.ok;
           }
           // A turn waited for a budget: it continues here, and its outcome is reported like a respond's.
-          const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
-          const main = snapshot.threads[0];
-          const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
-          const result = await driveSession(runtime, sessionId, turnId, {
+          const result = await driveSession(runtime, sessionId, await mainTurnId(runtime, sessionId), {
             json: options.json === true,
             approvals: 'leave',
             printer,
