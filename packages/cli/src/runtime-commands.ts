@@ -110,6 +110,23 @@ async function mainTurnId(runtime: Runtime, sessionId: string): Promise<string> 
   return main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
 }
 
+/** After a decision or a limit change: follow the main thread's turn to where it stops, and report its outcome. */
+async function continueAndReport(
+  runtime: Runtime,
+  sessionId: string,
+  printer: ReturnType<typeof attachPrinter>,
+  options: { json?: boolean; store?: string },
+  location: string,
+): Promise<number> {
+  const result = await driveSession(runtime, sessionId, await mainTurnId(runtime, sessionId), {
+    json: options.json === true,
+    approvals: 'leave',
+    printer,
+  });
+  await printer.stop();
+  return report(result, sessionId, options, location);
+}
+
 async function withRuntime<T>(
   opened: { runtime: Runtime; store: Store },
   fn: (runtime: Runtime) => Promise<T>,
@@ -471,13 +488,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
               ...(options.text ? { payload: { text: options.text } } : {}),
             });
             // The outcome to report is the main thread's turn: a sub-agent's decision continues it too.
-            const result = await driveSession(runtime, sessionId, await mainTurnId(runtime, sessionId), {
-              json: options.json === true,
-              approvals: 'leave',
-              printer,
-            });
-            await printer.stop();
-            return report(result, sessionId, options, opened.store.location);
+            return continueAndReport(runtime, sessionId, printer, options, opened.store.location);
           }),
         );
       },
@@ -525,13 +536,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
             return EXIT.ok;
           }
           // A turn waited for a budget: it continues here, and its outcome is reported like a respond's.
-          const result = await driveSession(runtime, sessionId, await mainTurnId(runtime, sessionId), {
-            json: options.json === true,
-            approvals: 'leave',
-            printer,
-          });
-          await printer.stop();
-          return report(result, sessionId, options, opened.store.location);
+          return continueAndReport(runtime, sessionId, printer, options, opened.store.location);
         }),
       );
     });

@@ -134,18 +134,11 @@ export class Workspaces {
     const hash = hashOf(key);
     const existing = await this.store.db
       .selectFrom('oar_api_keys')
-      .select('id')
+      .selectAll()
       .where('key_hash', '=', hash)
       .executeTakeFirst();
-    if (existing) {
-      const row = await this.store.db
-        .selectFrom('oar_api_keys')
-        .selectAll()
-        .where('id', '=', existing.id)
-        .executeTakeFirstOrThrow();
-      // The same OAR_ADMIN_KEY at every start: already stored, nothing new.
-      return { key, record: keyRecord(row) };
-    }
+    // The same OAR_ADMIN_KEY at every start: already stored, nothing new.
+    if (existing) return { key, record: keyRecord(existing) };
     const row: ApiKeysTable = {
       id: newId('key'),
       workspace_id: input.workspaceId,

@@ -109,10 +109,9 @@ export const adminRoutes: Route[] = [
       response: ApiKeyRecordSchema,
     },
     async ({ deps, key, params }) => {
-      const all = await deps.workspaces.listKeys();
-      const target = all.find((k) => k.keyId === params.keyId);
-      if (!target || !managesWorkspace(key, target.workspaceId)) throw notFound('api_key', params.keyId);
-      return deps.workspaces.revokeKey(params.keyId);
+      // An admin of the default workspace revokes any key; another admin only its workspace's (else 404).
+      const scope = key?.workspaceId === DEFAULT_WORKSPACE ? undefined : key?.workspaceId;
+      return deps.workspaces.revokeKey(params.keyId, scope);
     },
   ),
 ];
