@@ -2,7 +2,7 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['packages/*/test/**/*.test.ts'],
+    include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts'],
     testTimeout: 30_000,
     // Every event the runtime writes is checked against the OAR profile (production skips it: see event-log.ts).
     env: { OAR_VALIDATE_EVENTS: '1' },

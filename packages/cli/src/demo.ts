@@ -1,7 +1,9 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildRuntime, type OarConfig, OarConfigSchema } from '@oar/runtime';
+import { buildRuntime, type OarConfig, OarConfigSchema, OarRuntimeError } from '@oar/runtime';
 import type { Command } from 'commander';
 import { turnErrorText } from './io.js';
 import { attachPrinter, driveSession } from './session-driver.js';
@@ -47,9 +49,68 @@ export async function prepareDemo(cwd: string): Promise<{ config: OarConfig; bas
   return { config, baseDir: DEMO_ASSETS, workspace };
 }
 
-async function demo(options: { store?: string; json?: boolean }): Promise<number> {
+/** Where the example business CLI lives in this repository (built by `npm run build`). */
+const BUSINESS_EXAMPLE = fileURLToPath(new URL('../../../examples/business-cli/', import.meta.url));
+
+export const BUSINESS_PROMPT =
+  "What's on my calendar on 1 December? Add a design follow-up on 2 December at 15:00 for an hour with Alan, share the design review with Bob, and cancel my lunch.";
+
+/**
+ * The business demo's configuration: no workspace tools, only `project_cli` over the example business CLI with a
+ * fresh store of its own, its skills and post-processors, and a credential signed with BUSINESS_CLI_KEY (a random
+ * one for this process when the variable is not set).
+ */
+export async function prepareBusinessDemo(cwd: string): Promise<{ config: OarConfig; workspace: string }> {
+  const cli = join(BUSINESS_EXAMPLE, 'dist/cli.js');
+  if (!existsSync(cli)) {
+    throw new OarRuntimeError(
+      'binding_unavailable',
+      `the example business CLI is not built (${cli}); run \`npm run build\` in the repository first`,
+    );
+  }
+  const workspace = resolve(cwd, '.oar/demo-business');
+  await rm(workspace, { recursive: true, force: true });
+  await mkdir(workspace, { recursive: true });
+  process.env.BUSINESS_CLI_KEY ??= randomBytes(32).toString('hex');
+  const config = OarConfigSchema.parse({
+    model: 'script:business/script.json',
+    // Per-operation rules: adding and sharing events runs; deleting one (destructive) still asks.
+    permissions: {
+      rules: [
+        {
+          decision: 'allow',
+          tool: 'project_cli',
+          operation: 'calendar.{create,share}',
+          reason: 'the demo lets the agent add and share events',
+        },
+      ],
+    },
+    tools: {
+      builtin: [],
+      cli: {
+        command: [process.execPath, cli],
+        args: ['--store', join(workspace, 'business.db')],
+        allow: ['calendar.*', 'contacts.read', 'memory.update'],
+        cwd: workspace,
+        credential: { algorithm: 'HS256', keyEnv: 'BUSINESS_CLI_KEY' },
+        skills: Object.fromEntries(
+          ['calendar', 'contacts', 'memory'].map((m) => [m, join(BUSINESS_EXAMPLE, `skills/${m}.md`)]),
+        ),
+        enabledSkills: ['calendar', 'contacts'],
+        postProcessors: join(BUSINESS_EXAMPLE, 'dist/post-processors.js'),
+      },
+    },
+  });
+  return { config, workspace };
+}
+
+async function demo(options: { store?: string; json?: boolean; tools?: string }): Promise<number> {
   const cwd = process.cwd();
-  const { config, workspace } = await prepareDemo(cwd);
+  const business = options.tools === 'business';
+  if (options.tools !== undefined && !business) {
+    throw new OarRuntimeError('invalid_option', `--tools takes "business", not "${options.tools}"`);
+  }
+  const { config, workspace } = business ? await prepareBusinessDemo(cwd) : await prepareDemo(cwd);
   const { runtime, store } = await buildRuntime(config, DEMO_ASSETS, {
     cwd,
     env: process.env,
@@ -64,13 +125,19 @@ async function demo(options: { store?: string; json?: boolean }): Promise<number
   try {
     if (!json) {
       process.stdout.write(
-        `OAR demo — a governed turn with a scripted model over a sample workspace\n  store: ${store.location}\n  workspace: ${workspace}\n\n> ${DEMO_PROMPT}\n\n`,
+        business
+          ? `OAR demo — business tools: one governed project_cli over the example business CLI, acting for user:ada\n  store: ${store.location}\n  business data: ${workspace}/business.db\n\n> ${BUSINESS_PROMPT}\n\n`
+          : `OAR demo — a governed turn with a scripted model over a sample workspace\n  store: ${store.location}\n  workspace: ${workspace}\n\n> ${DEMO_PROMPT}\n\n`,
       );
     }
-    const { sessionId } = await runtime.createSession({ title: 'OAR demo' });
+    // The business demo's session acts for Ada, a user of the example's seed data: the credential's `sub`.
+    const { sessionId } = await runtime.createSession({
+      title: business ? 'OAR demo (business tools)' : 'OAR demo',
+      ...(business ? { actor: 'user:ada' } : {}),
+    });
     runtime.worker?.adopt(sessionId);
     const printer = attachPrinter(runtime, sessionId, json);
-    const { turnId } = await runtime.submitTurn({ sessionId, input: DEMO_PROMPT });
+    const { turnId } = await runtime.submitTurn({ sessionId, input: business ? BUSINESS_PROMPT : DEMO_PROMPT });
     const result = await driveSession(runtime, sessionId, turnId, {
       json,
       approvals: interactive ? 'ask' : 'approve',
@@ -117,5 +184,9 @@ export function registerDemoCommand(program: Command, setExit: (code: number) =>
     .description('run the bundled demo: a complete governed turn on embedded SQLite with a scripted model')
     .option('--store <url>', 'SQLite path or postgres:// URL (default .oar/oar.db)')
     .option('--json', 'print every event as NDJSON, then a result line')
-    .action(async (options: { store?: string; json?: boolean }) => setExit(await demo(options)));
+    .option(
+      '--tools <kind>',
+      '"business": business tools behind one governed project_cli (the example business CLI) instead of the workspace review',
+    )
+    .action(async (options: { store?: string; json?: boolean; tools?: string }) => setExit(await demo(options)));
 }

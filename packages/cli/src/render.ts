@@ -1,4 +1,4 @@
-import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { type OarError, type RuntimeEvent, uiSchemaOfToolAgentOutput, uiSchemaText } from '@oar/protocol';
 
 /**
  * One line of live progress per interesting event, for people watching `oar run` / `oar demo`. The full record
@@ -64,10 +64,18 @@ export function renderEvent(
     case 'tool.started':
       return `${tag}  ${dim('…')} ${p.graphActionId} ${p.toolName}`;
     case 'tool.result':
-      return `${tag}  ${green('✓')} ${p.graphActionId} ${p.toolName}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`;
+      return withUi(
+        `${tag}  ${green('✓')} ${p.graphActionId} ${p.toolName}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`,
+        p,
+        tag,
+      );
     case 'tool.failed': {
       const error = p.error as OarError;
-      return `${tag}  ${red('✗')} ${p.graphActionId} ${p.toolName}: ${error.code} ${short(error.message)}`;
+      return withUi(
+        `${tag}  ${red('✗')} ${p.graphActionId} ${p.toolName}: ${error.code} ${short(error.message)}`,
+        p,
+        tag,
+      );
     }
     case 'output.spilled':
       return `${tag}  ${yellow('↧')} output of ${p.sizeBytes} bytes stored as ${p.uri}; the model sees a preview`;
@@ -96,4 +104,15 @@ export function renderEvent(
     default:
       return undefined;
   }
+}
+
+/** A business tool's call ends with its UI (its ToolAgentOutput's hints compiled to ui_schema) as plain text. */
+function withUi(line: string, p: Payload, tag: string): string {
+  const ui = uiSchemaOfToolAgentOutput(p.toolAgentOutput);
+  if (!ui) return line;
+  const body = uiSchemaText(ui)
+    .split('\n')
+    .map((text) => `${tag}      ${text}`)
+    .join('\n');
+  return `${line}\n${body}`;
 }

@@ -5,6 +5,7 @@ import {
   PartialJsonStringField,
   type RuntimeEvent,
   type ThreadReadModel,
+  uiSchemaOfToolAgentOutput,
 } from '@oar/protocol';
 import { OarRuntimeError, type Runtime } from '@oar/runtime';
 import { renderEvent } from './render.js';
@@ -125,8 +126,12 @@ export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean
     }
     if (event.sequence <= cursor) return;
     cursor = event.sequence;
-    if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
-    else {
+    if (json) {
+      process.stdout.write(`${JSON.stringify(event)}\n`);
+      // A business tool's UI as its wire format (ui_schema, compiled from the record's hints), after its event.
+      const ui = uiSchemaOfToolAgentOutput((event.payload as { toolAgentOutput?: unknown }).toolAgentOutput);
+      if (ui) process.stdout.write(`${JSON.stringify({ uiSchema: ui, toolCallId: event.toolCallId })}\n`);
+    } else {
       const line = renderEvent(event, agents, { omitMessage: live.shown(event) });
       live.durable(event, line !== undefined);
       if (line) process.stdout.write(`${line}\n`);

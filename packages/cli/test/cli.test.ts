@@ -136,7 +136,7 @@ describe('oar protocol transcript', () => {
 });
 
 describe('oar schema', () => {
-  it.each(['carrier', 'dsl', 'event', 'snapshot'])('prints a compilable 2020-12 schema: %s', (name) => {
+  it.each(['carrier', 'dsl', 'event', 'snapshot', 'ui'])('prints a compilable 2020-12 schema: %s', (name) => {
     const run = oar(['schema', name]);
     expect(run.code).toBe(0);
     const schema = JSON.parse(run.stdout);
@@ -148,6 +148,30 @@ describe('oar schema', () => {
     const schema = JSON.parse(oar(['schema', 'carrier']).stdout);
     expect(schema.type).toBe('object');
     expect(schema.anyOf ?? schema.oneOf ?? schema.allOf).toBeUndefined();
+  });
+
+  it('ui prints the ui_schema v1 wire format: versioned, one component type per UI hint kind, no markup', () => {
+    const run = oar(['schema', 'ui']);
+    expect(run.code).toBe(0);
+    const schema = JSON.parse(run.stdout);
+    expect(schema.title).toBe('OAR ui_schema (oar.ui/1)');
+    expect(schema.properties.version).toMatchObject({ const: 'oar.ui/1' });
+    const types = schema.properties.components.items.oneOf.map(
+      (c: { properties: { type: { const: string } } }) => c.properties.type.const,
+    );
+    expect(types.sort()).toEqual(['calendar_event', 'card', 'confirmation', 'contact', 'key_value', 'list', 'table']);
+    const validate = new Ajv2020({ strict: false }).compile(schema);
+    const card = {
+      id: 'c/0',
+      type: 'card',
+      title: 'Project sync',
+      fields: [{ label: 'Owner', value: 'Ana' }],
+      actions: [],
+    };
+    const ui = { version: 'oar.ui/1', tool_call_id: 'c', status: 'success', components: [card] };
+    expect(validate(ui)).toBe(true);
+    expect(validate({ ...ui, components: [{ ...card, html: '<b>x</b>' }] })).toBe(false);
+    expect(oar(['schema', '--help']).stdout).toContain('ui');
   });
 
   it('--version and --help exit 0', () => {

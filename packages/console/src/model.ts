@@ -28,6 +28,11 @@ export interface ActionNode {
   childThreadId?: string;
   subagentId?: string;
   error?: { code?: string; message?: string };
+  /**
+   * A business-tool call that recorded a ToolAgentOutput (`payload.toolAgentOutput` on its tool.result /
+   * tool.failed): its tool UI is read from history as of `sequence` (the console never reads the UI hints).
+   */
+  toolOutput?: { toolCallId: string; sequence: number };
 }
 
 export interface RunGraph {
@@ -264,6 +269,7 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
       a.summary = str(p.summary);
       a.observation = p.observation ?? a.observation;
       for (const id of Array.isArray(p.artifactIds) ? p.artifactIds : []) addArtifact(a, String(id));
+      noteToolOutput(a, e, p);
       setStatus(a, p.isError ? 'failed' : 'completed', e.sequence);
       return;
     }
@@ -275,6 +281,7 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
         at.error = str(err.message) ?? str(err.code);
       }
       a.error = err as ActionNode['error'];
+      noteToolOutput(a, e, p);
       setStatus(a, 'failed', e.sequence);
       return;
     }
@@ -311,6 +318,13 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
       return;
     }
   }
+}
+
+function noteToolOutput(a: ActionNode, e: OarEvent, p: Record<string, unknown>) {
+  const record = p.toolAgentOutput;
+  if (!record || typeof record !== 'object') return;
+  const toolCallId = str(obj(record).tool_call_id) ?? e.toolCallId;
+  if (toolCallId) a.toolOutput = { toolCallId, sequence: e.sequence };
 }
 
 function setStatus(a: ActionNode, status: string, seq: number) {

@@ -5,6 +5,7 @@ import { ExecutorIcon } from './icons';
 import { highlightJson } from './markdown.js';
 import { type ActionNode, actionStatus, type SessionModel, type ThreadView, type TurnView } from './model';
 import { useSession } from './session-data';
+import { ToolUiSection } from './tool-ui';
 import { Connection, Empty, ErrorBox, Json, Link, Loading, Markdown, navigate, Status } from './ui';
 import { EventsView, TimeTravelView } from './views';
 
@@ -407,6 +408,12 @@ function NodeDetail(props: { sessionId: string; threadId: string; node: ActionNo
           ))}
         </ol>
       )}
+      {a.toolOutput ? (
+        <>
+          <h3>Tool UI</h3>
+          <ToolUiSection sessionId={props.sessionId} toolCallId={a.toolOutput.toolCallId} at={a.toolOutput.sequence} />
+        </>
+      ) : null}
       <h3>What the model saw</h3>
       {a.observation === undefined ? (
         <p class="muted">no observation yet</p>

@@ -4,6 +4,7 @@ import { DslEnvelopeSchema } from './dsl.js';
 import { OAR_SCHEMA_VERSION, SchemaVersionSchema } from './events/envelope.js';
 import { RuntimeEventExportSchema } from './events/runtime-event.js';
 import { SessionSnapshotSchema } from './snapshot.js';
+import { UI_SCHEMA_VERSION, UiSchemaSchema } from './ui-schema.js';
 
 /**
  * JSON Schema (draft 2020-12) exports of OAR's wire formats, generated from the zod schemas so the two can never
@@ -60,12 +61,19 @@ export function carrierJsonSchema(): JsonSchemaObject {
   };
 }
 
+/** Tool UI as clients receive it (`ui_schema` v1), compiled by the backend from a ToolAgentOutput's hints. */
+export function uiJsonSchema(): JsonSchemaObject {
+  const json = z.toJSONSchema(UiSchemaSchema, { target: 'draft-2020-12', io: 'output' });
+  return { ...json, title: `OAR ui_schema (${UI_SCHEMA_VERSION})` };
+}
+
 /** Every exported JSON Schema by name (`oar schema NAME`). Each call builds a fresh object. */
 export const JSON_SCHEMAS = {
   carrier: carrierJsonSchema,
   dsl: dslJsonSchema,
   event: eventJsonSchema,
   snapshot: snapshotJsonSchema,
+  ui: uiJsonSchema,
 } satisfies Record<string, () => JsonSchemaObject>;
 export type JsonSchemaName = keyof typeof JSON_SCHEMAS;
 export const SCHEMA_NAMES = Object.keys(JSON_SCHEMAS) as JsonSchemaName[];

@@ -52,7 +52,7 @@ export const VALIDATION_CODES = {
 export type ValidationCode = (typeof VALIDATION_CODES)[keyof typeof VALIDATION_CODES];
 
 /** Control operations the runtime itself executes (executor type `runtime`). */
-export const RUNTIME_OPERATIONS = ['summarize', 'merge', 'expand_ref', 'wait', 'checkpoint'] as const;
+export const RUNTIME_OPERATIONS = ['summarize', 'merge', 'expand_ref', 'wait', 'checkpoint', 'read_skill'] as const;
 /** Human decisions the runtime can request (executor type `human`); `auto` is also accepted for this type. */
 export const HUMAN_OPERATIONS = ['ask_user', 'confirm'] as const;
 
@@ -822,6 +822,28 @@ function applyResolvedTargets(declaration: Declaration, resolvedTargets: Readonl
 // ---- JSON Schema compilation
 
 type CompiledSchema = { ok: true; validate: ValidateFunction } | { ok: false; error: string };
+
+/**
+ * Validate a value against a JSON Schema (2020-12; draft-07 keywords accepted) with the validator the catalog uses:
+ * the same compile cache, formats and error wording. A schema that does not compile is reported as such.
+ */
+export function validateJsonSchema(
+  schema: Record<string, unknown>,
+  value: unknown,
+): { ok: true } | { ok: false; issues: { path: string; message: string }[] } {
+  const compiled = compileToolSchema(schema);
+  if (!compiled.ok)
+    return { ok: false, issues: [{ path: '', message: `the schema does not compile: ${compiled.error}` }] };
+  if (compiled.validate(value)) return { ok: true };
+  const errors = compiled.validate.errors ?? [];
+  // A format's regular expression says nothing a reader can use: where the same value also fails a `format`,
+  // that one speaks for it (`must match format "date-time"`).
+  const formatted = new Set(errors.filter((e) => e.keyword === 'format').map((e) => e.instancePath));
+  const issues = errors
+    .filter((e) => !(e.keyword === 'pattern' && formatted.has(e.instancePath)))
+    .map((e) => ({ path: e.instancePath, message: truncate(`${e.message ?? e.keyword}${ajvDetail(e)}`, 200) }));
+  return { ok: false, issues };
+}
 
 // Keyed by the catalog's schema object: catalogs are built once per turn (or less), schemas compile once.
 const compiledSchemas = new WeakMap<object, CompiledSchema>();

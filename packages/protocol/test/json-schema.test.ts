@@ -55,7 +55,7 @@ const snapshot: SessionSnapshot = {
 
 describe('JSON Schema exports', () => {
   it('lists every export by name', () => {
-    expect(Object.keys(JSON_SCHEMAS).sort()).toEqual(['carrier', 'dsl', 'event', 'snapshot']);
+    expect(Object.keys(JSON_SCHEMAS).sort()).toEqual(['carrier', 'dsl', 'event', 'snapshot', 'ui']);
     for (const build of Object.values(JSON_SCHEMAS)) {
       expect(build()).toMatchObject({ $schema: 'https://json-schema.org/draft/2020-12/schema' });
     }

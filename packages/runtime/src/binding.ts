@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { EnvVarNameSchema, ModelChoiceSchema, ModelsConfigSchema } from './models/resolve.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
+import { CliToolConfigSchema } from './tools/cli/config.js';
 
 /**
  * A session's binding: the configuration it runs with, recorded as a durable fact when the session is created
@@ -198,6 +199,8 @@ export const SessionBindingSchema = z.strictObject({
   services: ServicesSchema.optional(),
   /** Spending limits per turn and per session (docs/models.md "Budgets"). Absent when none, like `secrets`. */
   budgets: BudgetsSchema.optional(),
+  /** A business CLI behind one tool (docs/tool-protocol.md); absolute paths. Absent when none, like `secrets`. */
+  cli: CliToolConfigSchema.optional(),
 });
 export type SessionBinding = z.infer<typeof SessionBindingSchema>;
 

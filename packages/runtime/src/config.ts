@@ -17,6 +17,7 @@ import { ProviderLimitsSchema } from './runner/provider-limits.js';
 import { Runtime } from './runtime.js';
 import { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
+import { absoluteCliConfig, CliToolConfigSchema } from './tools/cli/config.js';
 import { absoluteModuleSpec, loadToolModule } from './tools/modules.js';
 import { ToolRegistry } from './tools/registry.js';
 import type { WorkerOptions } from './worker/worker.js';
@@ -46,6 +47,8 @@ export const OarConfigSchema = z.strictObject({
       builtin: z.array(z.enum(['read', 'glob', 'grep', 'write', 'edit'])).optional(),
       /** ES modules exporting tools (default export or `tools`: a ToolDefinition or an array of them). */
       modules: z.array(z.string()).default([]),
+      /** A business CLI behind one governed tool, `project_cli` by default (docs/tool-protocol.md). */
+      cli: CliToolConfigSchema.optional(),
     })
     .default({ modules: [] }),
   permissions: PermissionsConfigSchema.default({ mode: 'default', rules: [] }),
@@ -142,6 +145,7 @@ export async function buildRuntime(
       .map((tool) => tool.name)
       .filter((name) => !builtin || builtin.includes(name as never)),
     ...moduleTools,
+    ...(config.tools.cli ? [config.tools.cli.name] : []),
   ];
   // A spec given on the command line is relative to the working directory; one from the file, to the file.
   const modelSpec = options.model
@@ -186,6 +190,7 @@ export async function buildRuntime(
     ...(config.secrets ? { secrets: config.secrets } : {}),
     pipelines: config.pipelines,
     services: config.services,
+    ...(config.tools.cli ? { cli: absoluteCliConfig(config.tools.cli, baseDir) } : {}),
     worker:
       options.worker === false
         ? false

@@ -238,6 +238,34 @@ export const ERROR_CODES = {
   unknown_tool: recorded('The model called a tool that is not in the binding.'),
   invalid_tool_input: recorded("The tool input does not match the tool's schema; the model is told what to fix.", true),
   invalid_tool_args: recorded('The tool input is outside what the tool accepts (for example an unsafe pattern).', true),
+  // The business CLI behind project_cli (docs/tool-protocol.md): the record's ToolAgentOutput keeps the spec's code.
+  action_not_allowed: recorded(
+    "The business CLI's module.method is not in the binding's whitelist ∩ the CLI's router (ACTION_NOT_ALLOWED); nothing started.",
+  ),
+  invalid_action_input: recorded(
+    "The input does not match the method's schema (INVALID_ACTION_INPUT); the model sees input_schema and corrects the call.",
+    true,
+  ),
+  credential_invalid: recorded(
+    'The business CLI refused the controlled credential (CREDENTIAL_MISSING, _INVALID, _EXPIRED): check that the CLI verifies with the key OAR signs with.',
+  ),
+  credential_unavailable: recorded(
+    "The variable holding the credential's signing key (tools.cli.credential.keyEnv) is not set; nothing started.",
+    true,
+  ),
+  cli_failed: recorded(
+    "The business CLI reported a failure (its code is the record's error.code, e.g. HANDLER_FAILED).",
+  ),
+  cli_unavailable: recorded('The business CLI could not be started (its command is missing or not executable).', true),
+  cli_output_invalid: recorded(
+    'The business CLI exited 0 without printing one JSON result object for the call (CLI_OUTPUT_INVALID).',
+  ),
+  cli_exit_nonzero: recorded(
+    'The business CLI exited non-zero (or was killed) without a JSON result (CLI_EXIT_NONZERO); details: exitCode, stderr.',
+  ),
+  cli_output_too_large: recorded(
+    'The business CLI printed more than tools.cli.maxOutputBytes (CLI_OUTPUT_TOO_LARGE); it was stopped.',
+  ),
   invalid_pattern: recorded('A search pattern is invalid or outside the safe subset; the message says why.', true),
   pattern_worker_failed: recorded('The pattern matcher could not run.', true),
   permission_denied: recorded('A permission rule, the mode or a person denied the action.'),

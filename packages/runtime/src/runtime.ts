@@ -42,6 +42,7 @@ import { ProviderLimiter, type ProviderLimits } from './runner/provider-limits.j
 import { isStoreFault } from './store/faults.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
+import { CliToolConfigSchema } from './tools/cli/config.js';
 import { ToolRegistry } from './tools/registry.js';
 import { Tracing, type TracingOptions } from './tracing.js';
 import { bindConfig, type Host } from './worker/bound-config.js';
@@ -88,6 +89,11 @@ export interface RuntimeOptions {
   /** Pipelines and services new sessions may call (docs/executors.md); config-file shapes, defaults applied here. */
   pipelines?: z.input<typeof PipelinesSchema> | PipelineConfig[];
   services?: z.input<typeof ServicesSchema> | ServiceConfig[];
+  /**
+   * A business CLI behind one tool (docs/tool-protocol.md), bound to new sessions; its paths as given (absolute
+   * paths mean the same from any directory). Its tool's name must also be among `bindTools` when that is given.
+   */
+  cli?: z.input<typeof CliToolConfigSchema>;
   // ---- this process ----
   /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
   model: (agent: AgentConfig, binding: SessionBinding) => ModelHandle | Promise<ModelHandle>;
@@ -152,6 +158,7 @@ export class Runtime {
     this.live = new LiveChannel(this.log, this.notifier, runtimeId);
     this.maxConfigs = Math.max(1, options.caches?.bindings ?? DEFAULT_BOUND_CONFIGS);
     const tools = options.tools ?? new ToolRegistry(workspaceTools());
+    const cli = options.cli ? CliToolConfigSchema.parse(options.cli) : undefined;
     this.template = bindingWith(
       {
         mainAgent: withAbsoluteModel(
@@ -165,7 +172,10 @@ export class Runtime {
           ? { toolWorkerModel: absoluteModelChoice(options.toolWorkerModel, process.cwd()) }
           : {}),
         workspaceRoot: options.workspaceRoot,
-        tools: options.bindTools ?? tools.list().map((tool) => tool.name),
+        // The business CLI's tool is always offered with it.
+        tools: [
+          ...new Set([...(options.bindTools ?? tools.list().map((tool) => tool.name)), ...(cli ? [cli.name] : [])]),
+        ],
         toolModules: options.toolModules ?? [],
         permissions: PermissionsConfigSchema.parse(options.permissions ?? {}),
         limits: { ...DEFAULT_LIMITS, ...options.limits },
@@ -178,6 +188,7 @@ export class Runtime {
         // Likewise recorded only when there are some.
         ...(options.pipelines?.length ? { pipelines: PipelinesSchema.parse(options.pipelines) } : {}),
         ...(options.services?.length ? { services: ServicesSchema.parse(options.services) } : {}),
+        ...(cli ? { cli } : {}),
         ...(options.budgets && Object.keys(options.budgets).length > 0
           ? { budgets: BudgetsSchema.parse(options.budgets) }
           : {}),
@@ -248,9 +259,7 @@ export class Runtime {
 
   // ----- commands ----------------------------------------------------------------------------------------------
 
-  createSession(
-    input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate; workspaceId?: string } = {},
-  ) {
+  createSession(input: Parameters<Commands['createSession']>[0] = {}) {
     return this.checked('createSession', 'createSession', input, (i) => this.commands.createSession(i));
   }
 

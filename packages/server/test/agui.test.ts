@@ -1,8 +1,21 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { type BaseEvent as ClientEvent, HttpAgent, type Interrupt, type Message, verifyEvents } from '@ag-ui/client';
+import {
+  type BaseEvent as ClientEvent,
+  defaultApplyEvents,
+  HttpAgent,
+  type Interrupt,
+  type Message,
+  verifyEvents,
+} from '@ag-ui/client';
 import { AgentCapabilitiesSchema, EventSchema, RunAgentInputSchema } from '@ag-ui/core/schemas';
-import type { RuntimeEvent } from '@oar/protocol';
+import {
+  compileUiSchema,
+  type RuntimeEvent,
+  type ToolAgentOutput,
+  toolAgentProjection,
+  UiSchemaSchema,
+} from '@oar/protocol';
 import type { ModelScript } from '@oar/runtime';
 import { createScriptedModel } from '@oar/runtime/testing';
 import { from, lastValueFrom, toArray } from 'rxjs';
@@ -739,5 +752,158 @@ describe('the projector', () => {
     expect(checked.at(-1)).toMatchObject({
       usage: [{ provider: 'p', model: 'm', inputTokens: 10, outputTokens: 4, totalTokens: 14, reasoningTokens: 2 }],
     });
+  });
+
+  it('carries the compiled ui_schema on TOOL_CALL_RESULT (metadata.oar.ui_schema), never on any other event', async () => {
+    const projector = new AguiProjector({
+      threadId: 'ag-thread',
+      runId: 'ag-run',
+      mainThreadId: 'thr_main',
+      turnId: 'turn_1',
+      subagentEvents: true,
+    });
+    const ids = { threadId: 'thr_main', turnId: 'turn_1' };
+    const event = (type: string, sequence: number, payload: Record<string, unknown>, extra = {}) =>
+      ({ type, sequence, ...ids, ...extra, payload }) as unknown as RuntimeEvent;
+    const read: ToolAgentOutput = {
+      tool_name: 'project_cli',
+      tool_call_id: 'run_1.cal',
+      tool_call_args: { module: 'calendar', method: 'read', input: { mode: 'day' } },
+      status: 'success',
+      result: { module: 'calendar', method: 'read', data: { items: [{ id: 'evt_123', title: 'Project sync' }] } },
+      error: null,
+      ui_hints: [
+        {
+          type: 'calendar_event',
+          event: { id: 'evt_123', title: 'Project sync', start_at: '2026-04-21T10:00:00+08:00' },
+          actions: [
+            { type: 'call', label: 'Decline', module: 'calendar', method: 'reject_invite', input: { id: 'evt_123' } },
+          ],
+        },
+      ],
+    };
+    const share: ToolAgentOutput = {
+      tool_name: 'project_cli',
+      tool_call_id: 'run_1.share',
+      tool_call_args: { module: 'calendar', method: 'share', input: { id: 'evt_123' } },
+      status: 'failure',
+      result: null,
+      error: { code: 'PERMISSION_DENIED', message: 'not the organizer' },
+      ui_hints: [{ type: 'confirmation', title: 'Not shared', message: 'not the organizer', outcome: 'failed' }],
+    };
+    const action = (id: string, method: string) => ({
+      id,
+      executor: { type: 'tool', target: 'project_cli' },
+      input: { module: 'calendar', method, input: {} },
+    });
+    const run = { runId: 'run_1' };
+    const events = [
+      ...projector.runStarted(),
+      ...projector.push(event('turn.started', 1, {})),
+      ...projector.push(event('model.requested', 2, { modelId: 'm', provider: 'p' })),
+      ...projector.push(
+        event('model.completed', 3, { modelId: 'm', provider: 'p', output: { text: 'Checking.', toolCalls: [] } }),
+      ),
+      ...projector.push(
+        event(
+          'run.status',
+          4,
+          {
+            phase: 'declared',
+            declaration: { actions: [action('cal', 'read'), action('share', 'share'), action('notes', 'read')] },
+          },
+          run,
+        ),
+      ),
+      ...projector.push(
+        event(
+          'tool.result',
+          5,
+          {
+            toolName: 'project_cli',
+            graphActionId: 'cal',
+            observation: { id: 'cal', status: 'completed', content: toolAgentProjection(read), artifacts: [] },
+            toolAgentOutput: read,
+          },
+          { ...run, stepId: 'run_1.cal', toolCallId: 'run_1.cal' },
+        ),
+      ),
+      ...projector.push(
+        event(
+          'tool.failed',
+          6,
+          {
+            toolName: 'project_cli',
+            graphActionId: 'share',
+            error: { code: 'tool_failed', message: 'not the organizer', retryable: false },
+            observation: {
+              id: 'share',
+              status: 'failed',
+              content: toolAgentProjection(share),
+              error: { code: 'tool_failed', message: 'not the organizer', retryable: false },
+            },
+            toolAgentOutput: share,
+          },
+          { ...run, stepId: 'run_1.share', toolCallId: 'run_1.share' },
+        ),
+      ),
+      ...projector.push(
+        event(
+          'tool.result',
+          7,
+          {
+            toolName: 'read',
+            graphActionId: 'notes',
+            observation: { id: 'notes', status: 'completed', content: 'hi' },
+          },
+          { ...run, stepId: 'run_1.notes', toolCallId: 'run_1.notes' },
+        ),
+      ),
+      ...projector.push(event('run.status', 8, { phase: 'observed' }, run)),
+      ...projector.push(event('turn.completed', 9, { outcome: 'answered', answer: 'One meeting: Project sync.' })),
+    ];
+    events.push(...projector.finish(projector.end as never));
+    // The official checks: every event parses with @ag-ui/core's schema unchanged, and the verifier accepts the run.
+    const checked = await verified(events as BaseEvent[]);
+    const results = ofType<{ toolCallId: string; content: unknown; metadata: { oar: Record<string, unknown> } }>(
+      checked,
+      'TOOL_CALL_RESULT',
+    );
+    expect(results.map((r) => r.toolCallId)).toEqual(['run_1.cal', 'run_1.share', 'run_1.notes']);
+    const [cal, shared, notes] = results;
+    // content stays the string observation; the UI is compiled from the hints, which never go on the wire
+    expect(cal?.content).toBe(toolAgentProjection(read));
+    expect(UiSchemaSchema.parse(cal?.metadata.oar.ui_schema)).toEqual(
+      compileUiSchema(read.ui_hints, { toolCallId: 'run_1.cal', status: 'success' }),
+    );
+    expect(cal?.metadata.oar.ui_schema).toMatchObject({
+      version: 'oar.ui/1',
+      components: [{ type: 'calendar_event', actions: [{ type: 'call', method: 'reject_invite' }] }],
+    });
+    expect(shared?.content).toMatch(/^\[failed\] /);
+    expect(shared?.metadata.oar.ui_schema).toMatchObject({
+      status: 'failure',
+      components: [{ type: 'confirmation', outcome: 'failed', outcome_label: 'Failed' }],
+    });
+    expect(notes?.metadata.oar).not.toHaveProperty('ui_schema');
+    for (const e of checked) {
+      if (e.type !== 'TOOL_CALL_RESULT') expect(JSON.stringify(e)).not.toContain('ui_schema');
+      expect(JSON.stringify(e)).not.toContain('ui_hints');
+    }
+    expect(ofType(checked, 'TEXT_MESSAGE_END').length).toBeGreaterThan(0);
+    // @ag-ui/client's own reducer keeps the event's metadata on the tool message it builds.
+    const applied = await lastValueFrom(
+      defaultApplyEvents(
+        input('ag-thread', undefined),
+        from(checked as ClientEvent[]),
+        { messages: [] } as never,
+        [],
+      ).pipe(toArray()),
+    );
+    const messages = applied.flatMap((m) => m.messages ?? []).reverse();
+    const tool = messages.find((m) => m.role === 'tool' && m.toolCallId === 'run_1.cal') as
+      | (Message & { metadata?: { oar?: { ui_schema?: unknown } } })
+      | undefined;
+    expect(tool?.metadata?.oar?.ui_schema).toEqual(cal?.metadata.oar.ui_schema);
   });
 });

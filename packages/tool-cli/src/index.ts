@@ -6,4 +6,4 @@
 export * from './credential.js';
 export * from './output.js';
 export * from './router.js';
-export { schemaText } from './schema-text.js';
+export { jsonSchemaText, schemaText } from './schema-text.js';

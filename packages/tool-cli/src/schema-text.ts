@@ -46,7 +46,13 @@ function typeText(schema: Json): string {
 
 /** One line per top-level field of an object schema: `name: type` (`name?:` when optional). */
 export function schemaText(schema: z.ZodType): Record<string, string> {
-  const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Json;
+  return jsonSchemaText(
+    z.toJSONSchema(schema, { target: 'draft-2020-12', io: 'input', unrepresentable: 'any' }) as Json,
+  );
+}
+
+/** `schemaText` of a JSON Schema (a manifest's `inputSchema`, as OAR reads it before spawning the CLI). */
+export function jsonSchemaText(json: Record<string, unknown>): Record<string, string> {
   const properties = (json.properties ?? {}) as Record<string, Json>;
   const required = new Set((json.required as string[] | undefined) ?? []);
   return Object.fromEntries(

@@ -119,7 +119,15 @@ export class Commands {
   }
 
   async createSession(
-    input: { title?: string; sessionId?: string; agent?: string; binding?: BindingUpdate; workspaceId?: string } = {},
+    input: {
+      title?: string;
+      sessionId?: string;
+      agent?: string;
+      binding?: BindingUpdate;
+      workspaceId?: string;
+      /** Who creates it (`api_key:<id>`); the local user when absent. Business tools act for it (credential `sub`). */
+      actor?: string;
+    } = {},
   ): Promise<{ sessionId: string; threadId: string; bindingHash: string; workspaceId: string }> {
     const sessionId = input.sessionId ?? newId('ses');
     const workspaceId = input.workspaceId ?? DEFAULT_WORKSPACE;
@@ -152,6 +160,7 @@ export class Commands {
           payload: {
             ...(input.title ? { title: input.title } : {}),
             ...(workspaceId !== DEFAULT_WORKSPACE ? { workspaceId } : {}),
+            ...(input.actor ? { actor: input.actor } : {}),
             binding,
             bindingHash: hash,
           },
@@ -585,9 +594,16 @@ export class Commands {
     for (const row of rows) {
       const event = JSON.parse(row.body) as RuntimeEvent & { actionId?: string };
       if (event.actionId !== actionId) continue;
-      const scope = (event.payload as { scope?: { executor?: unknown; paths?: unknown; workspaceRoot?: unknown } })
-        .scope;
-      const request = PermissionRequestSchema.safeParse({ executor: scope?.executor, paths: scope?.paths });
+      const scope = (
+        event.payload as {
+          scope?: { executor?: unknown; paths?: unknown; workspaceRoot?: unknown; operation?: unknown };
+        }
+      ).scope;
+      const request = PermissionRequestSchema.safeParse({
+        executor: scope?.executor,
+        paths: scope?.paths,
+        ...(typeof scope?.operation === 'string' ? { operation: scope.operation } : {}),
+      });
       // The workspace it was asked in (a question recorded before grants were scoped names none).
       const root = typeof scope?.workspaceRoot === 'string' && scope.workspaceRoot ? scope.workspaceRoot : undefined;
       if (request.success) return { request: request.data, ...(root ? { workspaceRoot: root } : {}) };

@@ -24,6 +24,11 @@ export const CONTROL_INPUTS = {
       agent: Id.optional(),
       binding: BindingUpdateSchema.optional(),
       workspaceId: Id.optional(),
+      /** Who the session acts for (`user:ada`, `api_key:key_1`): the `sub` of a business tool's credential. */
+      actor: z
+        .string()
+        .regex(/^[A-Za-z0-9_.:@-]{1,200}$/, 'an actor is letters, digits and "_.:@-", such as "user:ada"')
+        .optional(),
     })
     .optional(),
   updateBinding: z.object({ sessionId: Id, update: BindingUpdateSchema }),

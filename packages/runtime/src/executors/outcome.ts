@@ -58,7 +58,7 @@ export async function completeAction(
   toolName: string,
   output: ActionOutput,
   durationMs: number,
-  options: { durable: boolean; extra?: Record<string, unknown> },
+  options: { durable: boolean; extra?: Record<string, unknown>; before?: EventDraft[] },
 ): Promise<RunActionStatus> {
   const { engine, action } = ctx;
   const sessionId = ctx.thread.sessionId;
@@ -75,7 +75,7 @@ export async function completeAction(
     summary: summaryOf(output),
     artifacts: [artifact.uri],
   });
-  const drafts: EventDraft[] = [artifactCreated(actionIds(ctx), artifact)];
+  const drafts: EventDraft[] = [...(options.before ?? []), artifactCreated(actionIds(ctx), artifact)];
   if (observation.truncated) {
     drafts.push({
       type: 'output.spilled',

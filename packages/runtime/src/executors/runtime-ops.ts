@@ -2,7 +2,7 @@ import { oarError } from '@oar/protocol';
 import { RE2JS } from 're2js';
 import { isClosing, toOarError } from '../errors.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+import { type ActionContext, actionStatusEvent, withDefaultPolicy } from '../runner/action-context.js';
 import { resolveActionContext, resolveReference, unresolvedReference } from '../runner/references.js';
 import { type MatchProgram, PatternMatcher } from '../tools/match-worker.js';
 import { MAX_PATTERN_LENGTH } from '../tools/pattern.js';
@@ -81,6 +81,40 @@ async function matchingLines(pattern: string, text: string, signal: AbortSignal)
   }
 }
 
+/**
+ * `read_skill`: the full text of a skill a tool offers (a business CLI's document on one module), so the model loads
+ * it when it needs it instead of every step. Read-only and recorded like any runtime action; disclosure only, it
+ * grants nothing. Input `{skill, tool?}`: the tool may be left out when one tool offers that skill.
+ */
+async function readSkill(given: ActionContext): Promise<RunActionStatus> {
+  // The text is what the model asked for: whole, unless it asked for another policy.
+  const ctx = withDefaultPolicy(given, { returnToModel: 'full', storeFull: true });
+  const { engine, action } = ctx;
+  const name = typeof action.input.skill === 'string' ? action.input.skill : '';
+  const toolName = typeof action.input.tool === 'string' ? action.input.tool : undefined;
+  const offering = engine.tools
+    .list()
+    .filter((tool) => tool.skills && Object.hasOwn(tool.skills, name) && (!toolName || tool.name === toolName));
+  const tool = offering[0];
+  const skill = tool?.skills?.[name];
+  if (!tool || !skill) {
+    const available = engine.tools.list().flatMap((t) => Object.keys(t.skills ?? {}).map((s) => `${t.name}:${s}`));
+    const error = oarError('unknown_reference', `no enabled skill "${name}"${toolName ? ` of ${toolName}` : ''}`, {
+      details: { skill: name, available },
+    });
+    await engine.append(ctx.thread.sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    return 'failed';
+  }
+  await engine.append(ctx.thread.sessionId, [
+    actionStatusEvent(ctx, 'completed', {
+      text: skill.text,
+      summary: `skill ${name} of ${tool.name}: ${skill.summary}`,
+      structured: { tool: tool.name, skill: name },
+    }),
+  ]);
+  return 'completed';
+}
+
 /** `runtime` actions: expand_ref (a bounded range of an artifact), summarize and merge (of referenced results). */
 export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionStatus> {
   const { engine, action } = ctx;
@@ -155,6 +189,7 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
     ]);
     return 'completed';
   }
+  if (operation === 'read_skill') return readSkill(ctx);
   // wait and checkpoint have no effect of their own: the graph's ordering and durability already provide them.
   if (operation === 'wait' || operation === 'checkpoint') {
     await engine.append(sessionId, [actionStatusEvent(ctx, 'completed', { text: '', summary: operation })]);

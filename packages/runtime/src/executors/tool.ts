@@ -1,4 +1,5 @@
-import { type OarError, oarError } from '@oar/protocol';
+import { type OarError, oarError, type ToolAgentOutput, toolAgentProjection } from '@oar/protocol';
+import { localActor } from '../actor.js';
 import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -9,15 +10,18 @@ import {
   type ActionContext,
   actionIds,
   actionStatusEvent,
+  artifactCreated,
   errorOutput,
   toolFailedEvent,
   toolIds,
+  withDefaultPolicy,
 } from '../runner/action-context.js';
 import { subagentStatus } from '../runner/subagent-status.js';
-import type { AnyTool, ToolOutput } from '../tools/tool.js';
+import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
+import type { AnyTool, ToolCallInfo, ToolOutput } from '../tools/tool.js';
 import { callFacts, ToolError } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
-import { completeAction } from './outcome.js';
+import { completeAction, storeOutput } from './outcome.js';
 
 /**
  * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,
@@ -43,8 +47,15 @@ export async function toolPermissionRequest(
       // An escaping or invalid path: execution refuses it and records the violation.
     }
   }
+  let operation: string | undefined;
+  try {
+    operation = tool.operationOf?.(input);
+  } catch {
+    operation = undefined;
+  }
   return {
     executor: { type: 'tool', target: tool.name },
+    ...(operation !== undefined ? { operation } : {}),
     tool: {
       name: tool.name,
       // This call's facts: a tool whose calls differ (`factsOf`) is judged by what this one does.
@@ -124,7 +135,9 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
     return { stopped: 'denied' };
   }
   const actionId = newId('act');
-  const name = request.tool?.name ?? `${request.executor.type}:${request.executor.target}`;
+  const name = `${request.tool?.name ?? `${request.executor.type}:${request.executor.target}`}${
+    request.operation !== undefined ? ` ${request.operation}` : ''
+  }`;
   const prompt = `Allow ${name}${request.paths.length ? ` on ${request.paths.join(', ')}` : ''}? ${evaluation.reason}`;
   await engine.append(ctx.thread.sessionId, [
     evaluated,
@@ -139,7 +152,12 @@ export async function gate(ctx: ActionContext, request: PermissionRequest): Prom
         prompt,
         decisions: evaluation.decisions ?? ['approve', 'deny'],
         // What a session grant would cover, as the human is shown it: these paths, in this workspace.
-        scope: { paths: request.paths, executor: request.executor, workspaceRoot: engine.workspaceRoot },
+        scope: {
+          paths: request.paths,
+          executor: request.executor,
+          workspaceRoot: engine.workspaceRoot,
+          ...(request.operation !== undefined ? { operation: request.operation } : {}),
+        },
         graphActionId: ctx.action.id,
         toolCallId: ctx.state.toolCallId,
         input: request.input as Record<string, unknown>,
@@ -189,7 +207,27 @@ export function withTimeout(
 export type ToolRun =
   | { outcome: 'completed'; output: ToolOutput; durationMs: number }
   | { outcome: 'closing' }
-  | { outcome: 'failed'; error: OarError; status: 'failed' | 'cancelled'; durationMs: number; before: EventDraft[] };
+  | {
+      outcome: 'failed';
+      error: OarError;
+      status: 'failed' | 'cancelled';
+      durationMs: number;
+      before: EventDraft[];
+      agentOutput?: ToolAgentOutput;
+    };
+
+/** Who the call acts for (ToolContext.caller): the session's workspace and actor, read when a tool asks. */
+async function callerOf(ctx: ActionContext, toolCallId: string): Promise<ToolCallInfo> {
+  const session = await ctx.engine.session(ctx.thread.sessionId);
+  return {
+    sessionId: ctx.thread.sessionId,
+    turnId: ctx.run.turnId,
+    runId: ctx.run.runId,
+    toolCallId,
+    workspaceId: session?.workspaceId ?? DEFAULT_WORKSPACE,
+    actor: session?.actor ?? localActor(),
+  };
+}
 
 /**
  * Run a tool whose start is recorded — a tool action, or a pipeline's step: under its timeout and the turn's
@@ -219,6 +257,7 @@ export async function invokeTool(
       workspaceRoot: engine.workspaceRoot,
       mayAccess: pathFilter(engine.permissions.rules, request),
       signal: timer.signal,
+      caller: () => callerOf(ctx, ids.toolCallId),
       progress: (message, data) => {
         void engine
           .append(sessionId, [{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
@@ -255,6 +294,7 @@ export async function invokeTool(
       status: interrupted ? 'cancelled' : 'failed',
       durationMs: Date.now() - started,
       before,
+      ...(thrown instanceof ToolError && thrown.agentOutput ? { agentOutput: thrown.agentOutput } : {}),
     };
   } finally {
     timer.clear();
@@ -274,6 +314,14 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   const parsed = engine.tools.parseInput(tool.name, action.input);
   if (!parsed.ok) {
     await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(parsed.error))]);
+    return 'failed';
+  }
+  // Refused before anyone is asked and before anything starts (a method that is not whitelisted, an input that
+  // does not match the method): the call's failure, recorded like any tool failure.
+  const refused = tool.check?.(parsed.input);
+  if (refused) {
+    const error = toOarError(refused);
+    await engine.append(sessionId, await failureDrafts(ctx, tool.name, error, 0, 'failed', refused.agentOutput));
     return 'failed';
   }
   const request = await toolPermissionRequest(tool, parsed.input, engine.workspaceRoot);
@@ -309,14 +357,60 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   if (ran.outcome === 'closing') return 'running';
   if (ran.outcome === 'failed') {
     const { error, status, durationMs } = ran;
-    await engine.append(
-      sessionId,
-      [...ran.before, toolFailedEvent(ctx, { toolName: tool.name, error, durationMs, status })],
-      durable,
-    );
+    const failed = await failureDrafts(ctx, tool.name, error, durationMs, status, ran.agentOutput);
+    await engine.append(sessionId, [...ran.before, ...failed], durable);
     return status;
   }
   const { output, durationMs } = ran;
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
-  return completeAction(ctx, tool.name, { ...output, text }, durationMs, durable);
+  const shaped = tool.defaultResultPolicy ? withDefaultPolicy(ctx, tool.defaultResultPolicy) : ctx;
+  if (!output.agentOutput) return completeAction(shaped, tool.name, { ...output, text }, durationMs, durable);
+  const stored = await storeAgentOutput(ctx, output.agentOutput);
+  return completeAction(shaped, tool.name, { ...output, text }, durationMs, {
+    ...durable,
+    before: stored.drafts,
+    extra: { toolAgentOutput: stored.record, ...stored.ref },
+  });
+}
+
+/**
+ * A call's canonical record (ToolAgentOutput) as a JSON artifact of the session: the drafts that announce it and the
+ * ref the completion event names. A record that cannot be stored is still on the event itself.
+ */
+async function storeAgentOutput(
+  ctx: ActionContext,
+  given: ToolAgentOutput,
+): Promise<{ record: ToolAgentOutput; drafts: EventDraft[]; ref: { toolAgentOutputRef?: string } }> {
+  // The call id is the runtime's: a tool that refused before the call started could not know it.
+  const record = { ...given, tool_call_id: toolIds(ctx).toolCallId };
+  const stored = await storeOutput(ctx, `${ctx.run.runId}/${ctx.action.id}/tool-agent-output.json`, {
+    text: JSON.stringify(record),
+    mime: 'application/json',
+  });
+  if ('code' in stored) return { record, drafts: [], ref: {} };
+  return { record, drafts: [artifactCreated(actionIds(ctx), stored)], ref: { toolAgentOutputRef: stored.uri } };
+}
+
+/** `tool.failed` for a call, with its canonical record (stored and on the event) when the tool gave one. */
+async function failureDrafts(
+  ctx: ActionContext,
+  toolName: string,
+  error: OarError,
+  durationMs: number,
+  status: 'failed' | 'cancelled',
+  agentOutput: ToolAgentOutput | undefined,
+): Promise<EventDraft[]> {
+  if (!agentOutput) return [toolFailedEvent(ctx, { toolName, error, durationMs, status })];
+  const stored = await storeAgentOutput(ctx, agentOutput);
+  return [
+    ...stored.drafts,
+    toolFailedEvent(ctx, {
+      toolName,
+      error,
+      durationMs,
+      status,
+      text: toolAgentProjection(stored.record),
+      extra: { toolAgentOutput: stored.record, ...stored.ref },
+    }),
+  ];
 }

@@ -62,11 +62,15 @@ export function ruleMatches(rule: PermissionRule, request: PermissionRequest): b
   if (rule.capability !== undefined && !tool?.capabilities.includes(rule.capability)) return false;
   if (rule.readOnly !== undefined && tool?.isReadOnly !== rule.readOnly) return false;
   if (rule.destructive !== undefined && tool?.isDestructive !== rule.destructive) return false;
+  if (rule.operation !== undefined) {
+    if (request.operation === undefined || !globMatches([rule.operation], request.operation)) return false;
+  }
   return pathsMatch(rule, request.paths);
 }
 
 /**
- * A grant covers a call of the same executor and exact tool name whose touched paths are all among the granted ones.
+ * A grant covers a call of the same executor, exact tool name and exact operation whose touched paths are all among
+ * the granted ones.
  * A grant made from a call that touched no paths covers only calls that touch none: approving `write_file` once
  * without paths must not approve writes to arbitrary files.
  */
@@ -74,6 +78,8 @@ export function grantCovers(grant: SessionGrant, request: PermissionRequest): bo
   if ((grant.executor ?? 'tool') !== request.executor.type) return false;
   const name = request.executor.type === 'tool' ? requestToolName(request) : request.executor.target;
   if (name !== grant.tool) return false;
+  // The exact operation approved, or none on both sides: approving `calendar.update` never approves `calendar.delete`.
+  if (grant.operation !== request.operation) return false;
   const touched = request.paths.map(normalizeTouchedPath);
   if (!grant.paths) return touched.length === 0;
   const granted = new Set(grant.paths.map(normalizeTouchedPath));

@@ -40,6 +40,11 @@ export const PermissionRuleSchema = z.strictObject({
   destructive: z.boolean().optional(),
   /** Picomatch globs against the workspace-relative paths a call touches (dotfiles included). */
   paths: z.array(NonEmpty).min(1).optional(),
+  /**
+   * The operation a call performs, exact or a picomatch glob: a business CLI's `module.method` (`"calendar.delete"`,
+   * `"calendar.*"`). Never holds for a call without an operation.
+   */
+  operation: NonEmpty.optional(),
   /** Why the rule exists; shown in the permission record and the approval prompt. */
   reason: z.string().optional(),
 });
@@ -67,6 +72,8 @@ export const SessionGrantSchema = z.strictObject({
   tool: NonEmpty,
   /** Exact workspace-relative paths; absent means the approved call touched none. */
   paths: z.array(NonEmpty).optional(),
+  /** The exact operation approved (`calendar.delete`); absent means the approved call had none. */
+  operation: NonEmpty.optional(),
   /**
    * The workspace root (absolute real path) the grant was given in: it covers calls only while the session works
    * there. A grant recorded without one (before grants were scoped) covers nothing under a policy that names a root.
@@ -92,6 +99,8 @@ export const PermissionRequestSchema = z.object({
   tool: PermissionToolFactsSchema.optional(),
   /** Workspace-relative paths the call touches (from the tool's `paths(input)`). */
   paths: z.array(z.string()),
+  /** The operation the call performs (the tool's `operationOf(input)`: `calendar.delete`), when it has one. */
+  operation: z.string().optional(),
   /** The call's input, for hooks and classifiers layered on top; the rule evaluator does not read it. */
   input: z.unknown().optional(),
 });

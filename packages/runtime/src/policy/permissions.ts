@@ -139,7 +139,8 @@ function ruleReason(rule: IndexedPermissionRule, verb: string): string {
 
 function subject(request: PermissionRequest): string {
   const name = requestToolName(request);
-  return name ? `'${name}'` : `${request.executor.type} '${request.executor.target}'`;
+  const operation = request.operation !== undefined ? ` ${request.operation}` : '';
+  return name ? `'${name}'${operation}` : `${request.executor.type} '${request.executor.target}'`;
 }
 
 /** Decide one action. Never throws for a schema-valid request and policy. */
@@ -201,6 +202,7 @@ export function grantFor(request: PermissionRequest, workspaceRoot?: string): Se
     ...(isTool ? {} : { executor: request.executor.type }),
     tool: (isTool ? requestToolName(request) : undefined) ?? request.executor.target,
     ...(workspaceRoot !== undefined ? { workspaceRoot } : {}),
+    ...(request.operation !== undefined ? { operation: request.operation } : {}),
   };
   if (request.paths.length === 0) return grant;
   return { ...grant, paths: [...new Set(request.paths.map(normalizeTouchedPath))] };
@@ -232,6 +234,7 @@ export function toPermissionEvaluatedPayload(
     source: evaluation.source,
     reason: evaluation.reason,
     executor: request.executor,
+    ...(request.operation !== undefined ? { operation: request.operation } : {}),
     ...(request.paths.length > 0 ? { paths: request.paths.map(normalizeTouchedPath) } : {}),
     ...(evaluation.grant ? { grant: evaluation.grant } : {}),
   };

@@ -26,6 +26,8 @@ export const SessionStateSchema = z.object({
   title: z.string().optional(),
   /** The workspace that owns the session (absent: the default workspace). */
   workspaceId: z.string().optional(),
+  /** Who created the session (`api_key:<id>` behind the server, `user:<name>` locally): the authority it acts for. */
+  actor: z.string().optional(),
   createdAt: z.string(),
   updatedAt: z.string(),
   threadIds: z.array(z.string()),
@@ -108,6 +110,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
       runtimeId: event.runtimeId,
       ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
       ...(typeof payload.workspaceId === 'string' ? { workspaceId: payload.workspaceId } : {}),
+      ...(typeof payload.actor === 'string' ? { actor: payload.actor } : {}),
       createdAt: event.timestamp,
       updatedAt: event.timestamp,
       threadIds: [],

@@ -3,6 +3,7 @@ import { type FileHandle, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { serviceSecretEnv } from '../executors/definitions.js';
 import { DEFAULT_API_KEY_ENV, type ModelsConfig } from '../models/resolve.js';
+import { cliSecretEnv } from '../tools/cli/config.js';
 import { dotenvSecretValues, isDotenvFileName } from './dotenv.js';
 import type { LiteralSecret } from './literals.js';
 import { Redactor } from './redactor.js';
@@ -18,6 +19,7 @@ export interface SecretBindingFields {
   models: ModelsConfig;
   secrets?: { env: readonly string[] };
   services?: readonly Parameters<typeof serviceSecretEnv>[0][];
+  cli?: Parameters<typeof cliSecretEnv>[0];
 }
 
 /**
@@ -35,6 +37,8 @@ export function secretEnvNames(binding: SecretBindingFields): string[] {
   for (const name of binding.secrets?.env ?? []) names.add(name);
   // A service's credential variable is a secret by construction: no need (and no way to forget) to list it again.
   for (const service of binding.services ?? []) for (const name of serviceSecretEnv(service)) names.add(name);
+  // Likewise the business CLI's credential signing key.
+  if (binding.cli) for (const name of cliSecretEnv(binding.cli)) names.add(name);
   return [...names].sort();
 }
 

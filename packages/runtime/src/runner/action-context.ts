@@ -1,5 +1,12 @@
-import type { Action, ActionResult, FullOutput, OarError } from '@oar/protocol';
-import { shapeObservation } from '@oar/protocol';
+import {
+  type Action,
+  type ActionResult,
+  DEFAULT_RESULT_POLICY,
+  type FullOutput,
+  type OarError,
+  type ResultPolicy,
+  shapeObservation,
+} from '@oar/protocol';
 import { artifactUri, type StoredArtifact } from '../artifacts.js';
 import type { Engine, RuntimeLimits } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -34,6 +41,17 @@ export function actionIds(ctx: ActionContext) {
 /** tool.* events also need a step id and a tool call id: one step per graph action, one call id per action. */
 export function toolIds(ctx: ActionContext) {
   return { ...actionIds(ctx), stepId: ctx.state.toolCallId, toolCallId: ctx.state.toolCallId };
+}
+
+/**
+ * The context with an executor's own default result policy in place of the runtime default (`summary`, what
+ * normalization fills in when a declaration asks for none); a policy the model asked for is kept. A business
+ * CLI's result and a skill's text must reach the model whole.
+ */
+export function withDefaultPolicy(ctx: ActionContext, policy: ResultPolicy): ActionContext {
+  const { returnToModel, storeFull, ...rest } = ctx.action.resultPolicy;
+  const asked = returnToModel !== DEFAULT_RESULT_POLICY.returnToModel || !storeFull || Object.keys(rest).length > 0;
+  return asked ? ctx : { ...ctx, action: { ...ctx.action, resultPolicy: policy } };
 }
 
 export function observe(ctx: ActionContext, output: FullOutput): ActionResult {
@@ -102,10 +120,20 @@ export function actionStatusEvent(ctx: ActionContext, status: TerminalActionStat
  */
 export function toolFailedEvent(
   ctx: ActionContext,
-  failure: { toolName: string; error: OarError; durationMs: number; status?: 'failed' | 'cancelled' },
+  failure: {
+    toolName: string;
+    error: OarError;
+    durationMs: number;
+    status?: 'failed' | 'cancelled';
+    /** What the model sees of the failure besides the error line (a business CLI's JSON projection). */
+    text?: string;
+    /** Loose extra payload fields (a business CLI's `toolAgentOutput`). */
+    extra?: Record<string, unknown>;
+  },
 ): EventDraft {
   const { toolName, error, durationMs, status } = failure;
   const actionStatus = status ?? 'failed';
+  const output: FullOutput = { ...errorOutput(error), ...(failure.text !== undefined ? { text: failure.text } : {}) };
   return {
     type: 'tool.failed',
     ...toolIds(ctx),
@@ -116,7 +144,8 @@ export function toolFailedEvent(
       durationMs,
       graphActionId: ctx.action.id,
       actionStatus,
-      observation: endObservation(ctx, actionStatus, errorOutput(error)),
+      ...failure.extra,
+      observation: endObservation(ctx, actionStatus, output),
     },
   };
 }

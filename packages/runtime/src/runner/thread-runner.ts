@@ -700,6 +700,8 @@ function firstStepFacts(engine: Engine, thread: ThreadView, turn: TurnState, ste
             readOnly: t.isReadOnly,
             destructive: t.isDestructive,
             idempotent: t.isIdempotent,
+            // A business CLI's effective whitelist (binding ∩ router): what this turn's calls may do.
+            ...(t.operations ? { operations: t.operations } : {}),
           })),
         agents: catalog.agents.map((a) => ({
           name: a.name,

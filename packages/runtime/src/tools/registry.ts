@@ -12,6 +12,8 @@ export const ToolInventoryEntrySchema = z.object({
   isDestructive: z.boolean(),
   isIdempotent: z.boolean(),
   interruptBehavior: z.enum(['cancel', 'block']),
+  /** The operations its calls may perform (a business CLI's allowed `module.method` set), when it has some. */
+  operations: z.array(z.string()).optional(),
 });
 export type ToolInventoryEntry = z.infer<typeof ToolInventoryEntrySchema>;
 
@@ -77,6 +79,7 @@ export class ToolRegistry {
       isDestructive: tool.isDestructive,
       isIdempotent: tool.isIdempotent,
       interruptBehavior: tool.interruptBehavior,
+      ...(tool.operations ? { operations: [...tool.operations] } : {}),
     }));
   }
 

@@ -1,3 +1,4 @@
+import type { ResultPolicy, ToolAgentOutput } from '@oar/protocol';
 import type { z } from 'zod';
 import { OarRuntimeError, type OarRuntimeErrorOptions } from '../errors.js';
 
@@ -37,6 +38,31 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
    * request, the scheduler's locking, the write-ahead rule and the interrupt. Given the parsed input.
    */
   factsOf?: (input: Input) => Partial<ToolFacts>;
+  /**
+   * The operation one call performs (a business CLI's `calendar.delete`): what permission rules' `operation`
+   * condition and session grants match. Tools without operations leave it out.
+   */
+  operationOf?: (input: Input) => string | undefined;
+  /**
+   * Refuse a call before the permission gate and before anything starts (a business CLI's method that is not
+   * whitelisted, or input that does not match the method's schema): nobody is asked to approve what could never run.
+   */
+  check?: (input: Input) => ToolError | undefined;
+  /**
+   * The result policy of this tool's calls when the declaration asks for none (the runtime default `summary`): a
+   * tool whose output must reach the model whole (`full`) says so here. An explicit other policy still wins.
+   */
+  defaultResultPolicy?: ResultPolicy;
+  /**
+   * Documents on using this tool, by name (a business CLI's skill per module): disclosure only, never authority.
+   * The description lists them; a runtime `read_skill` action loads one's text.
+   */
+  skills?: Record<string, { summary: string; text: string }>;
+  /**
+   * The operations this tool's calls may perform (`operationOf`'s values): a business CLI's effective whitelist.
+   * Recorded with the catalog of every turn (`tool.catalog.resolved`), so the record says what a run could do.
+   */
+  operations?: readonly string[];
 }
 
 /** The flags of a tool that may differ per call (`factsOf`). */
@@ -77,6 +103,23 @@ export interface ToolContext {
   mayAccess?: (relativePath: string) => boolean;
   /** Progress for the UI (becomes `tool.progress`); never shown to the model. */
   progress: (message: string, data?: Record<string, unknown>) => void;
+  /**
+   * Who and what the call is for: the session's authority, for tools that act on its behalf (a business CLI). Read
+   * on demand (it costs a read of the session), so tools that do not need it pay nothing.
+   */
+  caller?: () => Promise<ToolCallInfo>;
+}
+
+/** The call a tool runs for. */
+export interface ToolCallInfo {
+  sessionId: string;
+  turnId: string;
+  runId: string;
+  toolCallId: string;
+  /** The session's workspace (`default` in embedded use). */
+  workspaceId: string;
+  /** Who the session acts for: `api_key:<id>` behind the server, `user:<name>` for the local user. */
+  actor: string;
 }
 
 /** What a tool returns. The full output is stored as an artifact; the model sees what the result policy allows. */
@@ -89,6 +132,8 @@ export interface ToolOutput {
   summary?: string;
   /** MIME type of `text` (default text/plain). */
   mime?: string;
+  /** The Agent Tool Protocol's canonical record of the call (a business CLI): on `tool.result` and an artifact. */
+  agentOutput?: ToolAgentOutput;
 }
 
 /**
@@ -101,6 +146,8 @@ export class ToolError extends OarRuntimeError {
     code: string,
     message: string,
     readonly options: OarRuntimeErrorOptions = {},
+    /** The failed call's canonical record (a business CLI): on `tool.failed`, and its projection is what the model sees. */
+    readonly agentOutput?: ToolAgentOutput,
   ) {
     super(code, message, options);
     this.name = 'ToolError';

@@ -4,6 +4,7 @@ import type { BoundConfig } from '../engine.js';
 import { OarRuntimeError } from '../errors.js';
 import { bindingRedactor } from '../redaction/sources.js';
 import type { ModelHandle } from '../runner/model-call.js';
+import { cliTool, loadCliTool } from '../tools/cli/cli-tool.js';
 import { loadToolModule } from '../tools/modules.js';
 import { ToolRegistry } from '../tools/registry.js';
 
@@ -27,6 +28,8 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
   const fromModules = new Map<string, Awaited<ReturnType<typeof loadToolModule>>[number]>();
   for (const spec of binding.toolModules)
     for (const tool of await loadToolModule(spec)) fromModules.set(tool.name, tool);
+  // The business CLI's tool: its manifest asked once per bound config (a CLI that cannot answer is unavailable).
+  if (binding.cli) fromModules.set(binding.cli.name, cliTool(await loadCliTool(binding.cli)));
   const tools = new ToolRegistry();
   for (const name of binding.tools) {
     const tool = host.tools.get(name) ?? fromModules.get(name);

@@ -6,7 +6,13 @@ import {
   type RunFinishedOutcome,
   type TokenUsage,
 } from '@ag-ui/core';
-import { AGENT_PROTOCOL_TOOL_NAME, type OarError, PartialJsonStringField, type RuntimeEvent } from '@oar/protocol';
+import {
+  AGENT_PROTOCOL_TOOL_NAME,
+  type OarError,
+  PartialJsonStringField,
+  type RuntimeEvent,
+  uiSchemaOfToolAgentOutput,
+} from '@oar/protocol';
 import { type PendingDecisionFacts, toInterrupt } from './interrupts.js';
 
 /**
@@ -23,7 +29,7 @@ import { type PendingDecisionFacts, toInterrupt } from './interrupts.js';
  * | `model.delta` channel `reasoning`, `reasoning.delta` (when a model streams reasoning) | REASONING_START, REASONING_MESSAGE_START / CONTENT (ended with the call) |
  * | `model.completed` (the rest of the call's text) / `model.failed` | TEXT_MESSAGE_CONTENT / END |
  * | `run.status` `declared` | STEP_STARTED (stepName = the graph's run id), then per action TOOL_CALL_START / ARGS / END |
- * | `tool.result`, `tool.failed`, `subagent.completed`/`failed`, `run.status` `action` (an action's end) | TOOL_CALL_RESULT |
+ * | `tool.result`, `tool.failed`, `subagent.completed`/`failed`, `run.status` `action` (an action's end) | TOOL_CALL_RESULT (with `metadata.oar.ui_schema` when the call's `toolAgentOutput` has UI hints) |
  * | `run.status` `observed` / `cancelled`, `task.completed`/`failed`/`cancelled` | STEP_FINISHED |
  * | `subagent.spawned` / `completed` / `failed` / `closed` | SUBAGENT_STARTED / FINISHED / ERROR |
  * | `action.required` (not resolved when the turn settles) | an interrupt of RUN_FINISHED `outcome.interrupt` |
@@ -451,6 +457,14 @@ export class AguiProjector {
           : JSON.stringify(observation);
     const error = isRecord(observation.error) ? str(observation.error.message) : undefined;
     const content = status === 'completed' ? body : `[${status}] ${error ?? body}`;
+    // Tool UI (Agent Tool Protocol §10): `ui_schema`, compiled now from the call's stored UI hints, rides on the
+    // result's `metadata.oar.ui_schema`. Not a top-level field: ToolCallResultEvent's schema is loose, but its type is
+    // closed and a top-level name could collide with a future protocol field; and not `rawEvent`, which AG-UI defines
+    // as the provider-native event this one was translated from. `metadata` is AG-UI's open-by-key slot for extra
+    // information, already namespaced `oar` here, and `@ag-ui/client` merges an event's metadata into the tool
+    // message it builds, so the UI reaches `agent.messages` too. `content` stays the string observation; the hints
+    // themselves never leave the server, and no other event (TEXT_MESSAGE_END included) carries UI.
+    const uiSchema = uiSchemaOfToolAgentOutput(payload.toolAgentOutput);
     return [
       {
         type: EventType.TOOL_CALL_RESULT,
@@ -463,6 +477,7 @@ export class AguiProjector {
           oar: {
             status,
             ...(Array.isArray(observation.artifacts) ? { artifacts: observation.artifacts } : {}),
+            ...(uiSchema ? { ui_schema: uiSchema } : {}),
           },
         },
       },

@@ -3,6 +3,7 @@ import { BindingUpdateSchema, notFound } from '@oar/runtime';
 import { z } from 'zod';
 import { httpError } from '../errors.js';
 import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams, SessionSummary } from '../route.js';
+import { ToolMessageSchema, toolMessagesUpTo } from '../tool-messages.js';
 
 /**
  * The session routes: the runtime's control-plane commands and queries as resources under
@@ -89,7 +90,11 @@ export const sessionRoutes: Route[] = [
           details: { required: 'admin', scope: key?.scope },
         });
       }
-      return deps.runtime.createSession({ ...body, ...(key ? { workspaceId: key.workspaceId } : {}) });
+      // The key that creates a session is the authority it acts for (a business tool's credential names it).
+      return deps.runtime.createSession({
+        ...body,
+        ...(key ? { workspaceId: key.workspaceId, actor: `api_key:${key.keyId}` } : {}),
+      });
     },
   ),
   route(
@@ -120,15 +125,26 @@ export const sessionRoutes: Route[] = [
       method: 'get',
       path: '/v1/sessions/{sessionId}/history',
       operationId: 'getSessionAt',
-      summary: 'The session snapshot as it was right after event `at` (time travel)',
-      description: 'Rebuilt from the log’s first `at` events by the same reducers that build the stored read models.',
+      summary: 'The session snapshot as it was right after event `at` (time travel), with its tool messages',
+      description:
+        'Rebuilt from the log’s first `at` events by the same reducers that build the stored read models. `messages` are the tool messages (`role: "tool"`) of the business-tool calls that ended by event `at` (a `tool.result` / `tool.failed` that recorded a ToolAgentOutput), oldest first: `content` is the string the model saw (the JSON text projection of the call’s result or error) and `ui_schema` (ui_schema v1, `oar schema ui`) is the call’s tool UI, compiled from its stored UI hints when the history is read — so a newer codec re-renders old messages. UI hints themselves are internal and never returned.',
       tag: 'sessions',
       scope: 'viewer',
       params: SessionParams,
       query: z.object({ at: Cursor }),
-      response: z.object({ snapshot: SessionSnapshotSchema, sequence: z.number() }),
+      response: z.object({
+        snapshot: SessionSnapshotSchema,
+        sequence: z.number(),
+        messages: z.array(ToolMessageSchema),
+      }),
     },
-    async ({ deps, params, query }) => deps.runtime.snapshotAt({ sessionId: params.sessionId, at: query.at }),
+    async ({ deps, params, query }) => {
+      const [snapshot, messages] = await Promise.all([
+        deps.runtime.snapshotAt({ sessionId: params.sessionId, at: query.at }),
+        toolMessagesUpTo((page) => deps.runtime.queries.readEvents(params.sessionId, page), query.at),
+      ]);
+      return { ...snapshot, messages };
+    },
   ),
   route(
     {
