@@ -131,6 +131,7 @@ export function InboxScreen() {
   const [busy, setBusy] = useState<string | undefined>(undefined);
   const [notice, setNotice] = useState<string | undefined>(undefined);
   const reasonRef = useRef<HTMLInputElement>(null);
+  const answerRef = useRef<HTMLTextAreaElement>(null);
   const refresh = useRef<() => void>(() => undefined);
 
   useEffect(() => {
@@ -184,12 +185,16 @@ export function InboxScreen() {
   const decide = async (d: PendingDecision | undefined, decision: 'approve' | 'deny' | 'approve_for_session') => {
     if (!d || busy) return;
     setBusy(d.actionId);
+    // What the boxes hold now: a key pressed right after typing can reach a listener registered before the render
+    // that saw the text (the effect below re-registers after paint), so the state may still be the old value.
+    const reasonNow = (reasonRef.current?.value ?? reason).trim();
+    const answerNow = (answerRef.current?.value ?? answer).trim();
     try {
       await post(`/v1/sessions/${enc(d.sessionId)}/actions/${enc(d.actionId)}/decision`, {
         decision,
-        ...(reason.trim() ? { reason: reason.trim() } : {}),
+        ...(reasonNow ? { reason: reasonNow } : {}),
         // an ask-user question is answered with text (payload.text)
-        ...(d.actionType === 'user_input' && answer.trim() ? { payload: { text: answer.trim() } } : {}),
+        ...(d.actionType === 'user_input' && answerNow ? { payload: { text: answerNow } } : {}),
       });
       setAnswer('');
       setNotice(`${decision.replace(/_/g, ' ')}: ${d.toolName ?? d.actionType ?? 'decision'} (${d.actionId})`);
@@ -277,6 +282,7 @@ export function InboxScreen() {
                 <DecisionDetail decision={d} />
                 {selected && d.actionType === 'user_input' ? (
                   <textarea
+                    ref={answerRef}
                     class="answer"
                     aria-label="Your answer"
                     placeholder="Your answer (sent as the action's output)"
