@@ -13,6 +13,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchOutput>> = {
   growth: async () => (await import('./growth.js')).run(),
   concurrency: async () => (await import('./concurrency.js')).run(),
   'serve-load': async () => (await import('./serve-load.js')).run(),
+  'scale-out': async () => (await import('./scale-out.js')).run(),
 };
 
 const name = process.argv[2];

@@ -249,6 +249,65 @@ export interface ServeLoadResult {
   lagP99Ms: number;
 }
 
+/** One row of the scale-out benchmark's throughput: `workers` `oar worker` processes on one workload. */
+export interface ScaleOutThroughput {
+  workload: string;
+  /** Latency of every model call and of every tool call (ms). */
+  modelMs: number;
+  toolMs: number;
+  workers: number;
+  /** Threads per worker (`--concurrency`). */
+  concurrency: number;
+  /** Turns submitted (one per session). */
+  turns: number;
+  /** Turns completed in the steady-state window, its length, and the rate over it. */
+  windowTurns: number;
+  windowSeconds: number;
+  turnsPerMinute: number;
+  /** The whole machine's CPU busy share over the window (all cores). */
+  cpuBusyPercent: number;
+  /** The whole machine's CPU time over the window divided by the turns completed in it (ms). */
+  cpuMsPerTurn: number;
+  /** The `oar worker` processes' own CPU time over the window divided by the turns completed in it (ms). */
+  workerCpuMsPerTurn: number;
+}
+
+/** From a signal to a worker to the first event another worker commits in the thread it drove. */
+export interface ScaleOutTakeover {
+  path: 'SIGKILL' | 'SIGSTOP' | 'SIGKILL, worker started after';
+  leaseTtlMs: number;
+  /** Per sample: ms from the signal to the first event of the new worker, and ms the lease had left at the signal. */
+  ms: number[];
+  leaseLeftMs: number[];
+}
+
+/** Scale-out on PostgreSQL (scale-out.ts): real `oar worker` processes and an API node. */
+export interface ScaleOutResult {
+  concurrency: number;
+  /** Tool steps per turn (then an answer). */
+  toolSteps: number;
+  cores: number;
+  throughput: ScaleOutThroughput[];
+  takeover: ScaleOutTakeover[];
+  /** Event delivery to SSE clients of an API node while workers in other processes append (unless left out). */
+  delivery?: {
+    sessions: number;
+    turns: number;
+    workers: number;
+    seconds: number;
+    events: number;
+    /** Latency samples (events committed after the client connected). */
+    samples: number;
+    gaps: number;
+    duplicates: number;
+    p50Ms: number;
+    p99Ms: number;
+    maxMs: number;
+  };
+  /** Run with SCALE_OUT_QUICK=1: small counts, not figures. */
+  quick?: boolean;
+}
+
 export interface BenchOutput {
   steps?: StepResult[];
   replay?: ReplayResult[];
@@ -258,6 +317,7 @@ export interface BenchOutput {
   concurrency?: ConcurrencyResult[];
   concurrencyMemory?: ConcurrencyMemory[];
   serveLoad?: ServeLoadResult[];
+  scaleOut?: ScaleOutResult[];
   /** Versions of what the benchmark talked to (database servers, SQLite library), by name. */
   versions?: Record<string, string>;
   notes?: string[];

@@ -12,6 +12,7 @@ import {
   type MemoryResult,
   RESULT_PREFIX,
   type ReplayResult,
+  type ScaleOutResult,
   type ServeLoadResult,
   STEPS,
   type StepResult,
@@ -38,6 +39,7 @@ const ORDER = [
   'growth',
   'concurrency',
   'serve-load',
+  'scale-out',
 ];
 
 const { values } = parseArgs({
@@ -391,6 +393,130 @@ function serveLoadSection(rows: ServeLoadResult[]): string[] {
   ];
 }
 
+function scaleOutSection(r: ScaleOutResult): string[] {
+  const rows = r.throughput;
+  const one = (workload: string) => rows.find((x) => x.workload === workload && x.workers === 1);
+  const top = rows.reduce((n, x) => Math.max(n, x.workers), 0);
+  const io = rows.find((x) => x.workload === 'I/O-bound' && x.workers === top);
+  const range = (ms: number[]) => {
+    if (ms.length === 0) return '–';
+    const [low, high] = [Math.min(...ms), Math.max(...ms)];
+    return low === high ? `${f(low, 0)} ms` : `${f(low, 0)}–${f(high, 0)} ms`;
+  };
+  const out = [
+    `## Scale-out on PostgreSQL: \`oar worker\` processes${r.quick ? ' (SCALE_OUT_QUICK: small counts, not figures)' : ''}`,
+    '',
+  ];
+  if (rows.length > 0) {
+    out.push(
+      `Each worker is a process of the built \`oar\` binary with \`--concurrency ${r.concurrency}\`; a turn is ${r.toolSteps} steps of one`,
+      'tool call each, then the answer. One turn per session; enough sessions to keep every thread busy. Rate: turns',
+      'completed between the end of the submissions and the moment fewer turns are left than threads (steady state).',
+      `CPU busy and CPU ms/turn: the whole machine (${r.cores} cores: workers, PostgreSQL, the bench, anything else running)`,
+      'over that window; workers’ CPU ms/turn: the `oar worker` processes alone.',
+      '',
+      table(
+        [
+          'workload',
+          'model ms',
+          'tool ms',
+          'workers',
+          'threads',
+          'turns',
+          'window s',
+          'turns/min',
+          '÷ 1 worker',
+          'CPU busy',
+          'CPU ms/turn',
+          'workers’ CPU ms/turn',
+        ],
+        rows.map((x) => {
+          const base = one(x.workload);
+          return [
+            x.workload,
+            x.modelMs,
+            x.toolMs,
+            x.workers,
+            x.workers * x.concurrency,
+            x.turns,
+            f(x.windowSeconds, 1),
+            int(x.turnsPerMinute),
+            base ? ratio(x.turnsPerMinute, base.turnsPerMinute) : '–',
+            `${f(x.cpuBusyPercent, 0)}%`,
+            f(x.cpuMsPerTurn, 0),
+            f(x.workerCpuMsPerTurn, 0),
+          ];
+        }),
+        ['l'],
+      ),
+      '',
+    );
+  }
+  if (io) {
+    const base = one('I/O-bound');
+    // What 2 cores can do at most: the CPU a turn costs (workers, PostgreSQL, the bench) against the cores.
+    const cap = (r.cores * 60_000) / io.cpuMsPerTurn;
+    const limit =
+      io.cpuBusyPercent >= 85
+        ? `the machine's ${r.cores} cores were ${f(io.cpuBusyPercent, 0)}% busy at ${top} workers; a turn cost about ${f(io.cpuMsPerTurn, 0)} ms of CPU (${f(io.workerCpuMsPerTurn, 0)} ms of it in the \`oar worker\` processes, the rest in PostgreSQL, the bench and anything else running), which caps this machine near ${int(cap)} turns/min whatever the number of workers. Past ${r.cores} busy processes these figures are CPU-bound; with workers on machines of their own the waits (model, tools) overlap and only the database is shared`
+        : `the CPU was ${f(io.cpuBusyPercent, 0)}% busy at ${top} workers (about ${f(io.cpuMsPerTurn, 0)} ms of CPU per turn, ${f(io.workerCpuMsPerTurn, 0)} ms of it in the workers), so what is left is the store's round trips per step and the workers' own scheduling`;
+    out.push(
+      `Scaling 1 → ${top} workers, I/O-bound: ${base ? ratio(io.turnsPerMinute, base.turnsPerMinute) : '–'} (linear: ${top}.00×). What limits it: ${limit}.`,
+      '',
+    );
+  }
+  if (r.takeover.length > 0) {
+    out.push(
+      'Takeover: from the signal to the worker to the first event another worker commits in its thread; "lease left"',
+      'is what the lease (`worker.leaseTtlMs`) still had at the signal. At its poll (every second) a running worker',
+      'takes over an expired lease, and a lease of a process of its own machine that no longer exists (SIGKILL here);',
+      'a stopped process (SIGSTOP) still exists, so its lease has to run out. A worker that starts takes a dead',
+      'process’s lease over at once.',
+      '',
+      table(
+        ['signal to the worker', 'lease', 'samples', 'to running again', 'mean', 'lease left at the signal'],
+        r.takeover.map((t) => [
+          t.path,
+          `${f(t.leaseTtlMs / 1000, 0)} s`,
+          t.ms.length,
+          range(t.ms),
+          `${f(t.ms.reduce((a, b) => a + b, 0) / t.ms.length, 0)} ms`,
+          range(t.leaseLeftMs),
+        ]),
+        ['l'],
+      ),
+      '',
+    );
+  }
+  const d = r.delivery;
+  if (d) {
+    out.push(
+      `Event delivery: an API node (\`oar serve --no-worker\`), ${d.workers} workers, ${d.sessions} sessions with one SSE client each,`,
+      `${d.turns} turns submitted over HTTP; latency from an event’s timestamp (taken in its append transaction, in a`,
+      'worker) to its arrival at the client (through LISTEN/NOTIFY and the API node’s read of the log).',
+      '',
+      table(
+        ['sessions', 'turns', 's', 'events delivered', 'gaps', 'duplicates', 'samples', 'p50', 'p99', 'max'],
+        [
+          [
+            d.sessions,
+            d.turns,
+            f(d.seconds, 1),
+            int(d.events),
+            d.gaps,
+            d.duplicates,
+            int(d.samples),
+            `${f(d.p50Ms, 0)} ms`,
+            `${f(d.p99Ms, 0)} ms`,
+            `${f(d.maxMs, 0)} ms`,
+          ],
+        ],
+      ),
+    );
+  }
+  return out;
+}
+
 /** The performance issue's targets, each with this run's figure (or "not run"). */
 function summarySection(all: Required<BenchOutput>, ran: readonly string[]): string[] {
   type Row = [goal: string, measured: string, target: string, met: string, source: string];
@@ -612,6 +738,31 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
       : notRun('oar serve: event delivery latency p99', 'report', 'serve-load'),
   );
 
+  const scale = all.scaleOut[0];
+  const ioAt = (workers: number) =>
+    scale?.throughput.find((x) => x.workload === 'I/O-bound' && x.workers === workers)?.turnsPerMinute;
+  const [io1, io4] = [ioAt(1), ioAt(4)];
+  rows.push(
+    scale && io1 && io4
+      ? [
+          'scale-out: I/O-bound turns/min, 4 workers ÷ 1 (PostgreSQL)',
+          `${ratio(io4, io1)} (${int(io4)} ÷ ${int(io1)} turns/min)`,
+          'close to linear (4×)',
+          verdict(io4 / io1 >= 3.2),
+          'scale-out',
+        ]
+      : notRun('scale-out: I/O-bound turns/min, 4 workers ÷ 1 (PostgreSQL)', 'close to linear (4×)', 'scale-out'),
+    scale?.delivery
+      ? [
+          'scale-out: event delivery p99, worker → SSE client on an API node',
+          `${f(scale.delivery.p99Ms, 0)} ms (p50 ${f(scale.delivery.p50Ms, 0)} ms)`,
+          'report',
+          '–',
+          'scale-out',
+        ]
+      : notRun('scale-out: event delivery p99, worker → SSE client on an API node', 'report', 'scale-out'),
+  );
+
   return [
     '## Summary: the performance issue’s targets',
     '',
@@ -664,6 +815,7 @@ const merged: Required<BenchOutput> = {
   concurrency: [],
   concurrencyMemory: [],
   serveLoad: [],
+  scaleOut: [],
   versions: {},
   notes: [],
 };
@@ -682,6 +834,7 @@ for (const name of ran) {
     'concurrency',
     'concurrencyMemory',
     'serveLoad',
+    'scaleOut',
     'notes',
   ] as const) {
     merged[key].push(...((output[key] ?? []) as never[]));
@@ -703,6 +856,7 @@ if (merged.concurrency.length > 0 || merged.concurrencyMemory.length > 0) {
   report.push(...concurrencySection(merged.concurrency, merged.concurrencyMemory), '');
 }
 if (merged.serveLoad.length > 0) report.push(...serveLoadSection(merged.serveLoad), '');
+for (const result of merged.scaleOut) report.push(...scaleOutSection(result), '');
 if (merged.notes.length > 0) report.push('## Notes', '', ...merged.notes.map((n) => `- ${n}`), '');
 report.push(...summarySection(merged, ran), '');
 report.push(`Total time: ${((Date.now() - started) / 1000).toFixed(0)} s`);

@@ -36,14 +36,14 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-interface Sse {
+export interface Sse {
   event: string;
   id?: string;
   data: string;
 }
 
 /** Calls `onMessage` for each SSE message of `response` until the stream ends or `signal` aborts. */
-async function readStream(response: Response, signal: AbortSignal, onMessage: (m: Sse) => void): Promise<void> {
+export async function readStream(response: Response, signal: AbortSignal, onMessage: (m: Sse) => void): Promise<void> {
   const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
   let buffer = '';

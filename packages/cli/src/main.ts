@@ -4,9 +4,11 @@ import { Command, CommanderError } from 'commander';
 import { registerDemoCommand } from './demo.js';
 import { printError, printJson, UsageError } from './io.js';
 import { registerProtocolCommands } from './protocol-commands.js';
+import { registerRunnerCommands } from './runner-commands.js';
 import { registerRuntimeCommands } from './runtime-commands.js';
 import { registerServeCommands } from './serve-commands.js';
 import { tracingFromEnv } from './tracing.js';
+import { registerWorkerCommands } from './worker-commands.js';
 
 export const VERSION = '0.1.0';
 
@@ -56,6 +58,8 @@ async function run(argv: string[]): Promise<number> {
   registerRuntimeCommands(program, setExit);
   registerProtocolCommands(program, setExit);
   registerServeCommands(program, setExit);
+  registerWorkerCommands(program, setExit);
+  registerRunnerCommands(program, setExit);
   program
     .command('schema')
     .description(`print a JSON Schema (2020-12): ${SCHEMA_NAMES.join(' | ')}`)

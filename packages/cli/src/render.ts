@@ -37,7 +37,8 @@ export function renderEvent(
     case 'model.requested':
       if (p.purpose === 'compaction')
         return `${tag}${dim(`model ${p.provider}/${p.modelId} summarising earlier turns`)}`;
-      return `${tag}${dim(`model ${p.provider}/${p.modelId} step ${p.attempt}${p.corrective ? ' (corrective retry)' : ''}`)}`;
+      // `attempt` counts the tries of one call (provider retries), not the turn's steps: shown only for a retry.
+      return `${tag}${dim(`model ${p.provider}/${p.modelId}${Number(p.attempt) > 1 ? ` attempt ${p.attempt}` : ''}${p.corrective ? ' (corrective retry)' : ''}`)}`;
     case 'context.compaction.completed':
       return `${tag}${dim(`context compacted: ${(p.affectedTurns as unknown[] | undefined)?.length ?? 0} turn(s), ${p.tokensBefore} → ${p.tokensAfter} tokens (${p.summarySource} summary, ${p.summaryRef})`)}`;
     case 'context.compaction.failed':
@@ -62,23 +63,34 @@ export function renderEvent(
       return undefined;
     }
     case 'tool.started':
-      return `${tag}  ${dim('…')} ${p.graphActionId} ${p.toolName}`;
+      return `${tag}  ${dim('…')} ${p.graphActionId ?? (p.runner ? 'runner' : p.toolCallId)} ${p.toolName}`;
     case 'tool.result':
       return withUi(
-        `${tag}  ${green('✓')} ${p.graphActionId} ${p.toolName}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`,
+        `${tag}  ${green('✓')} ${p.graphActionId ?? (p.runner ? 'runner' : p.toolCallId)} ${p.toolName}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`,
         p,
         tag,
       );
     case 'tool.failed': {
       const error = p.error as OarError;
       return withUi(
-        `${tag}  ${red('✗')} ${p.graphActionId} ${p.toolName}: ${error.code} ${short(error.message)}`,
+        `${tag}  ${red('✗')} ${p.graphActionId ?? (p.runner ? 'runner' : p.toolCallId)} ${p.toolName}: ${error.code} ${short(error.message)}`,
         p,
         tag,
       );
     }
     case 'output.spilled':
       return `${tag}  ${yellow('↧')} output of ${p.sizeBytes} bytes stored as ${p.uri}; the model sees a preview`;
+    // The exec tool (docs/commands.md): what the sandbox refused, a command run without it, a process lost.
+    case 'sandbox.violation':
+      return `${tag}  ${red('⛔')} sandbox: ${p.message}${p.evidence ? ` — ${short(p.evidence)}` : ''}`;
+    case 'sandbox.applied':
+      return p.profile === 'none'
+        ? `${tag}  ${yellow('⚠')} ${p.command} runs without a sandbox: ${p.reason}`
+        : undefined;
+    case 'process.failed':
+      return p.reason === 'lost'
+        ? `${tag}  ${red('✗')} process ${p.processId} lost with the runtime that ran it`
+        : undefined;
     case 'subagent.spawned':
       return `${tag}  ${cyan('↳')} delegated to ${p.agentName} (${p.childThreadId})`;
     case 'subagent.completed':

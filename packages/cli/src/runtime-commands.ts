@@ -38,6 +38,8 @@ export interface GlobalOptions {
   store?: string;
   model?: string;
   workspace?: string;
+  /** Bind the main agent of a new session to this runner (docs/runners.md). */
+  runner?: string;
 }
 
 /**
@@ -58,6 +60,7 @@ export async function openRuntime(
     ...(store ? { store } : {}),
     ...(options.model ? { model: options.model } : {}),
     ...(options.workspace ? { workspace: options.workspace } : {}),
+    ...(options.runner ? { runner: options.runner } : {}),
   });
   return { ...opened, config };
 }
@@ -68,7 +71,7 @@ export async function openRuntime(
  * naming a tool module or workspace that does not exist here must not stop a respond). `sessions`: what the worker
  * drives; `false`: no worker (reading commands, `interrupt`).
  */
-async function openForSessions(
+export async function openForSessions(
   options: GlobalOptions,
   sessions: WorkerOptions['sessions'] | false,
 ): Promise<{ runtime: Runtime; store: Store }> {
@@ -104,7 +107,7 @@ function approvalMode(options: { approveAll?: boolean; denyAll?: boolean }): App
 }
 
 /** The main thread's running turn, else its last: the turn whose outcome a respond or a limit change reports. */
-async function mainTurnId(runtime: Runtime, sessionId: string): Promise<string> {
+export async function mainTurnId(runtime: Runtime, sessionId: string): Promise<string> {
   const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
   const main = snapshot.threads[0];
   return main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
@@ -141,6 +144,8 @@ async function withRuntime<T>(
 
 interface RunOptions extends GlobalOptions {
   json?: boolean;
+  /** Record the turn and return: a worker elsewhere runs it. */
+  detach?: boolean;
   /** Print the model's output as it arrives (`--stream` / `--no-stream`; default: in a terminal, without --json). */
   stream?: boolean;
   approveAll?: boolean;
@@ -174,6 +179,9 @@ async function checkBindingFlags(runtime: Runtime, sessionId: string, options: R
     if (given !== bound.binding.workspaceRoot) {
       conflicts.push({ flag: '--workspace', bound: bound.binding.workspaceRoot, given });
     }
+  }
+  if (options.runner && options.runner !== bound.binding.mainAgent.runner?.id) {
+    conflicts.push({ flag: '--runner', bound: bound.binding.mainAgent.runner?.id ?? '(none)', given: options.runner });
   }
   if (options.agent && options.agent !== bound.binding.mainAgent.name) {
     conflicts.push({ flag: '--agent', bound: bound.binding.mainAgent.name, given: options.agent });
@@ -225,6 +233,19 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
           title: options.title ?? prompt.slice(0, 80),
           ...(options.agent ? { agent: options.agent } : {}),
         });
+    if (options.detach) {
+      // Recorded, not run: whichever worker claims the thread runs it (`oar worker`, `oar serve`); `oar wait` follows.
+      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt });
+      const ids = { sessionId: session.sessionId, threadId: submitted.threadId, turnId: submitted.turnId };
+      if (options.json) printJson(ids);
+      else {
+        const store = storeFlag(options.store, opened.store.location);
+        process.stdout.write(
+          `submitted turn ${ids.turnId} of session ${ids.sessionId}; a worker runs it\n  → oar wait ${ids.sessionId}${store}\n`,
+        );
+      }
+      return EXIT.ok;
+    }
     runtime.worker?.adopt(session.sessionId);
     const printer = attachPrinter(runtime, session.sessionId, options.json === true, after, streaming(options));
     // The handler is installed before the turn starts: a Ctrl-C at any moment interrupts, never kills.
@@ -263,7 +284,7 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
   });
 }
 
-function report(
+export function report(
   result: DriveResult,
   sessionId: string,
   options: { json?: boolean; store?: string },
@@ -424,12 +445,14 @@ function limitFlag(scope: string | undefined, dimension: string | undefined): st
   return LIMIT_FLAGS.find(([, path]) => path === `${scope}.${dimension}`)?.[0];
 }
 
-export function registerRuntimeCommands(program: Command, setExit: (code: number) => void): void {
-  const globals = (command: Command) =>
-    command
-      .option('--config <file>', 'config file (default ./oar.config.json when present)')
-      .option('--store <url>', 'SQLite path or postgres:// URL (default .oar/oar.db; env OAR_STORE)');
+/** The options every command over a store takes. */
+export function globals(command: Command): Command {
+  return command
+    .option('--config <file>', 'config file (default ./oar.config.json when present)')
+    .option('--store <url>', 'SQLite path or postgres:// URL (default .oar/oar.db; env OAR_STORE)');
+}
 
+export function registerRuntimeCommands(program: Command, setExit: (code: number) => void): void {
   globals(program.command('run'))
     .description('run one turn of the main agent on a prompt, with live progress')
     .argument('<prompt>', 'what to do')
@@ -438,6 +461,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
       'model spec: openai:MODEL, anthropic:MODEL, openai-compatible:NAME, script:FILE or a configured name',
     )
     .option('--agent <name>', 'the agent that runs the session (default: the main agent)')
+    .option('--runner <id>', 'run the main agent on this AgentRunner (`oar runners list`) instead of the protocol loop')
     .option('--workspace <dir>', 'workspace root for the file tools (default: the working directory)')
     .option('--session <id>', 'continue an existing session (with its own binding) instead of creating one')
     .option('--json', 'print every event as NDJSON, then a result line')
@@ -445,6 +469,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--no-stream', "do not print the model's text as it arrives")
     .option('--approve-all', 'approve every pending decision (without a TTY)')
     .option('--deny-all', 'deny every pending decision (without a TTY)')
+    .option('--detach', 'record the turn and return at once; a worker runs it (`oar wait` follows it)')
     .action(async (prompt: string, options: RunOptions) => setExit(await run(prompt, options)));
 
   globals(program.command('resume'))

@@ -117,6 +117,12 @@ export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean
   let cursor = after;
   const live = new LivePrinter();
   const print = (event: RuntimeEvent) => {
+    if (event.type === 'process.output') {
+      // A command's output as it runs (exec, live-only): NDJSON with --json, else its lines, indented.
+      if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
+      else live.processOutput(event);
+      return;
+    }
     if (event.type === 'model.delta') {
       if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
       else if (!event.threadId || !agents.has(event.threadId) || agents.get(event.threadId) === 'main') {
@@ -185,6 +191,21 @@ class LivePrinter {
     if (text === '') return;
     process.stdout.write(text);
     this.midLine = !text.endsWith('\n');
+  }
+
+  /** A running command's output (`process.output`): its lines, indented under the call that runs it. */
+  processOutput(event: RuntimeEvent): void {
+    const delta = (event.payload as { delta?: unknown }).delta;
+    if (typeof delta !== 'string' || delta === '') return;
+    if (this.midLine) process.stdout.write('\n');
+    const lines = delta.endsWith('\n') ? delta.slice(0, -1) : delta;
+    process.stdout.write(
+      `${lines
+        .split('\n')
+        .map((line) => `  │ ${line}`)
+        .join('\n')}\n`,
+    );
+    this.midLine = false;
   }
 
   /** Was this `declared` fact's message already printed as it streamed? */

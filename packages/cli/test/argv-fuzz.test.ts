@@ -158,6 +158,7 @@ const VALUED = new Set([
   '--workspace',
   '--session',
   '--agent',
+  '--runner',
   '--title',
   '--after',
   '--reason',
@@ -185,6 +186,7 @@ const COMMANDS: { command: string[]; positionals: [number, number]; options: str
       ...STORE,
       '--model',
       '--agent',
+      '--runner',
       '--workspace',
       '--session',
       '--json',
@@ -219,6 +221,7 @@ const COMMANDS: { command: string[]; positionals: [number, number]; options: str
   },
   { command: ['protocol', 'transcript'], positionals: [0, 0], options: ['--mode', '--budget'] },
   { command: ['schema'], positionals: [1, 1], options: [] },
+  { command: ['runners', 'list'], positionals: [0, 0], options: ['--config', '--json'] },
   { command: ['demo'], positionals: [0, 0], options: ['--store', '--json'] },
 ];
 const ANY_OPTIONS = [...VALUED, '--json', '--all', '--help', '--version', '-h', '-V', '--bogus', '-x', '--'];

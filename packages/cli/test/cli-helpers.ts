@@ -26,8 +26,8 @@ export function oarIn(cwd: string, args: string[], input?: string, env: NodeJS.P
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
-export function spawnOar(cwd: string, args: string[]) {
-  return spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnOar(cwd: string, args: string[], env: NodeJS.ProcessEnv = {}) {
+  return spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
 }
 
 /** The output and exit code of a spawned process, once it closes (this process's event loop keeps running). */

@@ -1,12 +1,25 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuntimeEvent } from '@oar/protocol';
-import { Runtime, Store } from '@oar/runtime';
+import { Store } from '@oar/runtime';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
-import { bin, FIXTURES, tempDir, writeJson } from './cli-helpers.js';
+import { FIXTURES, tempDir, writeJson } from './cli-helpers.js';
+import {
+  describeProc,
+  exitOf,
+  graphActionId,
+  oar,
+  ofType,
+  type Proc,
+  randomName,
+  readLog,
+  sleep,
+  start,
+  until,
+  withSchema,
+} from './processes.js';
 
 /**
  * Thread leases seen from the outside: several real `oar` processes on one store and one session. Whatever the
@@ -21,67 +34,6 @@ import { bin, FIXTURES, tempDir, writeJson } from './cli-helpers.js';
  */
 
 // ----- processes ---------------------------------------------------------------------------------------------
-
-interface Exit {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-interface Proc {
-  child: ChildProcess;
-  pid: number;
-  out: string;
-  err: string;
-  exit: Promise<Exit>;
-  exited: boolean;
-}
-
-function start(cwd: string, args: string[]): Proc {
-  const child = spawn(bin, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
-  const proc: Proc = { child, pid: child.pid ?? -1, out: '', err: '', exited: false, exit: Promise.resolve(EXIT0) };
-  child.stdout?.on('data', (chunk: Buffer) => {
-    proc.out += chunk.toString();
-  });
-  child.stderr?.on('data', (chunk: Buffer) => {
-    proc.err += chunk.toString();
-  });
-  proc.exit = new Promise((resolve) =>
-    child.on('close', (code, signal) => {
-      proc.exited = true;
-      resolve({ code, signal });
-    }),
-  );
-  return proc;
-}
-const EXIT0: Exit = { code: 0, signal: null };
-
-/** Wait for a process to exit; one that does not within `ms` is killed and reported as hanging (not a timing check). */
-async function exitOf(proc: Proc, what: string, ms = 90_000): Promise<Exit> {
-  let timer: NodeJS.Timeout | undefined;
-  const hang = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      proc.child.kill('SIGCONT');
-      proc.child.kill('SIGKILL');
-      reject(new Error(`${what} (pid ${proc.pid}) never exited; killed.\nstdout:\n${proc.out}\nstderr:\n${proc.err}`));
-    }, ms);
-  });
-  try {
-    return await Promise.race([proc.exit, hang]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** Run `oar ARGS` to completion (asynchronously, so trials can run side by side). */
-async function oar(cwd: string, args: string[]): Promise<Proc & Exit> {
-  const proc = start(cwd, args);
-  const exit = await exitOf(proc, `oar ${args.join(' ')}`);
-  return Object.assign(proc, exit);
-}
-
-function describeExit(proc: Proc & Exit): string {
-  return `exit ${proc.code} (signal ${proc.signal})\nstdout:\n${proc.out}\nstderr:\n${proc.err}`;
-}
 
 /** Complete NDJSON lines printed so far (a line still being written is left for later). */
 function lines(stdout: string): Record<string, unknown>[] {
@@ -100,15 +52,6 @@ function printedEvents(proc: Proc): RuntimeEvent[] {
 function resultLine(proc: Proc): { sessionId: string; status: string; answer?: string } | undefined {
   const found = lines(proc.out).find((l) => l.result !== undefined);
   return found?.result as { sessionId: string; status: string; answer?: string } | undefined;
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Poll until `check` holds; a condition that never comes is an error naming what was awaited. */
-async function until(check: () => boolean, what: () => string, ms = 60_000): Promise<void> {
-  for (const deadline = Date.now() + ms; !check(); await sleep(20)) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting: ${what()}`);
-  }
 }
 
 /** Wait until `oar run --json` has printed its session id; returns it. */
@@ -193,47 +136,6 @@ function counts(cwd: string): string[] {
 }
 
 // ----- the log -----------------------------------------------------------------------------------------------
-
-function graphActionId(event: RuntimeEvent): string | undefined {
-  return (event.payload as { graphActionId?: string }).graphActionId;
-}
-
-const ofType = (events: RuntimeEvent[], type: string, actionId?: string) =>
-  events.filter((e) => e.type === type && (actionId === undefined || graphActionId(e) === actionId));
-
-interface Replay {
-  equal: boolean;
-  differences: string[];
-  contradictions: { sequence: number; reason: string }[];
-  events: number;
-}
-
-/**
- * Read a session's log and replay it, as `oar events` / `oar replay` do (a control plane without a worker, and a
- * fixed runtime id so that reading writes nothing to the store).
- */
-async function readLog(p: Project, sessionId: string): Promise<{ events: RuntimeEvent[]; replay: Replay }> {
-  const store = await Store.open(p.store, { cwd: p.cwd });
-  try {
-    const runtime = await Runtime.create({
-      store,
-      workspaceRoot: p.cwd,
-      worker: false,
-      resumeOnStart: false,
-      runtimeId: 'rt_leases_cli_test',
-      model: () => {
-        throw new Error('reading only');
-      },
-    });
-    try {
-      return { events: await runtime.log.read(sessionId), replay: await runtime.replaySession(sessionId) };
-    } finally {
-      await runtime.close();
-    }
-  } finally {
-    await store.close();
-  }
-}
 
 /** The lease row of a session's threads (owner, token), straight from `oar_thread_leases`. */
 async function leaseRows(p: Project, sessionId: string): Promise<{ owner: string | null; token: number }[]> {
@@ -378,7 +280,7 @@ function scenarios(storeFor: () => string | undefined) {
           writeFileSync(join(p.cwd, 'release-a'), '');
         }
         const [one, two] = await Promise.all([exitOf(first, 'first oar run'), exitOf(second, `second oar ${mode}`)]);
-        const context = `${gated ? 'gated' : 'timed'} ${mode} after ${delay} ms\nfirst: ${describeExit(Object.assign(first, one))}\nsecond: ${describeExit(Object.assign(second, two))}`;
+        const context = `${gated ? 'gated' : 'timed'} ${mode} after ${delay} ms\nfirst: ${describeProc(Object.assign(first, one))}\nsecond: ${describeProc(Object.assign(second, two))}`;
         expect(one.code, context).toBe(0);
         expect(resultLine(first), context).toMatchObject({ sessionId, status: 'completed' });
         expect(two.code, context).toBe(0);
@@ -422,7 +324,7 @@ function scenarios(storeFor: () => string | undefined) {
       first.child.kill('SIGSTOP');
 
       const thief = await oar(p.cwd, ['resume', sessionId]);
-      expect(thief.code, describeExit(thief)).toBe(0);
+      expect(thief.code, describeProc(thief)).toBe(0);
       const note = /thread \S+ is being driven by (\S+) \(lease until/.exec(thief.err);
       if (note) expect(note[1]).toMatch(new RegExp(`:${first.pid}$`));
       const before = await consistentLog(p, sessionId);
@@ -439,7 +341,7 @@ function scenarios(storeFor: () => string | undefined) {
 
       first.child.kill('SIGCONT');
       const woke = await exitOf(first, 'the stalled first process after SIGCONT', 60_000);
-      const context = `first after SIGCONT: ${describeExit(Object.assign(first, woke))}`;
+      const context = `first after SIGCONT: ${describeProc(Object.assign(first, woke))}`;
       const after = await consistentLog(p, sessionId);
       expect(after.length, `${context}\nnothing appended after the takeover`).toBe(before.length);
       expect(after, context).toEqual(before);
@@ -471,16 +373,16 @@ function scenarios(storeFor: () => string | undefined) {
         const before = await consistentLogOpen(p, a);
 
         const runB = await oar(p.cwd, ['run', '--json', '--model', 'script:script-b.json', 'session B']);
-        expect(runB.code, describeExit(runB)).toBe(0);
+        expect(runB.code, describeProc(runB)).toBe(0);
         const b = resultLine(runB)?.sessionId ?? '';
         expect(resultLine(runB)).toMatchObject({ status: 'completed', answer: 'B done' });
         expect(b).not.toBe(a);
         const resumeB = await oar(p.cwd, ['resume', b]);
-        expect(resumeB.code, describeExit(resumeB)).toBe(0);
+        expect(resumeB.code, describeProc(resumeB)).toBe(0);
         if (i % 2 === 1) {
           // `oar resume` without a session lists what is resumable and resumes nothing.
           const list = await oar(p.cwd, ['resume', '--json']);
-          expect(list.code, describeExit(list)).toBe(0);
+          expect(list.code, describeProc(list)).toBe(0);
           const listed = JSON.parse(list.out) as { sessionId: string; reason: string }[];
           expect(listed.map((r) => r.sessionId)).toEqual([a]);
           expect(listed[0]?.reason).toMatch(new RegExp(`being driven by \\S+:${first.pid} until`));
@@ -496,7 +398,7 @@ function scenarios(storeFor: () => string | undefined) {
 
         writeFileSync(join(p.cwd, 'release-a'), '');
         const done = await exitOf(first, 'the first oar run');
-        const context = describeExit(Object.assign(first, done));
+        const context = describeProc(Object.assign(first, done));
         expect(done.code, context).toBe(0);
         expect(resultLine(first), context).toMatchObject({ sessionId: a, status: 'completed', answer: 'A done' });
         const eventsA = await consistentLog(p, a);
@@ -521,10 +423,10 @@ function scenarios(storeFor: () => string | undefined) {
       const sessionId = await sessionOf(first);
       await actionInFlight(first, p.cwd, 'a');
       const interrupt = await oar(p.cwd, ['interrupt', sessionId, '--json', '--reason', 'stop from elsewhere']);
-      expect(interrupt.code, describeExit(interrupt)).toBe(0);
+      expect(interrupt.code, describeProc(interrupt)).toBe(0);
       expect(JSON.parse(interrupt.out)).toMatchObject({ interrupted: true });
       const done = await exitOf(first, 'the interrupted oar run');
-      const context = describeExit(Object.assign(first, done));
+      const context = describeProc(Object.assign(first, done));
       // A turn cancelled by an interrupt, from this terminal or from anywhere else: exit 130.
       expect(done.code, context).toBe(130);
       expect(resultLine(first), context).toMatchObject({ sessionId, status: 'cancelled' });
@@ -565,9 +467,9 @@ function scenarios(storeFor: () => string | undefined) {
 
       const args = i % 2 === 0 ? ['resume', sessionId] : ['resume', '--json', sessionId];
       const [r1, r2] = await Promise.all([oar(p.cwd, args), oar(p.cwd, ['resume', sessionId])]);
-      expect(r1.code, describeExit(r1)).toBe(0);
-      expect(r2.code, describeExit(r2)).toBe(0);
-      const context = `resume 1: ${describeExit(r1)}\nresume 2: ${describeExit(r2)}`;
+      expect(r1.code, describeProc(r1)).toBe(0);
+      expect(r2.code, describeProc(r2)).toBe(0);
+      const context = `resume 1: ${describeProc(r1)}\nresume 2: ${describeProc(r2)}`;
 
       const events = await consistentLog(p, sessionId);
       const lost = ofType(events, 'tool.failed');
@@ -599,25 +501,16 @@ async function consistentLogOpen(p: Project, sessionId: string): Promise<Runtime
 /** `oar events --json` and `oar replay` report what the test read itself. */
 async function sameThroughCli(p: Project, sessionId: string, events: RuntimeEvent[]): Promise<void> {
   const printed = await oar(p.cwd, ['events', sessionId, '--json']);
-  expect(printed.code, describeExit(printed)).toBe(0);
+  expect(printed.code, describeProc(printed)).toBe(0);
   expect(lines(printed.out)).toEqual(JSON.parse(JSON.stringify(events)));
   const replay = await oar(p.cwd, ['replay', sessionId]);
-  expect(replay.code, describeExit(replay)).toBe(0);
+  expect(replay.code, describeProc(replay)).toBe(0);
   expect(JSON.parse(replay.out)).toEqual({ equal: true, differences: [], contradictions: [], events: events.length });
 }
 
 describe('thread leases across oar processes on SQLite', () => {
   scenarios(() => undefined);
 });
-
-/** `url` with `?schema=NAME` (the form `oar` takes in a config's `store`). */
-function withSchema(url: string, schema: string): string {
-  const parsed = new URL(url);
-  parsed.searchParams.set('schema', schema);
-  return parsed.toString();
-}
-
-const randomName = (prefix: string) => `${prefix}${Math.random().toString(36).slice(2, 10)}`;
 
 /**
  * A database of our own on the PostgreSQL server, dropped after the file. Each trial still gets its own schema in

@@ -3,8 +3,12 @@ import { REPLAY_MODES } from '@oar/protocol';
 import { z } from 'zod';
 import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { EnvVarNameSchema, ModelChoiceSchema, ModelsConfigSchema } from './models/resolve.js';
+import { HooksSchema } from './policy/hooks/schema.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
+import { RunnerBindingSchema } from './runners/runner-binding.js';
 import { CliToolConfigSchema } from './tools/cli/config.js';
+import { ExecConfigSchema } from './tools/exec/config.js';
+import { McpServersSchema } from './tools/mcp/config.js';
 
 /**
  * A session's binding: the configuration it runs with, recorded as a durable fact when the session is created
@@ -153,6 +157,11 @@ export const AgentSchema = z.strictObject({
   replay: z.enum(REPLAY_MODES).optional(),
   /** When and how this agent's context is compacted (docs/models.md "Context budget and compaction"). */
   compaction: CompactionConfigSchema.optional(),
+  /**
+   * Run this agent's turns on an AgentRunner instead of the protocol loop (docs/runners.md): the runner's id, its
+   * package, binding config and policy. Absent for protocol agents, so their bindings keep their hash.
+   */
+  runner: RunnerBindingSchema.optional(),
 });
 export type AgentConfig = z.infer<typeof AgentSchema>;
 
@@ -201,6 +210,12 @@ export const SessionBindingSchema = z.strictObject({
   budgets: BudgetsSchema.optional(),
   /** A business CLI behind one tool (docs/tool-protocol.md); absolute paths. Absent when none, like `secrets`. */
   cli: CliToolConfigSchema.optional(),
+  /** The `exec` and `process` tools' configuration (docs/commands.md). Absent when exec is off, like `secrets`. */
+  exec: ExecConfigSchema.optional(),
+  /** Hooks in the path of tool and model calls (docs/hooks.md); absolute paths. Absent when none, like `secrets`. */
+  hooks: HooksSchema.optional(),
+  /** MCP servers whose tools join the inventory as `server.tool` (docs/mcp.md). Absent when none, like `secrets`. */
+  mcpServers: McpServersSchema.optional(),
 });
 export type SessionBinding = z.infer<typeof SessionBindingSchema>;
 
@@ -242,6 +257,8 @@ export function applyBindingUpdate(binding: SessionBinding, update: BindingUpdat
   const executors = {
     pipelines: next.pipelines?.length ? next.pipelines : undefined,
     services: next.services?.length ? next.services : undefined,
+    hooks: next.hooks?.length ? next.hooks : undefined,
+    mcpServers: next.mcpServers?.length ? next.mcpServers : undefined,
   };
   if (!next.secrets || next.secrets.env.length === 0) return { ...next, ...executors, secrets: undefined };
   return { ...next, ...executors, secrets: { ...next.secrets, env: [...new Set(next.secrets.env)].sort() } };

@@ -12,12 +12,16 @@ import {
   ModelChoiceSchema,
   ModelsConfigSchema,
 } from './models/resolve.js';
+import { absoluteHooks, HooksSchema } from './policy/hooks/schema.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 import { ProviderLimitsSchema } from './runner/provider-limits.js';
+import { boundRunner } from './runners/packages.js';
 import { Runtime } from './runtime.js';
 import { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
 import { absoluteCliConfig, CliToolConfigSchema } from './tools/cli/config.js';
+import { ExecConfigSchema } from './tools/exec/config.js';
+import { absoluteMcpServers, McpServersSchema } from './tools/mcp/config.js';
 import { absoluteModuleSpec, loadToolModule } from './tools/modules.js';
 import { ToolRegistry } from './tools/registry.js';
 import type { WorkerOptions } from './worker/worker.js';
@@ -49,6 +53,8 @@ export const OarConfigSchema = z.strictObject({
       modules: z.array(z.string()).default([]),
       /** A business CLI behind one governed tool, `project_cli` by default (docs/tool-protocol.md). */
       cli: CliToolConfigSchema.optional(),
+      /** The `exec` command tool and its `process` companion, sandboxed (docs/commands.md); off when absent. */
+      exec: ExecConfigSchema.optional(),
     })
     .default({ modules: [] }),
   permissions: PermissionsConfigSchema.default({ mode: 'default', rules: [] }),
@@ -62,7 +68,15 @@ export const OarConfigSchema = z.strictObject({
   providerLimits: ProviderLimitsSchema.default({}),
   queuePolicy: z.enum(['queue', 'reject']).default('queue'),
   /** The worker of a process using this config: how long a thread lease lasts without renewal. */
-  worker: z.strictObject({ leaseTtlMs: z.number().int().min(100).max(3_600_000).optional() }).default({}),
+  worker: z
+    .strictObject({
+      leaseTtlMs: z.number().int().min(100).max(3_600_000).optional(),
+      /** The most threads the worker drives at once (`oar worker --concurrency` overrides). */
+      concurrency: z.number().int().min(1).max(10_000).optional(),
+      /** How often the worker looks for leases that ran out (a crashed worker's threads); default 1000 ms. */
+      pollMs: z.number().int().min(50).max(60_000).optional(),
+    })
+    .default({}),
   onProtocolFailure: z.enum(['fail', 'plain_text']).default('fail'),
   /**
    * Environment variables (NAMES) whose values are secrets, beyond the provider keys which always are. Left out,
@@ -73,6 +87,12 @@ export const OarConfigSchema = z.strictObject({
   pipelines: PipelinesSchema.default([]),
   /** External HTTP integrations the agents may call as `service` actions; credentials by env var NAME only. */
   services: ServicesSchema.default([]),
+  /** Hooks in the path of tool calls, model calls and turn ends, bound to new sessions (docs/hooks.md). */
+  hooks: HooksSchema.default([]),
+  /** MCP servers whose tools join the inventory as `server.tool`, bound to new sessions (docs/mcp.md). */
+  mcp: z.strictObject({ servers: McpServersSchema.default([]) }).default({ servers: [] }),
+  /** AgentRunner packages (directories with oar-runner.json) agents may be bound to (docs/runners.md). */
+  runners: z.strictObject({ packages: z.array(z.string().min(1)).default([]) }).default({ packages: [] }),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
 
@@ -121,6 +141,8 @@ export interface BuildOptions {
   model?: string;
   workspace?: string;
   agent?: string;
+  /** Bind the main agent of new sessions to this runner id (`oar run --runner`). */
+  runner?: string;
   /** The worker of this process: every session (default), only some, or none (`false`). */
   worker?: boolean | WorkerOptions;
   resumeOnStart?: boolean;
@@ -162,6 +184,16 @@ export async function buildRuntime(
     ...a,
     ...(a.model ? { model: absoluteModelChoice(a.model, baseDir) } : {}),
   }));
+  // Runner bindings record their package's absolute directory, so any worker can start the runner.
+  const runnerPackages = config.runners.packages.map((dir) => resolve(baseDir, dir));
+  const mainRunner =
+    options.runner && options.runner !== config.agent.runner?.id
+      ? { id: options.runner, config: {} }
+      : config.agent.runner;
+  if (mainRunner) mainAgent.runner = await boundRunner(mainRunner, runnerPackages, baseDir);
+  for (const agent of agents) {
+    if (agent.runner) agent.runner = await boundRunner(agent.runner, runnerPackages, baseDir);
+  }
   const storeUrl = options.store ?? config.store;
   const store = await Store.open(storeUrl, { cwd: options.cwd });
   // A runtime that cannot start (missing workspace, …) must not leave its store open.
@@ -191,6 +223,9 @@ export async function buildRuntime(
     pipelines: config.pipelines,
     services: config.services,
     ...(config.tools.cli ? { cli: absoluteCliConfig(config.tools.cli, baseDir) } : {}),
+    ...(config.tools.exec ? { exec: config.tools.exec } : {}),
+    hooks: absoluteHooks(config.hooks, baseDir),
+    mcpServers: absoluteMcpServers(config.mcp.servers, baseDir),
     worker:
       options.worker === false
         ? false

@@ -1,13 +1,15 @@
+import type { RuntimeEvent } from '@oar/protocol';
 import type { ArtifactContent, StoredArtifact } from './artifacts.js';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from './binding.js';
 import type { AppendGuard, EventDraft } from './log/event-log.js';
+import type { LiveDelta } from './log/live.js';
 import type { PermissionsConfig, SessionGrant } from './policy/permission-schema.js';
 import type { SessionState } from './read-models/session.js';
 import type { ThreadView } from './read-models/thread-state.js';
 import type { Redactor } from './redaction/redactor.js';
 import type { ModelHandle } from './runner/model-call.js';
 import type { ModelDeltaSink } from './runner/model-deltas.js';
-import type { ProviderLimiter } from './runner/provider-limits.js';
+import type { Limiter } from './runner/provider-limits.js';
 import type { ToolRegistry } from './tools/registry.js';
 
 export type { AgentConfig, RuntimeLimits } from './binding.js';
@@ -47,13 +49,26 @@ export interface Engine extends BoundConfig {
    * promise of the process (about 5% of a step).
    */
   readonly deltas?: ModelDeltaSink;
+  /**
+   * Hand a live-only event of the driven thread (a command's `process.output`) to the session's subscribers,
+   * redacted; nothing is built when nobody listens. Absent: nobody can listen.
+   */
+  publishLive?(delta: LiveDelta): void;
   /** Another thread of the session has something to do (a child was delegated, a child ended). */
   wake(sessionId: string, threadId: string): void;
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
+  /**
+   * The session's events as committed, after a sequence (optionally of one thread): what a runner's `events.*` reads
+   * (runners/context-apis.ts). Optional: an engine without it answers no event queries.
+   */
+  readEvents?(
+    sessionId: string,
+    options: { after?: number; limit?: number; threadId?: string },
+  ): Promise<RuntimeEvent[]>;
   /** The session's read model as committed (budgets read its spend and its recorded limit changes). */
   session(sessionId: string): Promise<SessionState | undefined>;
   /** This process's limits per provider and model, shared by every session it drives (runner/provider-limits.ts). */
-  readonly limiter: ProviderLimiter;
+  readonly limiter: Limiter;
   /** The session's approve_for_session grants. */
   grants(sessionId: string): Promise<SessionGrant[]>;
   /**

@@ -60,6 +60,7 @@ export const ERROR_CODES = {
   model_credentials_missing: usage("The model's API key variable is not set in the environment."),
   invalid_model_script: usage('A scripted model file (script:FILE) does not match the script schema.'),
   unknown_agent: usage('The agent name is not in the binding. `oar session show` lists the agents.'),
+  unknown_runner: usage('No package in runners.packages provides the runner id. `oar runners list` shows the runners.'),
   invalid_tool_module: usage('A tool module does not export valid tools.'),
   tool_module_unloadable: usage('A tool module failed to load (not found, or it threw on import).'),
   duplicate_tool: usage('Two tools have the same name.'),
@@ -131,6 +132,11 @@ export const ERROR_CODES = {
     help: 'The thread changed while the command was prepared; it is retried internally, then reported.',
   },
   runtime_closing: { exit: EXIT.later, retryable: true, help: 'The runtime is shutting down; run the command again.' },
+  wait_timeout: {
+    exit: EXIT.later,
+    retryable: true,
+    help: '`oar wait --timeout` ran out while the session was still running; nothing changed. Wait again.',
+  },
   limits_changed: {
     exit: EXIT.later,
     retryable: true,
@@ -200,6 +206,34 @@ export const ERROR_CODES = {
   model_content_filtered: recorded("The provider's content filter refused the request."),
   no_model: recorded('No model could serve the agent when the turn ran.'),
   protocol_violation: recorded('The model answered outside the Agent Protocol even after a corrective retry.', true),
+  runner_unavailable: recorded(
+    'The runner could not be started or its package does not provide it (details.diagnostic says why). `oar runners list` shows the diagnostics.',
+    true,
+  ),
+  runner_config_invalid: recorded(
+    "The agent's runner binding config does not match the runner's config_schema; details.field names the field.",
+  ),
+  runner_protocol_error: recorded(
+    'The runner broke the wire or the result stream (garbage on stdout, an invalid or oversized frame, a result of another run, too many results); the run was stopped.',
+  ),
+  runner_result_too_large: recorded(
+    'A runner result was larger than 1 MB; the run was stopped. Store large output with artifact.created.',
+  ),
+  runner_result_ignored: recorded(
+    'A warning: a runner result was ignored (an unknown type, a result after the end, a refused state.updated, an action.requested this host does not execute).',
+  ),
+  runner_no_result: recorded('The runner ended its result stream without run.completed or run.failed.'),
+  runner_crashed: recorded(
+    'The runner process exited during the run; details and the runner_ended fact carry its exit and stderr.',
+    true,
+  ),
+  runner_timeout: recorded(
+    "The run passed its deadline (the binding policy's timeoutMs, default 10 minutes); the runner was cancelled, then its process group killed.",
+    true,
+  ),
+  runner_lost: recorded(
+    'The runner was running when its host stopped (a crash); on resume the run is recorded lost and the turn fails, it is never run again.',
+  ),
   protocol_fallback_plain_text: recorded('A warning: plain model text was accepted as the answer (policy plain_text).'),
   step_budget_exceeded: recorded('The turn used its maximum number of model steps (limits.maxSteps).'),
   budget_exceeded: recorded(
@@ -286,6 +320,31 @@ export const ERROR_CODES = {
     true,
   ),
   aborted: recorded('The tool did not start or was stopped because the turn was interrupted.'),
+  hook_denied: recorded(
+    "An after_tool_call hook withheld the call's result from the model (docs/hooks.md); the output is stored.",
+  ),
+  hook_failed: recorded(
+    'A hook could not start, exited non-zero or threw; its onFailure policy decided instead (docs/hooks.md).',
+  ),
+  hook_timeout: recorded('A hook did not answer within its timeoutMs; its onFailure policy decided instead.', true),
+  hook_output_invalid: recorded(
+    'A hook answered something that is not the hook protocol (not JSON, an unknown decision, a decision its point does not take).',
+  ),
+  hook_output_too_large: recorded('A command hook printed more than its maxOutputBytes; it was stopped.'),
+  mcp_unavailable: recorded(
+    'An MCP server could not be reached (not started, crashed, refused the connection, waiting out its restart backoff); details: server, retryInMs, stderr (docs/mcp.md).',
+    true,
+  ),
+  mcp_timeout: recorded(
+    "An MCP server did not answer within the server's timeoutMs; it is restarted before its next use.",
+    true,
+  ),
+  mcp_protocol_error: recorded(
+    'An MCP server answered something that is not MCP; it is restarted before its next use.',
+    true,
+  ),
+  mcp_tool_failed: recorded('An MCP server answered the call with a JSON-RPC error (details.mcpCode).'),
+  mcp_tool_error: recorded("An MCP tool reported its own failure (isError); the message is the tool's text."),
   pipeline_step_failed: recorded(
     "A step of a pipeline failed, was denied or needed approval; details.cause is the step's error, details.steps what ran.",
   ),
@@ -303,6 +362,22 @@ export const ERROR_CODES = {
   service_bad_json: recorded('The service answered a JSON content type that does not parse.'),
   service_response_too_large: recorded("The service's answer is larger than its maxResponseBytes."),
   service_auth_missing: recorded("The environment variable the service's auth names is not set; nothing was sent."),
+  unavailable: recorded(
+    'exec/process: the process id is unknown here, belongs to another session or thread, or is from before a restart (a runtime.warning process_unavailable names it).',
+  ),
+  process_unavailable: recorded(
+    'The runtime.warning of a process id that is not available to the calling thread (docs/commands.md).',
+  ),
+  command_not_found: recorded('exec: the program does not exist (or is not on the PATH the binding passes).'),
+  spawn_failed: recorded('exec: the command could not be started (not executable, a resource limit); details say why.'),
+  sandbox_unavailable: recorded(
+    'exec: the sandbox cannot start here and tools.exec.sandbox.unsandboxed is deny; install bubblewrap or change the policy.',
+  ),
+  too_many_processes: recorded(
+    'exec: the session already runs tools.exec.maxBackground background processes; terminate one first.',
+    true,
+  ),
+  process_exited: recorded('process write: the process has exited or closed its standard input.'),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

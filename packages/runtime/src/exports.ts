@@ -25,6 +25,10 @@ export async function exportReplay(log: EventLog, sessionId: string) {
 function summarize(event: RuntimeEvent): string {
   const p = (event.payload ?? {}) as Record<string, unknown>;
   const error = p.error as OarError | undefined;
+  if (event.type.startsWith('hook.')) {
+    const what = error ? `failed (${error.code}), ${p.onFailure}` : (p.decision ?? 'started');
+    return `hook ${p.hookName} ${p.point}${p.toolName ? ` ${p.toolName}` : ''}: ${what}`.slice(0, 200);
+  }
   if (error) return `${error.code}: ${error.message}`;
   for (const key of ['summary', 'toolName', 'title', 'reason', 'decision', 'outcome', 'message']) {
     if (typeof p[key] === 'string') return String(p[key]).slice(0, 200);
@@ -190,6 +194,16 @@ export async function exportEvidence(log: EventLog, sessionId: string) {
     artifacts,
     limits,
     turns: byTurn,
+    // Every hook run with its decision and, for a rewrite, the change (docs/hooks.md; scenario 12).
+    hooks: events
+      .filter((e) => e.type === 'hook.completed' || e.type === 'hook.failed')
+      .map((e) => ({
+        sequence: e.sequence,
+        type: e.type,
+        ...(e.turnId ? { turnId: e.turnId } : {}),
+        ...(e.toolCallId ? { toolCallId: e.toolCallId } : {}),
+        ...(e.payload as Record<string, unknown>),
+      })),
     correlation: {
       sessionId,
       threadIds: ids('threadId'),

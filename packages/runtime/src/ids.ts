@@ -15,7 +15,9 @@ export type IdKind =
   | 'wrk'
   | 'cmp'
   | 'ws'
-  | 'key';
+  | 'key'
+  | 'slot'
+  | 'proc';
 
 export function newId(kind: IdKind): string {
   return `${kind}_${randomUUID().replace(/-/g, '').slice(0, 20)}`;

@@ -82,6 +82,17 @@ export {
 } from './models/resolve.js';
 export { loadModelScript, type ModelScript, ModelScriptSchema, parseModelScript } from './models/script-schema.js';
 export { contextWindowOf, DEFAULT_WINDOWS, DEFAULT_WINDOWS_AS_OF, outputReserveOf } from './models/windows.js';
+export { type Command, commandMatches } from './policy/command-match.js';
+export type { HookFunction } from './policy/hooks/run-hook.js';
+export {
+  HOOK_POINTS,
+  type HookConfig,
+  HookConfigSchema,
+  type HookInput,
+  type HookOutput,
+  type HookPoint,
+  HooksSchema,
+} from './policy/hooks/schema.js';
 export {
   DEFAULT_DENY_RULES,
   type DefaultDenyRule,
@@ -135,8 +146,9 @@ export {
   ProviderLimitsSchema,
   type SlotWait,
 } from './runner/provider-limits.js';
+export * from './runners/index.js';
 export { Runtime, type RuntimeOptions } from './runtime.js';
-export { type Fence, type LeaseHolder, LeaseLostError } from './store/leases.js';
+export { type Fence, type LeaseHolder, LeaseLostError, ownerName } from './store/leases.js';
 export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';
 export {
   type ApiKeyRecord,
@@ -151,6 +163,11 @@ export {
 } from './store/workspaces.js';
 export { READ_ONLY_FILE_TOOL } from './tools/builtin/files.js';
 export { editTool, globTool, grepTool, readTool, workspaceTools, writeTool } from './tools/builtin/index.js';
+export { type ExecConfig, ExecConfigSchema } from './tools/exec/config.js';
+export { EXEC_TOOL } from './tools/exec/exec-tool.js';
+export { PROCESS_TOOL } from './tools/exec/process-tool.js';
+export { type McpServerConfig, McpServerConfigSchema, McpServersSchema } from './tools/mcp/config.js';
+export { McpPool } from './tools/mcp/pool.js';
 export { loadToolModule } from './tools/modules.js';
 export { type ToolInventoryEntry, ToolRegistry } from './tools/registry.js';
 export {

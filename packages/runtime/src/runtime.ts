@@ -34,15 +34,23 @@ import { LiveChannel, type LiveEvent } from './log/live.js';
 import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from './log/notifier.js';
 import { setRecent } from './lru.js';
 import { absoluteModelChoice, type ModelChoice, type ModelsConfig } from './models/resolve.js';
+import { HooksSchema } from './policy/hooks/schema.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { bindingOf, type SessionState } from './read-models/session.js';
 import type { ModelHandle } from './runner/model-call.js';
 import { resolveChain } from './runner/model-chain.js';
 import { ProviderLimiter, type ProviderLimits } from './runner/provider-limits.js';
+import { SharedProviderLimiter } from './runner/shared-limits.js';
 import { isStoreFault } from './store/faults.js';
 import type { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
 import { CliToolConfigSchema } from './tools/cli/config.js';
+import { ExecConfigSchema } from './tools/exec/config.js';
+import { EXEC_TOOL } from './tools/exec/exec-tool.js';
+import { PROCESS_TOOL } from './tools/exec/process-tool.js';
+import { backgroundProcesses } from './tools/exec/processes.js';
+import { McpServersSchema } from './tools/mcp/config.js';
+import { McpPool } from './tools/mcp/pool.js';
 import { ToolRegistry } from './tools/registry.js';
 import { Tracing, type TracingOptions } from './tracing.js';
 import { bindConfig, type Host } from './worker/bound-config.js';
@@ -94,6 +102,12 @@ export interface RuntimeOptions {
    * paths mean the same from any directory). Its tool's name must also be among `bindTools` when that is given.
    */
   cli?: z.input<typeof CliToolConfigSchema>;
+  /** The `exec` and `process` tools (docs/commands.md), bound to new sessions; both are offered with it. */
+  exec?: z.input<typeof ExecConfigSchema>;
+  /** Hooks bound to new sessions (docs/hooks.md); paths absolute, as `absoluteHooks` makes them. */
+  hooks?: z.input<typeof HooksSchema>;
+  /** MCP servers bound to new sessions (docs/mcp.md); paths absolute, as `absoluteMcpServers` makes them. */
+  mcpServers?: z.input<typeof McpServersSchema>;
   // ---- this process ----
   /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
   model: (agent: AgentConfig, binding: SessionBinding) => ModelHandle | Promise<ModelHandle>;
@@ -159,6 +173,7 @@ export class Runtime {
     this.maxConfigs = Math.max(1, options.caches?.bindings ?? DEFAULT_BOUND_CONFIGS);
     const tools = options.tools ?? new ToolRegistry(workspaceTools());
     const cli = options.cli ? CliToolConfigSchema.parse(options.cli) : undefined;
+    const exec = options.exec ? ExecConfigSchema.parse(options.exec) : undefined;
     this.template = bindingWith(
       {
         mainAgent: withAbsoluteModel(
@@ -174,7 +189,11 @@ export class Runtime {
         workspaceRoot: options.workspaceRoot,
         // The business CLI's tool is always offered with it.
         tools: [
-          ...new Set([...(options.bindTools ?? tools.list().map((tool) => tool.name)), ...(cli ? [cli.name] : [])]),
+          ...new Set([
+            ...(options.bindTools ?? tools.list().map((tool) => tool.name)),
+            ...(cli ? [cli.name] : []),
+            ...(exec ? [EXEC_TOOL, PROCESS_TOOL] : []),
+          ]),
         ],
         toolModules: options.toolModules ?? [],
         permissions: PermissionsConfigSchema.parse(options.permissions ?? {}),
@@ -189,6 +208,11 @@ export class Runtime {
         ...(options.pipelines?.length ? { pipelines: PipelinesSchema.parse(options.pipelines) } : {}),
         ...(options.services?.length ? { services: ServicesSchema.parse(options.services) } : {}),
         ...(cli ? { cli } : {}),
+        ...(exec ? { exec } : {}),
+        // Recorded only when there are some, like pipelines; an own `undefined` otherwise (left out of the record
+        // and the hash), so `oar session update --from-config` with a file that has none clears a session's.
+        hooks: options.hooks?.length ? HooksSchema.parse(options.hooks) : undefined,
+        mcpServers: options.mcpServers?.length ? McpServersSchema.parse(options.mcpServers) : undefined,
         ...(options.budgets && Object.keys(options.budgets).length > 0
           ? { budgets: BudgetsSchema.parse(options.budgets) }
           : {}),
@@ -196,7 +220,14 @@ export class Runtime {
       undefined,
     );
     this.templateHash = bindingHash(this.template);
-    this.host = { tools, model: options.model };
+    this.host = {
+      tools,
+      model: options.model,
+      // The MCP servers this process reaches (docs/mcp.md), shared by the bindings that name them.
+      mcp: new McpPool(),
+      // `exec` hides the store from commands: its SQLite file (a PostgreSQL store is out of a sandbox's reach).
+      ...(store.dialect === 'sqlite' && store.location !== ':memory:' ? { storeFile: store.location } : {}),
+    };
     const configFor = (session: SessionState | undefined, hash?: string) => this.configFor(session, hash);
     const template = () => this.template;
     const verify = (binding: SessionBinding, hash: string) => this.verify(binding, hash);
@@ -212,10 +243,17 @@ export class Runtime {
             runtimeId,
             configFor,
             tracing: new Tracing(options.tracing),
+            // One process on SQLite: limits in memory. On PostgreSQL, where several workers share the store, the
+            // store keeps them, so every worker honours the same limits and pauses (docs/deployment.md).
             limiter:
               options.providerLimits instanceof ProviderLimiter
                 ? options.providerLimits
-                : new ProviderLimiter(options.providerLimits ?? {}),
+                : store.dialect === 'postgres'
+                  ? new SharedProviderLimiter(store, options.providerLimits ?? {}, {
+                      owner: workerOptions.owner ?? `runtime:${runtimeId}`,
+                      ...(workerOptions.leaseTtlMs ? { slotTtlMs: workerOptions.leaseTtlMs } : {}),
+                    })
+                  : new ProviderLimiter(options.providerLimits ?? {}),
           },
           workerOptions,
         )
@@ -469,8 +507,9 @@ export class Runtime {
    * The session's events after `after`, as they become durable — from this process or any other on the store —
    * until `signal` aborts. Catch-up comes from the log; notifications only say when to read again.
    *
-   * `deltas: true` adds the live-only `model.delta` events of the model calls this process makes for the session
-   * (streamed text and tool-call arguments; never stored, so never replayed: one published while nobody listened is
+   * `deltas: true` adds the live-only events of this process's work for the session: `model.delta` of its model calls
+   * (streamed text and tool-call arguments) and `process.output` of its commands (docs/commands.md) — never stored,
+   * so never replayed (one published while nobody listened is
    * gone, and a subscriber more than `LIVE_BUFFER` deltas behind loses the newest). Each comes in its position: after
    * the durable event whose `sequence` it carries, ordered among the others by its `payload.index`.
    */
@@ -546,7 +585,10 @@ export class Runtime {
   async recover(): Promise<void> {
     const worker = this.worker;
     if (!worker) return;
-    for (const { sessionId } of await this.queries.listSessions()) {
+    // Oldest change first: the work that has waited longest is claimed first (a worker with a concurrency bound
+    // queues the rest in this order).
+    const sessions = (await this.queries.listSessions()).sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
+    for (const { sessionId } of sessions) {
       if (worker.drives(sessionId)) await worker.look(sessionId);
     }
   }
@@ -604,8 +646,11 @@ export class Runtime {
   async close(): Promise<void> {
     this.closed = true;
     await this.worker?.close();
+    // Background processes outlive their turn, not their runtime (docs/commands.md).
+    await backgroundProcesses.stopAll(this.runtimeId, 'runtime_closing');
     this.live.close();
     await this.notifier.close();
+    await this.host.mcp?.close();
   }
 }
 

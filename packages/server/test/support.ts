@@ -146,24 +146,9 @@ export async function readSse(
       buffer += decoder.decode(value, { stream: true });
       let end = buffer.indexOf('\n\n');
       while (end >= 0) {
-        const block = buffer.slice(0, end);
+        const message = sseMessage(buffer.slice(0, end));
         buffer = buffer.slice(end + 2);
-        const message: SseMessage = { event: 'message', data: '' };
-        const data: string[] = [];
-        let comment = true;
-        for (const line of block.split('\n')) {
-          if (line.startsWith(':')) continue;
-          comment = false;
-          const [field, ...rest] = line.split(':');
-          const value = rest.join(':').replace(/^ /, '');
-          if (field === 'event') message.event = value;
-          else if (field === 'id') message.id = value;
-          else if (field === 'data') data.push(value);
-        }
-        if (!comment) {
-          message.data = data.join('\n');
-          messages.push(message);
-        }
+        if (message) messages.push(message);
         end = buffer.indexOf('\n\n');
       }
       if (until(messages)) break;
@@ -179,6 +164,25 @@ export interface SseMessage {
   event: string;
   id?: string;
   data: string;
+}
+
+/** One SSE message from the lines of one block (up to a blank line); undefined for a comment-only block. */
+export function sseMessage(block: string): SseMessage | undefined {
+  const message: SseMessage = { event: 'message', data: '' };
+  const data: string[] = [];
+  let comment = true;
+  for (const line of block.split('\n')) {
+    if (line.startsWith(':')) continue;
+    comment = false;
+    const [field, ...rest] = line.split(':');
+    const value = rest.join(':').replace(/^ /, '');
+    if (field === 'event') message.event = value;
+    else if (field === 'id') message.id = value;
+    else if (field === 'data') data.push(value);
+  }
+  if (comment) return undefined;
+  message.data = data.join('\n');
+  return message;
 }
 
 /** Polls `check` until it holds. */

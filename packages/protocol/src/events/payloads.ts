@@ -258,6 +258,51 @@ export const PermissionResolvedPayloadSchema = z.looseObject({
   grantScope: z.enum(['once', 'session']).optional(),
 });
 
+// --- hooks (docs/hooks.md) --------------------------------------------------------------------------------------
+
+export const HOOK_POINT_NAMES = ['before_tool_call', 'after_tool_call', 'before_model_call', 'turn_end'] as const;
+const HookFacts = {
+  /** The hook's name in the binding. */
+  hookName: Id,
+  point: z.enum(HOOK_POINT_NAMES),
+  /** The tool call it ran for (before/after_tool_call); the envelope carries its `toolCallId`. */
+  toolName: z.string().optional(),
+};
+export const HookStartedPayloadSchema = z.looseObject({
+  ...HookFacts,
+  kind: z.enum(['command', 'module']).optional(),
+  timeoutMs: Count.optional(),
+});
+/** A rewrite as the record shows it: the value before and after, and the changes between them (JSON pointers). */
+export const HookRewriteSchema = z.looseObject({
+  target: z.enum(['input', 'messages']),
+  before: z.unknown().optional(),
+  after: z.unknown().optional(),
+  changes: z.array(
+    z.looseObject({
+      path: z.string(),
+      op: z.enum(['add', 'remove', 'replace']),
+      before: z.unknown().optional(),
+      after: z.unknown().optional(),
+    }),
+  ),
+  truncated: z.boolean().optional(),
+});
+export const HookCompletedPayloadSchema = z.looseObject({
+  ...HookFacts,
+  decision: z.enum(['allow', 'deny', 'ask', 'rewrite']),
+  reason: z.string().optional(),
+  durationMs: DurationMs.optional(),
+  rewrite: HookRewriteSchema.optional(),
+});
+export const HookFailedPayloadSchema = z.looseObject({
+  ...HookFacts,
+  error: OarErrorSchema,
+  durationMs: DurationMs.optional(),
+  /** The failure policy that decided instead of the hook: `deny` (fail closed) or `allow` (fail open). */
+  onFailure: z.enum(['deny', 'allow']),
+});
+
 // --- context and routing ----------------------------------------------------------------------------------------
 
 export const ContextRefSchema = z.looseObject({
@@ -570,6 +615,9 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'permission.evaluated': PermissionEvaluatedPayloadSchema,
   'permission.requested': PermissionRequestedPayloadSchema,
   'permission.resolved': PermissionResolvedPayloadSchema,
+  'hook.started': HookStartedPayloadSchema,
+  'hook.completed': HookCompletedPayloadSchema,
+  'hook.failed': HookFailedPayloadSchema,
   'context.resolved': ContextResolvedPayloadSchema,
   'context.compaction.started': ContextCompactionStartedPayloadSchema,
   'context.compaction.completed': ContextCompactionCompletedPayloadSchema,

@@ -19,6 +19,7 @@ import {
 } from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
 import { setRecent } from '../lru.js';
+import { hooksChanged } from '../policy/hooks/changes.js';
 import { grantFor, type PermissionRequest, PermissionRequestSchema } from '../policy/permissions.js';
 import { threadView, threadViews } from '../read-models/project.js';
 import { bindingOf, isTerminalTaskStatus, type SessionState } from '../read-models/session.js';
@@ -205,6 +206,8 @@ export class Commands {
           type: 'session.updated',
           payload: { changed: changed.map((key) => `binding.${key}`), binding: next, bindingHash: hash },
         },
+        // Hooks are policy: adding or removing one is also a `policy.changed` fact (docs/hooks.md).
+        ...hooksChanged(current.hooks, next.hooks, hash),
       ],
       {
         // Two updates computed from the same binding must not silently drop one another's change.

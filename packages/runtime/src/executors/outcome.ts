@@ -24,10 +24,15 @@ export interface ActionOutput {
   /** A one-line summary written by the executor, preferred over a mechanical one. */
   summary?: string;
   mime?: string;
+  /** What the model sees under the `summary` policy instead of a mechanical summary (ToolOutput.view). */
+  view?: string;
+  /** The view is a cut of a larger output (ToolOutput.spilled): record `output.spilled` with this reason. */
+  spilled?: string;
 }
 
 /** A short output is its own summary; a long one gets the executor's line followed by its first lines. */
 export function summaryOf(output: ActionOutput): string {
+  if (output.view !== undefined) return output.view;
   if (estimateTokens(output.text) <= MECHANICAL_SUMMARY_TOKENS) return output.text || (output.summary ?? '');
   const head = mechanicalSummary({ text: output.text });
   return output.summary ? `${output.summary}\n${head}` : head;
@@ -76,7 +81,7 @@ export async function completeAction(
     artifacts: [artifact.uri],
   });
   const drafts: EventDraft[] = [...(options.before ?? []), artifactCreated(actionIds(ctx), artifact)];
-  if (observation.truncated) {
+  if (observation.truncated || output.spilled) {
     drafts.push({
       type: 'output.spilled',
       ...toolIds(ctx),
@@ -86,7 +91,9 @@ export async function completeAction(
         sizeBytes: artifact.size,
         uri: artifact.uri,
         preview: artifact.preview,
-        reason: 'observation over the context budget: the model sees a preview and the ref',
+        reason: observation.truncated
+          ? 'observation over the context budget: the model sees a preview and the ref'
+          : output.spilled,
       },
     });
   }

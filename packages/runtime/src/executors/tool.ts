@@ -1,10 +1,31 @@
-import { type OarError, oarError, type ToolAgentOutput, toolAgentProjection } from '@oar/protocol';
+import {
+  DEFAULT_VALIDATION_LIMITS,
+  type OarError,
+  oarError,
+  type ToolAgentOutput,
+  toolAgentProjection,
+} from '@oar/protocol';
 import { localActor } from '../actor.js';
 import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
+import type { Command } from '../policy/command-match.js';
+import type { HookVerdict } from '../policy/hooks/hooks.js';
+import {
+  afterToolCall,
+  beforeExecutorCall,
+  beforeToolCall,
+  hasToolHooks,
+  withHookVerdict,
+} from '../policy/hooks/tool-hooks.js';
 import type { PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
-import { defaultDenial, evaluatePermission, ruleMatches, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import {
+  defaultDenial,
+  evaluatePermission,
+  normalizeTouchedPath,
+  ruleMatches,
+  toPermissionEvaluatedPayload,
+} from '../policy/permissions.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import {
   type ActionContext,
@@ -18,10 +39,10 @@ import {
 } from '../runner/action-context.js';
 import { subagentStatus } from '../runner/subagent-status.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
-import type { AnyTool, ToolCallInfo, ToolOutput } from '../tools/tool.js';
+import type { AnyTool, ToolCallInfo, ToolOutput, ToolRecorder } from '../tools/tool.js';
 import { callFacts, ToolError } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
-import { completeAction, storeOutput } from './outcome.js';
+import { completeAction, failAction, storeOutput } from './outcome.js';
 
 /**
  * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,
@@ -53,9 +74,16 @@ export async function toolPermissionRequest(
   } catch {
     operation = undefined;
   }
+  let command: Command | undefined;
+  try {
+    command = tool.commandOf?.(input);
+  } catch {
+    command = undefined;
+  }
   return {
     executor: { type: 'tool', target: tool.name },
     ...(operation !== undefined ? { operation } : {}),
+    ...(command !== undefined ? { command } : {}),
     tool: {
       name: tool.name,
       // This call's facts: a tool whose calls differ (`factsOf`) is judged by what this one does.
@@ -81,6 +109,13 @@ export function pathFilter(rules: readonly PermissionRule[], request: Permission
   };
 }
 
+/** The touched paths an approval's question did not show (none when the approval predates recorded paths). */
+function pathsBeyondApproval(approvalPaths: readonly string[] | undefined, touched: readonly string[]): string[] {
+  if (approvalPaths === undefined) return [];
+  const shown = new Set(approvalPaths.map(normalizeTouchedPath));
+  return touched.filter((path) => !shown.has(normalizeTouchedPath(path)));
+}
+
 /**
  * Permission gate shared by every executor: `permission.evaluated` precedes every execution. When the action may
  * run, the gate returns the evaluation to write in the same transaction as the action's start (one commit instead
@@ -88,23 +123,39 @@ export function pathFilter(rules: readonly PermissionRule[], request: Permission
  */
 export type GateResult = { stopped: RunActionStatus } | { allowed: EventDraft[] };
 
-export async function gate(ctx: ActionContext, request: PermissionRequest): Promise<GateResult> {
+export async function gate(ctx: ActionContext, request: PermissionRequest, hooks?: HookVerdict): Promise<GateResult> {
   const { engine } = ctx;
   const grants = await engine.grants(ctx.thread.sessionId);
-  let evaluation = evaluatePermission(request, { ...engine.permissions, grants, workspaceRoot: engine.workspaceRoot });
+  // A before_tool_call hook's deny or ask is folded in as one more restriction (docs/hooks.md), never an allow:
+  // a tool action's hooks ran already (they may rewrite its input); other executors' run here.
+  const verdict = hooks ?? (request.executor.type === 'tool' ? undefined : await beforeExecutorCall(ctx, request));
+  let evaluation = withHookVerdict(
+    evaluatePermission(request, { ...engine.permissions, grants, workspaceRoot: engine.workspaceRoot }),
+    verdict,
+  );
   // Approved by respond_action: the approval answers an ask, never a deny. It is checked again now, on the request as
   // it is now (a path that became a link to `.env` since the question reaches `.env`): a deny under the binding the
   // action runs with, or under the session's binding if it was updated while the approval waited, wins
   // (docs/permissions.md, "Approvals"). Otherwise still one permission.evaluated per execution (a retry or a
   // re-run included), naming the human decision it rests on.
-  if (ctx.state.approved && evaluation.decision !== 'deny') {
+  // An approval covers the paths its question showed. A call that touches another one now (a link retargeted since)
+  // is judged as if unapproved: asked again, with the reason.
+  const uncovered = ctx.state.approved ? pathsBeyondApproval(ctx.state.approvalPaths, request.paths) : [];
+  const approved = ctx.state.approved === true && uncovered.length === 0;
+  if (uncovered.length > 0 && evaluation.decision !== 'deny') {
+    evaluation = {
+      ...evaluation,
+      reason: `${evaluation.reason} (the approval given covered ${ctx.state.approvalPaths?.join(', ') || 'no path'}; the call now also touches ${uncovered.join(', ')})`,
+    };
+  }
+  if (approved && evaluation.decision !== 'deny') {
     const updated = await engine.updatedPermissions(ctx.thread.sessionId);
     const now = updated && evaluatePermission(request, { ...updated, workspaceRoot: engine.workspaceRoot });
     if (now?.decision === 'deny') {
       evaluation = { ...now, reason: `${now.reason} (the session's binding was updated while the approval waited)` };
     }
   }
-  if (ctx.state.approved && evaluation.decision !== 'deny') {
+  if (approved && evaluation.decision !== 'deny') {
     return {
       allowed: [
         {
@@ -221,11 +272,47 @@ async function callerOf(ctx: ActionContext, toolCallId: string): Promise<ToolCal
   const session = await ctx.engine.session(ctx.thread.sessionId);
   return {
     sessionId: ctx.thread.sessionId,
+    threadId: ctx.thread.threadId,
     turnId: ctx.run.turnId,
     runId: ctx.run.runId,
     toolCallId,
     workspaceId: session?.workspaceId ?? DEFAULT_WORKSPACE,
     actor: session?.actor ?? localActor(),
+  };
+}
+
+/** The recorder of a running call (ToolContext.recorder): its facts, live output and artifacts carry its ids. */
+function toolRecorder(ctx: ActionContext, ids: ReturnType<typeof toolIds>): ToolRecorder {
+  const { engine } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  return {
+    turnSignal: ctx.signal,
+    owner: engine.runtimeId,
+    facts: (facts) =>
+      engine.append(
+        sessionId,
+        facts.map((fact) => ({
+          type: fact.type,
+          ...ids,
+          ...(fact.processId !== undefined ? { processId: fact.processId } : {}),
+          payload: fact.payload,
+        })) as EventDraft[],
+        { durable: true },
+      ),
+    live: (output) =>
+      engine.publishLive?.({
+        type: 'process.output',
+        threadId: ids.threadId,
+        turnId: ids.turnId,
+        toolCallId: ids.toolCallId,
+        processId: output.processId,
+        payload: { delta: output.delta, stream: output.stream, processId: output.processId },
+      }),
+    artifact: async (content) => {
+      const stored = await engine.artifacts.put(sessionId, content, engine.limits.maxArtifactBytes);
+      await engine.append(sessionId, [artifactCreated(actionIds(ctx), stored)], { durable: true });
+      return { artifactId: stored.artifactId, uri: stored.uri, size: stored.size };
+    },
   };
 }
 
@@ -258,6 +345,7 @@ export async function invokeTool(
       mayAccess: pathFilter(engine.permissions.rules, request),
       signal: timer.signal,
       caller: () => callerOf(ctx, ids.toolCallId),
+      recorder: toolRecorder(ctx, ids),
       progress: (message, data) => {
         void engine
           .append(sessionId, [{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
@@ -311,10 +399,34 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
     return 'failed';
   }
-  const parsed = engine.tools.parseInput(tool.name, action.input);
+  let parsed = engine.tools.parseInput(tool.name, action.input);
   if (!parsed.ok) {
     await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(parsed.error))]);
     return 'failed';
+  }
+  // before_tool_call hooks (docs/hooks.md): a rewritten input is validated again, like the model's own.
+  const hooks = hasToolHooks(ctx, 'before_tool_call', tool) ? await beforeToolCall(ctx, tool, parsed.input) : undefined;
+  if (hooks?.input) {
+    // The model's input was held to the protocol's size limit; a hook's is too.
+    const bytes = Buffer.byteLength(JSON.stringify(hooks.input));
+    if (bytes > DEFAULT_VALIDATION_LIMITS.maxArgsBytes) {
+      const error = oarError(
+        'invalid_tool_input',
+        `hook ${hooks.rewrittenBy.join(', ')} rewrote the input to ${bytes} bytes; at most ${DEFAULT_VALIDATION_LIMITS.maxArgsBytes} are allowed`,
+        { details: { tool: tool.name, bytes, max: DEFAULT_VALIDATION_LIMITS.maxArgsBytes, hooks: hooks.rewrittenBy } },
+      );
+      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
+      return 'failed';
+    }
+    parsed = engine.tools.parseInput(tool.name, hooks.input);
+    if (!parsed.ok) {
+      const error = {
+        ...parsed.error,
+        message: `${parsed.error.message} (the input as hook ${hooks.rewrittenBy.join(', ')} rewrote it)`,
+      };
+      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
+      return 'failed';
+    }
   }
   // Refused before anyone is asked and before anything starts (a method that is not whitelisted, an input that
   // does not match the method): the call's failure, recorded like any tool failure.
@@ -325,7 +437,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     return 'failed';
   }
   const request = await toolPermissionRequest(tool, parsed.input, engine.workspaceRoot);
-  const gated = await gate(ctx, request);
+  const gated = await gate(ctx, request, hooks);
   if ('stopped' in gated) return gated.stopped;
 
   const attempt = ctx.state.attempt + 1;
@@ -346,6 +458,8 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
           idempotent,
           graphActionId: action.id,
           input: action.input,
+          // What runs is what the hooks left: the record says so next to what the model asked for.
+          ...(hooks?.input ? { effectiveInput: parsed.input, rewrittenBy: hooks.rewrittenBy } : {}),
         },
       },
     ],
@@ -362,6 +476,11 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     return status;
   }
   const { output, durationMs } = ran;
+  // after_tool_call hooks: a veto withholds the result from the model; the full output is still stored.
+  if (hasToolHooks(ctx, 'after_tool_call', tool)) {
+    const after = await afterToolCall(ctx, tool, parsed.input, output);
+    if (after.decision === 'deny') return withheld(ctx, tool.name, output, after, durationMs, durable);
+  }
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const shaped = tool.defaultResultPolicy ? withDefaultPolicy(ctx, tool.defaultResultPolicy) : ctx;
   if (!output.agentOutput) return completeAction(shaped, tool.name, { ...output, text }, durationMs, durable);
@@ -413,4 +532,31 @@ async function failureDrafts(
       extra: { toolAgentOutput: stored.record, ...stored.ref },
     }),
   ];
+}
+
+/**
+ * A result an after_tool_call hook vetoed: the output stored whole (the record keeps what happened), the action
+ * failed with `hook_denied` and the hook's reason, which is all the model sees.
+ */
+async function withheld(
+  ctx: ActionContext,
+  toolName: string,
+  output: ToolOutput,
+  verdict: HookVerdict,
+  durationMs: number,
+  durable: { durable: boolean },
+): Promise<RunActionStatus> {
+  const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
+  const stored = await storeOutput(ctx, `${ctx.run.runId}/${ctx.action.id}`, {
+    text,
+    mime: output.mime ?? 'text/plain',
+  });
+  const artifact = 'code' in stored ? undefined : stored;
+  const error = oarError('hook_denied', verdict.reason ?? `hook "${verdict.hook}" withheld the result`, {
+    details: { hook: verdict.hook, ...(artifact ? { outputRef: artifact.uri } : {}) },
+  });
+  return failAction(ctx, toolName, error, durationMs, {
+    ...durable,
+    before: artifact ? [artifactCreated(actionIds(ctx), artifact)] : [],
+  });
 }

@@ -4,16 +4,23 @@ import { setRecent } from '../lru.js';
 import type { EventLog } from './event-log.js';
 import type { Notifier } from './notifier.js';
 
-/** A live-only event (`model.delta`) as subscribers get it. */
-export type LiveEvent = RuntimeEventOf<'model.delta'>;
+/** The live-only event types: a model call's streamed output, a running command's output (`exec`). */
+export type LiveEventType = 'model.delta' | 'process.output';
+
+/** A live-only event (`model.delta`, `process.output`) as subscribers get it. */
+export type LiveEvent = RuntimeEventOf<'model.delta'> | RuntimeEventOf<'process.output'>;
 
 export type LiveListener = (event: LiveEvent) => void;
 
 /** What the publisher says about a delta; the channel adds the envelope and the position. */
 export interface LiveDelta {
+  /** Default `model.delta`. */
+  type?: LiveEventType;
   threadId: string;
   turnId: string;
   toolCallId?: string;
+  /** The process whose output this is (`process.output`). */
+  processId?: string;
   traceId?: string;
   spanId?: string;
   payload: { delta: string; channel?: EventPayload<'model.delta'>['channel'] } & Record<string, unknown>;
@@ -24,7 +31,8 @@ const MAX_SESSIONS = 4096;
 
 /**
  * The live channel of one process: events that are delivered to the session's subscribers as they happen and
- * never stored — today `model.delta`, the streamed output of a model call this process makes. Nothing here is
+ * never stored — `model.delta`, the streamed output of a model call this process makes, and `process.output`, the
+ * output of a command it runs (`exec`). Nothing here is
  * durable: a subscriber that is not listening when a delta is published never sees it (`model.completed` keeps the
  * whole output).
  *
@@ -91,7 +99,7 @@ export class LiveChannel {
     const position = { sequence: known.sequence, index: known.index + 1 };
     setRecent(this.positions, sessionId, position, MAX_SESSIONS);
     const event = createEvent(
-      'model.delta',
+      delta.type ?? 'model.delta',
       {
         runtimeId: this.runtimeId,
         sessionId,
@@ -99,12 +107,13 @@ export class LiveChannel {
         turnId: delta.turnId,
         sequence: position.sequence,
         ...(delta.toolCallId !== undefined ? { toolCallId: delta.toolCallId } : {}),
+        ...(delta.processId !== undefined ? { processId: delta.processId } : {}),
         ...(delta.traceId !== undefined ? { traceId: delta.traceId } : {}),
         ...(delta.spanId !== undefined ? { spanId: delta.spanId } : {}),
         payload: { ...delta.payload, delta: delta.payload.delta, index: position.index },
       },
       { newId: randomUUID, validate: false },
-    );
+    ) as LiveEvent;
     for (const listener of [...listeners]) {
       try {
         listener(event);
@@ -124,5 +133,5 @@ export class LiveChannel {
 
 /** Is this a live-only event (never in the log)? */
 export function isLiveEvent(event: RuntimeEvent): event is LiveEvent {
-  return event.type === 'model.delta';
+  return event.type === 'model.delta' || event.type === 'process.output';
 }

@@ -1,16 +1,11 @@
 import { posix } from 'node:path';
-import picomatch from 'picomatch';
+import { commandMatches } from './command-match.js';
+import { globMatches } from './glob-match.js';
 import type { PermissionRequest, PermissionRule, SessionGrant } from './permission-schema.js';
 
 /**
  * Pure matching of rules and grants against a request. No I/O: `node:path`'s posix helpers are string functions.
  */
-
-/**
- * `dot: true` everywhere: with picomatch's default a deny rule on `src/**` would miss `src/.env`, and a deny that a
- * dotfile name can slip past is no deny.
- */
-const GLOB_OPTIONS = { dot: true } as const;
 
 /** The name rules and grants see: the tool's own name, else the executor target (an unknown tool still has one). */
 export function requestToolName(request: PermissionRequest): string | undefined {
@@ -25,10 +20,6 @@ export function requestToolName(request: PermissionRequest): string | undefined 
 export function normalizeTouchedPath(path: string): string {
   const normalized = posix.normalize(path.replaceAll('\\', '/'));
   return normalized.startsWith('./') ? normalized.slice(2) : normalized;
-}
-
-function globMatches(globs: readonly string[], value: string): boolean {
-  return picomatch(globs as string[], GLOB_OPTIONS)(value);
 }
 
 /**
@@ -64,6 +55,9 @@ export function ruleMatches(rule: PermissionRule, request: PermissionRequest): b
   if (rule.destructive !== undefined && tool?.isDestructive !== rule.destructive) return false;
   if (rule.operation !== undefined) {
     if (request.operation === undefined || !globMatches([rule.operation], request.operation)) return false;
+  }
+  if (rule.command !== undefined) {
+    if (request.command === undefined || !commandMatches(rule.command, request.command)) return false;
   }
   return pathsMatch(rule, request.paths);
 }

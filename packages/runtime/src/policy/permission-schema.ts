@@ -5,6 +5,7 @@ import {
   PermissionSourceSchema,
 } from '@oar/protocol';
 import { z } from 'zod';
+import { checkRuleGlob } from './glob-match.js';
 
 /**
  * The shapes of the permission policy: what a user writes in the config file (`permissions: { mode, rules }`), what
@@ -22,14 +23,20 @@ export type PermissionMode = z.infer<typeof PermissionModeSchema>;
 
 const NonEmpty = z.string().min(1);
 
+/** A glob of a rule: refused here when it has no linear-time translation, so it cannot silently never match. */
+const Glob = NonEmpty.superRefine((glob, ctx) => {
+  const reason = checkRuleGlob(glob);
+  if (reason) ctx.addIssue({ code: 'custom', message: `unusable glob "${glob}": ${reason}` });
+});
+
 /**
  * One user-written rule. Strict on purpose: a misspelled condition (`tols`, `path`) must be a config error, because
  * silently dropping it would widen the rule — an allow rule without its `paths` would allow every path.
  */
 export const PermissionRuleSchema = z.strictObject({
   decision: PermissionDecisionSchema,
-  /** Tool name or picomatch glob over tool names, e.g. `"read_file"`, `"mcp__*"`. */
-  tool: NonEmpty.optional(),
+  /** Tool name or glob over tool names, e.g. `"read_file"`, `"mcp__*"` (policy/glob-match.ts). */
+  tool: Glob.optional(),
   /** Executor type of the action: tool, agent, human, runtime, pipeline, service. */
   executor: ExecutorTypeSchema.optional(),
   /** A capability label the tool declares (exact match), e.g. `"network"`. */
@@ -38,13 +45,24 @@ export const PermissionRuleSchema = z.strictObject({
   readOnly: z.boolean().optional(),
   /** Matches the tool's `isDestructive` flag. */
   destructive: z.boolean().optional(),
-  /** Picomatch globs against the workspace-relative paths a call touches (dotfiles included). */
-  paths: z.array(NonEmpty).min(1).optional(),
+  /** Globs against the workspace-relative paths a call touches (dotfiles included; policy/glob-match.ts). */
+  paths: z.array(Glob).min(1).optional(),
   /**
-   * The operation a call performs, exact or a picomatch glob: a business CLI's `module.method` (`"calendar.delete"`,
+   * The operation a call performs, exact or a glob: a business CLI's `module.method` (`"calendar.delete"`,
    * `"calendar.*"`). Never holds for a call without an operation.
    */
-  operation: NonEmpty.optional(),
+  operation: Glob.optional(),
+  /**
+   * A command prefix (`"git status"`, `"rm -rf"`): holds for an `exec` call whose argv starts with its words and
+   * carries its flags, or whose shell string is exactly it (policy/command-match.ts). Never holds for a call
+   * without a command.
+   */
+  command: z
+    .string()
+    .trim()
+    .min(1)
+    .regex(/^\S+( \S+)*$/, 'a command prefix is words separated by single spaces, e.g. "git status"')
+    .optional(),
   /** Why the rule exists; shown in the permission record and the approval prompt. */
   reason: z.string().optional(),
 });
@@ -101,6 +119,8 @@ export const PermissionRequestSchema = z.object({
   paths: z.array(z.string()),
   /** The operation the call performs (the tool's `operationOf(input)`: `calendar.delete`), when it has one. */
   operation: z.string().optional(),
+  /** The command the call runs (`exec`): an argv, or a shell string matched only whole. */
+  command: z.union([z.object({ argv: z.array(z.string()).readonly() }), z.object({ shell: z.string() })]).optional(),
   /** The call's input, for hooks and classifiers layered on top; the rule evaluator does not read it. */
   input: z.unknown().optional(),
 });
@@ -135,7 +155,7 @@ export interface PermissionPolicy {
  * The evaluator's sources are the subset of the protocol's PERMISSION_SOURCES it can produce; a session grant is
  * recorded as `human` (a human approved it for the session) with the grant itself alongside.
  */
-export const EvaluationSourceSchema = PermissionSourceSchema.extract(['rule', 'mode', 'default', 'human']);
+export const EvaluationSourceSchema = PermissionSourceSchema.extract(['rule', 'mode', 'default', 'human', 'hook']);
 export type EvaluationSource = z.infer<typeof EvaluationSourceSchema>;
 
 export const PermissionEvaluationSchema = z.object({

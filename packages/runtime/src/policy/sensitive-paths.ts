@@ -1,12 +1,13 @@
 import { posix } from 'node:path';
-import picomatch from 'picomatch';
+import { globMatches } from './glob-match.js';
 import { normalizeTouchedPath, ruleMatches } from './permission-match.js';
 import type { DefaultDenyRule, PermissionRequest, PermissionRule } from './permission-schema.js';
 
 /**
  * The runtime's default deny rules: files that hold credentials are not touched by any tool unless the binding
  * explicitly allows the path with an allow rule. Unlike a user's deny rule (final), a default deny is lifted by
- * an allow rule that NAMES the file — see `explicitlyAllowed`. Pure: picomatch and posix path helpers only.
+ * an allow rule that NAMES the file — see `explicitlyAllowed`. Pure: linear-time globs (glob-match.ts) and posix
+ * path helpers only.
  * Evaluation order and rationale: docs/permissions.md "Default rules".
  */
 export const DEFAULT_DENY_RULES: readonly DefaultDenyRule[] = [
@@ -36,18 +37,9 @@ export const DEFAULT_DENY_RULES: readonly DefaultDenyRule[] = [
   },
 ];
 
-const GLOB_OPTIONS = { dot: true } as const;
-
-type Matcher = (path: string) => boolean;
-const compiled = new WeakMap<DefaultDenyRule, Matcher>();
-
-function matcherOf(rule: DefaultDenyRule): Matcher {
-  let matcher = compiled.get(rule);
-  if (!matcher) {
-    matcher = picomatch([...rule.paths], { ...GLOB_OPTIONS, ...(rule.except ? { ignore: [...rule.except] } : {}) });
-    compiled.set(rule, matcher);
-  }
-  return matcher;
+/** A default rule names a path its globs match and its exceptions do not. */
+function ruleNames(rule: DefaultDenyRule, path: string): boolean {
+  return globMatches(rule.paths, path) && !(rule.except && globMatches(rule.except, path));
 }
 
 /**
@@ -65,7 +57,7 @@ export function sensitivePathRule(
   defaults: readonly DefaultDenyRule[] = DEFAULT_DENY_RULES,
 ): DefaultDenyRule | undefined {
   const form = defaultForm(path);
-  return defaults.find((rule) => matcherOf(rule)(form));
+  return defaults.find((rule) => ruleNames(rule, form));
 }
 
 /** Stands for "any ordinary file next to it" when judging whether a glob names a file or a whole directory. */
@@ -81,7 +73,7 @@ export function globNamesPath(
   path: string,
   defaults: readonly DefaultDenyRule[] = DEFAULT_DENY_RULES,
 ): boolean {
-  const matches = picomatch(glob, GLOB_OPTIONS);
+  const matches = (value: string) => globMatches([glob], value);
   const normalized = normalizeTouchedPath(path);
   if (!matches(normalized)) return false;
   const sibling = posix.join(posix.dirname(normalized), ORDINARY_NAME);

@@ -141,7 +141,17 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
     }
     case 'action.required': {
       const waiting = payload.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
-      return updateAction(run, actionId, (a) => ({ ...a, status: waiting, pendingActionId: event.actionId }));
+      const scope = payload.scope as { paths?: unknown } | undefined;
+      const paths = Array.isArray(scope?.paths) ? scope.paths.filter((p): p is string => typeof p === 'string') : [];
+      return updateAction(run, actionId, (a) => {
+        const { approvalPaths: _earlier, ...rest } = a;
+        return {
+          ...rest,
+          status: waiting,
+          pendingActionId: event.actionId,
+          ...(payload.actionType === 'tool_approval' && scope ? { approvalPaths: paths } : {}),
+        };
+      });
     }
     case 'action.resolved':
       // An approval (a denial ended the action above): run it, with the human's payload when there is one.

@@ -68,6 +68,9 @@ export const SessionStateSchema = z.object({
         at: z.string(),
         turnId: z.string().optional(),
         retryAfterMs: z.number().optional(),
+        /** Set when OAR's own limit held the call back (not the provider): which limits, and why. */
+        enforcedBy: z.string().optional(),
+        reason: z.string().optional(),
       }),
     })
     .optional(),
@@ -164,6 +167,8 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
             at: event.timestamp,
             ...(event.turnId ? { turnId: event.turnId } : {}),
             ...(typeof payload.retryAfterMs === 'number' ? { retryAfterMs: payload.retryAfterMs } : {}),
+            ...(typeof payload.enforcedBy === 'string' ? { enforcedBy: payload.enforcedBy } : {}),
+            ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
           },
         },
       };

@@ -75,6 +75,7 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
               },
             }
           : {}),
+        ...(turn.hookRuns?.length ? { hookRuns: turn.hookRuns } : {}),
         ...(turn.startedAt ? { startedAt: turn.startedAt } : {}),
         ...(turn.completedAt ? { completedAt: turn.completedAt } : {}),
         ...(run ? { taskId: run.taskId, runId: run.runId } : {}),
@@ -104,6 +105,8 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
       eventId: i.eventId,
     })),
     evidenceSummary: {},
+    // The processes the thread's commands started that are still running (or not known to have ended).
+    ...(thread.processes?.length ? { processes: thread.processes.map((p) => ({ ...p, status: 'running' })) } : {}),
     ...(last
       ? {
           lastOutcome: {

@@ -6,6 +6,7 @@ import {
   TurnStatusSchema,
 } from '@oar/protocol';
 import { z } from 'zod';
+import { HookRunSchema } from '../policy/hooks/read-model.js';
 
 /** A membership test for a fixed subset of a status vocabulary (typed, so a misspelt member does not compile). */
 export function memberOf<S extends string>(statuses: readonly S[]): (status: S) => boolean {
@@ -66,6 +67,11 @@ export const RunActionSchema = z.object({
   pendingActionId: z.string().optional(),
   /** Granted by respond_action: run without asking again. */
   approved: z.boolean().optional(),
+  /**
+   * The paths the approval question showed (its `scope.paths`, real paths of links included): an approval covers a
+   * call touching these only — a link retargeted since the question makes it ask again.
+   */
+  approvalPaths: z.array(z.string()).optional(),
   /** The human's payload for ask_user / confirm actions. */
   response: z.record(z.string(), z.unknown()).optional(),
   subagentId: z.string().optional(),
@@ -125,6 +131,8 @@ export const TurnStateSchema = z.object({
   quotaLow: z.array(z.string()).optional(),
   /** The candidates the turn's last recorded routing excluded for a missing capability (sorted specs). */
   capabilityExclusions: z.array(z.string()).optional(),
+  /** The turn's hook runs, newest last (docs/hooks.md; at most MAX_TURN_HOOK_RUNS). */
+  hookRuns: z.array(HookRunSchema).optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
 
@@ -174,6 +182,22 @@ export const IncidentStateSchema = z.object({
   turnId: z.string().optional(),
   eventId: z.string(),
 });
+
+/**
+ * A process a command of the thread started (`exec`) that has no recorded end yet: what the read model shows as
+ * running, and what recovery records as lost when the runtime that ran it is gone.
+ */
+export const ProcessStateSchema = z.object({
+  processId: z.string(),
+  command: z.string(),
+  turnId: z.string().optional(),
+  runId: z.string().optional(),
+  toolCallId: z.string().optional(),
+  background: z.boolean(),
+  sandboxProfile: z.string().optional(),
+  startedAt: z.string(),
+});
+export type ProcessState = z.infer<typeof ProcessStateSchema>;
 
 /**
  * A tool worker's thread (docs/protocol.md "Semantic tool actions"): the tools it may call and its bounds, fixed when
@@ -260,6 +284,8 @@ export const ThreadStateSchema = z.object({
   /** Thread-scoped state set through the control plane (`setState`), key → JSON value. */
   state: z.record(z.string(), z.unknown()),
   incidents: z.array(IncidentStateSchema),
+  /** Processes started by the thread's commands and not known to have ended (absent: none ever ran). */
+  processes: z.array(ProcessStateSchema).optional(),
   subagents: z.array(
     z.object({ subagentId: z.string(), agent: z.string(), childThreadId: z.string(), status: z.string() }),
   ),

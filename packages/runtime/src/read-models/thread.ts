@@ -1,4 +1,5 @@
 import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { hookRunOf, MAX_TURN_HOOK_RUNS } from '../policy/hooks/read-model.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
 import type { PendingDecision, ThreadState, ToolWorkerState, TurnState } from './thread-state.js';
@@ -254,6 +255,46 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         pendingCorrection: correction,
       }));
     }
+    case 'process.started':
+      return {
+        ...state,
+        processes: [
+          ...(state.processes ?? []),
+          {
+            processId: str(payload.processId) ?? event.processId ?? event.eventId,
+            command: str(payload.command) ?? '',
+            ...(event.turnId ? { turnId: event.turnId } : {}),
+            ...(event.runId ? { runId: event.runId } : {}),
+            ...(event.toolCallId ? { toolCallId: event.toolCallId } : {}),
+            background: payload.background === true,
+            ...(str(payload.sandboxProfile) ? { sandboxProfile: str(payload.sandboxProfile) } : {}),
+            startedAt: event.timestamp,
+          },
+        ],
+      };
+    case 'process.completed':
+    case 'process.failed':
+    case 'process.terminated': {
+      const processId = str(payload.processId) ?? event.processId;
+      if (!state.processes || processId === undefined) return state;
+      return { ...state, processes: state.processes.filter((p) => p.processId !== processId) };
+    }
+    case 'sandbox.violation':
+      // What the sandbox refused (a write outside the workspace, a connection): visible with its cause.
+      return {
+        ...state,
+        incidents: [
+          ...state.incidents,
+          {
+            severity: 'warning',
+            code: `sandbox_violation:${str(payload.kind) ?? 'unknown'}`,
+            message: str(payload.message) ?? 'the sandbox refused an operation',
+            at: event.timestamp,
+            ...(event.turnId ? { turnId: event.turnId } : {}),
+            eventId: event.eventId,
+          },
+        ],
+      };
     case 'run.status':
       return applyRunStatus(state, event, payload);
     case 'action.required': {
@@ -305,6 +346,12 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         ...state,
         subagents: state.subagents.map((s) => (s.subagentId === event.subagentId ? { ...s, status: 'closed' } : s)),
       };
+    case 'hook.completed':
+    case 'hook.failed':
+      return updateTurn(state, event.turnId, (turn) => ({
+        ...turn,
+        hookRuns: [...(turn.hookRuns ?? []), hookRunOf(event)].slice(-MAX_TURN_HOOK_RUNS),
+      }));
     case 'turn.completed':
       return endTurn(state, event, {
         status: 'completed',

@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { serviceSecretEnv } from '../executors/definitions.js';
 import { DEFAULT_API_KEY_ENV, type ModelsConfig } from '../models/resolve.js';
 import { cliSecretEnv } from '../tools/cli/config.js';
+import { execSecretEnv } from '../tools/exec/config.js';
+import { type McpServersConfig, mcpSecretEnv } from '../tools/mcp/config.js';
 import { dotenvSecretValues, isDotenvFileName } from './dotenv.js';
 import type { LiteralSecret } from './literals.js';
 import { Redactor } from './redactor.js';
@@ -20,6 +22,8 @@ export interface SecretBindingFields {
   secrets?: { env: readonly string[] };
   services?: readonly Parameters<typeof serviceSecretEnv>[0][];
   cli?: Parameters<typeof cliSecretEnv>[0];
+  exec?: Parameters<typeof execSecretEnv>[0];
+  mcpServers?: McpServersConfig;
 }
 
 /**
@@ -39,6 +43,10 @@ export function secretEnvNames(binding: SecretBindingFields): string[] {
   for (const service of binding.services ?? []) for (const name of serviceSecretEnv(service)) names.add(name);
   // Likewise the business CLI's credential signing key.
   if (binding.cli) for (const name of cliSecretEnv(binding.cli)) names.add(name);
+  // The variables `exec` passes to commands as secrets (docs/commands.md).
+  if (binding.exec) for (const name of execSecretEnv(binding.exec)) names.add(name);
+  // An MCP server's auth header value (docs/mcp.md).
+  for (const name of mcpSecretEnv(binding.mcpServers)) names.add(name);
   return [...names].sort();
 }
 

@@ -1,17 +1,14 @@
 import type { OarError } from '@oar/protocol';
 import type { Engine } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
-import { costOf, priceOf } from '../models/prices.js';
 import type { ThreadView, TurnState } from '../read-models/thread-state.js';
 import {
   budgetExceeded,
-  checkBudgets,
+  checkModelCall,
   effectiveBudgets,
   hasBudgets,
   quotaBlockedFact,
   quotaLowFacts,
-  sessionSpend,
-  turnSpend,
 } from './budgets.js';
 import type { ModelHandle } from './model-call.js';
 
@@ -39,18 +36,8 @@ export async function budgetGate(
     await engine.append(thread.sessionId, [], { durable: true });
     session = await engine.session(thread.sessionId);
   }
-  const now = Date.now();
   const current = thread.turns.find((t) => t.turnId === turn.turnId) ?? turn;
-  const spend = { turn: turnSpend(current, now), session: sessionSpend(session, now) };
-  const price = priceOf(model);
-  const request = {
-    tokens: inputTokenEstimate,
-    costUsd: price ? costOf(price, { inputTokens: inputTokenEstimate, outputTokens: 0 }) : 0,
-  };
-  const check = checkBudgets(budgets, spend, request, {
-    turn: current.quotaLow ?? [],
-    session: session?.budget?.quotaLow ?? [],
-  });
+  const { spend, check } = checkModelCall(budgets, current, session, model, inputTokenEstimate);
   const lows = quotaLowFacts(ids, budgets, spend, check.low);
   const { exceeded } = check;
   if (!exceeded) {

@@ -1,6 +1,7 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { BUDGET_DIMENSIONS, type BudgetDimension, type BudgetLimits, type Budgets } from '../binding.js';
 import type { EventDraft } from '../log/event-log.js';
+import { costOf, type ModelPrice, priceOf } from '../models/prices.js';
 import type { LimitOverrides, SessionState } from '../read-models/session.js';
 import type { TurnState } from '../read-models/thread-state.js';
 
@@ -151,6 +152,28 @@ export function checkBudgets(
     }
   }
   return { ...(exceeded ? { exceeded } : {}), low };
+}
+
+/**
+ * Check a model call about to be made, whoever makes it (the protocol loop's budget gate, a runner's proxied call):
+ * the turn's and the session's recorded spend, and the call's estimate — its prompt tokens and what they cost.
+ */
+export function checkModelCall(
+  budgets: EffectiveBudgets,
+  turn: TurnState,
+  session: SessionState | undefined,
+  model: { provider: string; modelId: string; price?: ModelPrice },
+  inputTokens: number,
+  now = Date.now(),
+): { spend: { turn: Spend; session: Spend }; check: BudgetCheck } {
+  const spend = { turn: turnSpend(turn, now), session: sessionSpend(session, now) };
+  const price = priceOf(model);
+  const request = { tokens: inputTokens, costUsd: price ? costOf(price, { inputTokens, outputTokens: 0 }) : 0 };
+  const check = checkBudgets(budgets, spend, request, {
+    turn: turn.quotaLow ?? [],
+    session: session?.budget?.quotaLow ?? [],
+  });
+  return { spend, check };
 }
 
 /** The limit state events and read models carry: the limits, the spend, the policy. */

@@ -4,6 +4,7 @@ import {
   type LanguageModelV3Content,
   type LanguageModelV3FinishReason,
   type LanguageModelV3FunctionTool,
+  type LanguageModelV3Prompt,
   type LanguageModelV3StreamPart,
   type LanguageModelV3Usage,
   UnsupportedFunctionalityError,
@@ -73,6 +74,11 @@ export interface ModelRequest {
    * Where the streamed output goes as it arrives (the driven thread's `Engine.deltas`); none: nowhere.
    */
   deltas?: ModelDeltaSink;
+  /**
+   * A runner's own call (runners/model-proxy.ts): its messages and function tools replace the protocol prompt
+   * (`system` + `transcript`) and the protocol tool; the model may answer in text or call any of the tools.
+   */
+  runnerPrompt?: { prompt: LanguageModelV3Prompt; tools: LanguageModelV3FunctionTool[] };
 }
 
 export interface ModelOutput {
@@ -303,18 +309,22 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
   };
   try {
     const options: LanguageModelV3CallOptions = {
-      prompt: [
+      prompt: request.runnerPrompt?.prompt ?? [
         { role: 'system', content: request.system },
         { role: 'user', content: [{ type: 'text', text: request.transcript }] },
       ],
-      ...(request.carrier === 'tool'
-        ? {
-            tools: [protocolTool()],
-            toolChoice: handle.supportsForcedToolChoice
-              ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
-              : { type: 'required' as const },
-          }
-        : {}),
+      ...(request.runnerPrompt
+        ? request.runnerPrompt.tools.length
+          ? { tools: request.runnerPrompt.tools, toolChoice: { type: 'auto' as const } }
+          : {}
+        : request.carrier === 'tool'
+          ? {
+              tools: [protocolTool()],
+              toolChoice: handle.supportsForcedToolChoice
+                ? { type: 'tool' as const, toolName: AGENT_PROTOCOL_TOOL_NAME }
+                : { type: 'required' as const },
+            }
+          : {}),
       ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
       abortSignal: signal,
       providerOptions: {

@@ -4,7 +4,8 @@ import { z } from 'zod';
  * In-process limits per provider and per model (docs/models.md "Provider limits"): how many calls may run at once
  * (`maxConcurrency`) and start per minute (`requestsPerMinute`), shared by every session the runtime drives; and
  * the pause a provider asks for with a 429 `retry-after`, which holds back every caller of that model in the
- * process, not only the one that was told. Limits across processes are out of scope (one limiter per runtime).
+ * process, not only the one that was told. Across processes (workers of one PostgreSQL store) the same rules are
+ * kept in the store instead: runner/shared-limits.ts.
  */
 
 export const ProviderLimitSchema = z.strictObject({
@@ -42,6 +43,24 @@ export interface Slot {
 
 const MINUTE_MS = 60_000;
 
+/**
+ * What the runner asks of provider limits: a slot to start a call, and a provider's pause to honour. The in-process
+ * `ProviderLimiter` (one process, SQLite) and the store-backed `SharedProviderLimiter` (every worker of a
+ * PostgreSQL store, runner/shared-limits.ts) both answer it.
+ */
+export interface Limiter {
+  /** Where the limits are kept: this process's memory, or the store (shared by every worker of it). */
+  readonly scope: 'process' | 'store';
+  acquire(
+    model: { provider: string; modelId: string },
+    signal: AbortSignal,
+    onWait?: (wait: SlotWait) => void | Promise<void>,
+  ): Promise<Slot>;
+  pause(model: { provider: string; modelId: string }, ms: number): void;
+  /** Behave like a dead process (fault trials): stop renewing what is held, release nothing. */
+  abandon?(): void;
+}
+
 interface KeyState {
   running: number;
   /** Start times (ms) of the calls of the last minute, oldest first. */
@@ -55,7 +74,8 @@ interface Waiter {
   grant: (slot: Slot) => void;
 }
 
-export class ProviderLimiter {
+export class ProviderLimiter implements Limiter {
+  readonly scope = 'process';
   private limits: ProviderLimits;
   private readonly states = new Map<string, KeyState>();
   private readonly waiters: Waiter[] = [];

@@ -53,8 +53,23 @@ export async function providerSlot(
         },
       },
     };
+    // The standard's fact for a limit that holds a call back, beside the thread's status: here OAR's own limit
+    // (this process's, or the store's shared by every worker) rather than a provider's 429.
+    const hit: EventDraft = {
+      type: 'rate_limit.hit',
+      ...ids,
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        enforcedBy: engine.limiter.scope === 'store' ? 'oar_shared_limits' : 'oar_process_limits',
+        reason: wait.reason,
+        key: wait.key,
+        ...(wait.limit !== undefined ? { limit: wait.limit } : {}),
+        ...(wait.until ? { until: wait.until } : {}),
+      },
+    };
     shown = true;
-    recording = recording.then(() => engine.append(sessionId, [fact])).catch(() => undefined);
+    recording = recording.then(() => engine.append(sessionId, [hit, fact])).catch(() => undefined);
   };
   try {
     const slot = await engine.limiter.acquire(model, signal, (wait) => {

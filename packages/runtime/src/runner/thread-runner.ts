@@ -18,6 +18,7 @@ import { executorCatalog } from '../executors/definitions.js';
 import { threadAgent, toolCallsLeft, toolWorkerSpent } from '../executors/tool-worker.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft } from '../log/event-log.js';
+import { atTurnEnd, beforeModelCall } from '../policy/hooks/turn-hooks.js';
 import { actionHistory } from '../read-models/run.js';
 import {
   isTerminalActionStatus,
@@ -26,7 +27,9 @@ import {
   type ThreadView,
   type TurnState,
 } from '../read-models/thread-state.js';
+import { runnerTurn } from '../runners/host.js';
 import { waitUnlessAborted } from '../signals.js';
+import { inventoryChanged } from '../tools/mcp/inventory.js';
 import { artifactCreated } from './action-context.js';
 import { budgetGate } from './budget-gate.js';
 import {
@@ -147,6 +150,9 @@ export async function advance(engine: Engine, thread: ThreadView): Promise<boole
     await observeRun(engine, thread, run);
     return true;
   }
+  // An agent bound to a runner runs the turn as one runner run instead of model steps (runners/host.ts).
+  const agent = threadAgent(engine, thread);
+  if (agent.runner) return runnerTurn(engine, thread, turn, agent, signal);
   // False while the thread waits for a resource (a budget): nothing to do until a limit changes.
   return modelStep(engine, thread, turn, signal);
 }
@@ -240,6 +246,7 @@ export async function completeTurn(
     answer,
     ...(result ? { observation: result.observation } : {}),
   });
+  await atTurnEnd(engine, thread, turn, { outcome: 'completed', answer });
 }
 
 /** A child thread's first turn is the one its delegation submitted; later turns are its own. */
@@ -283,6 +290,7 @@ export async function failTurn(
     if (error instanceof ThreadChangedError) return;
     throw error;
   }
+  await atTurnEnd(engine, thread, turn, { outcome: status === 'cancelled' ? 'cancelled' : 'failed', error });
 }
 
 /**
@@ -557,8 +565,15 @@ async function prepareStep(
     reassemble: assemble,
     measure,
   };
+  // before_model_call hooks (docs/hooks.md): they may stop the call or rewrite what it is sent.
+  const hooked = await beforeModelCall(engine, thread, turn, prepared.context, model, engine.signal(thread.threadId));
+  if ('error' in hooked) {
+    await failTurn(engine, thread, turn, hooked.error);
+    return undefined;
+  }
+  prepared.context = hooked.context;
   // A call that would exceed a budget is not made: the thread waits for a higher limit, or the turn fails.
-  const gate = await budgetGate(engine, thread, turn, model, context.tokenEstimate);
+  const gate = await budgetGate(engine, thread, turn, model, prepared.context.tokenEstimate);
   if (gate.status === 'waiting') return WAITING;
   if (gate.status === 'failed') {
     await failTurn(engine, thread, turn, gate.error);
@@ -569,6 +584,8 @@ async function prepareStep(
     thread.sessionId,
     [
       ...(turn.modelSteps === 0 ? firstStepFacts(engine, thread, turn, prepared) : rerouted(thread, turn, prepared)),
+      // The inventory changed since the previous step (an MCP server's list_changed): recorded again.
+      ...inventoryChanged(engine.tools, turnIds(thread, turn), catalog.tools, turn.modelSteps === 0),
       ...requestFacts(engine, thread, turn, prepared),
     ],
     { durable: true },

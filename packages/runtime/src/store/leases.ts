@@ -250,20 +250,25 @@ export async function sessionLeases(
 
 /**
  * Threads a worker should take over: a lease that ran out while held (its worker stopped renewing: crashed,
- * paused, cut off), or one given up before the work was done (released with no idle sequence: a closing worker).
+ * paused, cut off), one given up before the work was done (released with no idle sequence: a closing worker), or
+ * one held by a process of this machine that no longer exists.
  */
 export async function leasesToTakeOver(db: Db, now = Date.now()): Promise<{ sessionId: string; threadId: string }[]> {
   const rows = await db
     .selectFrom('oar_thread_leases')
-    .select(['session_id', 'thread_id'])
+    .select(['session_id', 'thread_id', 'owner', 'expires_at'])
     .where((eb) =>
       eb.or([
         eb.and([eb('owner', 'is not', null), eb('expires_at', '<', now)]),
         eb.and([eb('owner', 'is', null), eb('idle_sequence', '=', 0)]),
+        // Live leases of processes of this machine: one that died (kill -9) is taken over now, not at its expiry.
+        eb('owner', 'like', `%@${hostname()}:%`),
       ]),
     )
     .execute();
-  return rows.map((r) => ({ sessionId: r.session_id, threadId: r.thread_id }));
+  return rows
+    .filter((r) => r.owner === null || Number(r.expires_at) < now || ownerIsGone(r.owner))
+    .map((r) => ({ sessionId: r.session_id, threadId: r.thread_id }));
 }
 
 /** The append was made with a fence whose tenure is over: the writer must stop touching the thread. */

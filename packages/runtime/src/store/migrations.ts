@@ -159,5 +159,40 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0006_provider_limits': {
+      async up(db: Kysely<unknown>) {
+        // Provider limits shared by every worker of one store (runner/shared-limits.ts): the calls running now (a
+        // slot per call and limited key, renewed while the call runs, so a dead worker's slots run out), the
+        // starts of the last minute, and the pauses providers asked for (429 retry-after). Times in epoch ms.
+        await db.schema
+          .createTable('oar_provider_slots')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('owner', 'text', (c) => c.notNull())
+          .addColumn('expires_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createIndex('oar_provider_slots_key')
+          .on('oar_provider_slots')
+          .columns(['key', 'expires_at'])
+          .execute();
+        await db.schema
+          .createTable('oar_provider_starts')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('started_at', 'bigint', (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createIndex('oar_provider_starts_key')
+          .on('oar_provider_starts')
+          .columns(['key', 'started_at'])
+          .execute();
+        await db.schema
+          .createTable('oar_provider_pauses')
+          .addColumn('key', 'text', (c) => c.primaryKey())
+          .addColumn('paused_until', 'bigint', (c) => c.notNull())
+          .execute();
+      },
+    },
   };
 }

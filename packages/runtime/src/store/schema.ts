@@ -14,6 +14,31 @@ export interface Database {
   oar_thread_leases: ThreadLeasesTable;
   oar_workspaces: WorkspacesTable;
   oar_api_keys: ApiKeysTable;
+  oar_provider_slots: ProviderSlotsTable;
+  oar_provider_starts: ProviderStartsTable;
+  oar_provider_pauses: ProviderPausesTable;
+}
+
+/** A model call running under a limited key (shared provider limits): held until released or expired. */
+export interface ProviderSlotsTable {
+  id: string;
+  key: string;
+  owner: string;
+  /** Epoch ms; renewed while the call runs. A bigint column: PostgreSQL returns it as a string. */
+  expires_at: number | string;
+}
+
+/** A call started under a key with a per-minute limit (rows older than a minute are deleted as they are met). */
+export interface ProviderStartsTable {
+  id: string;
+  key: string;
+  started_at: number | string;
+}
+
+/** A provider's pause of a model (429 retry-after), for every worker. */
+export interface ProviderPausesTable {
+  key: string;
+  paused_until: number | string;
 }
 
 export interface SessionsTable {

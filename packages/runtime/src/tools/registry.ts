@@ -34,6 +34,12 @@ interface Registered {
 /** The tools a runtime offers, by unique name, with their catalog (what the model sees) and inventory views. */
 export class ToolRegistry {
   readonly #tools = new Map<string, Registered>();
+  #version = 0;
+
+  /** Bumped by every change: a tool source that changes while sessions run (MCP `list_changed`) is seen by it. */
+  get version(): number {
+    return this.#version;
+  }
 
   constructor(tools: Iterable<AnyTool> = []) {
     for (const tool of tools) this.register(tool);
@@ -53,7 +59,15 @@ export class ToolRegistry {
       capabilities: [...tool.capabilities],
     });
     this.#tools.set(tool.name, { tool, inputSchema, entry });
+    this.#version++;
     return this;
+  }
+
+  /** Remove a tool (an MCP server no longer lists it); false when there was none by that name. */
+  unregister(name: string): boolean {
+    const removed = this.#tools.delete(name);
+    if (removed) this.#version++;
+    return removed;
   }
 
   get(name: string): AnyTool | undefined {

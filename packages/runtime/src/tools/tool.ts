@@ -1,6 +1,7 @@
 import type { ResultPolicy, ToolAgentOutput } from '@oar/protocol';
 import type { z } from 'zod';
 import { OarRuntimeError, type OarRuntimeErrorOptions } from '../errors.js';
+import type { Command } from '../policy/command-match.js';
 
 /**
  * A tool the runtime can execute. The flags are facts the scheduler and the permission policy rely on, so every
@@ -43,6 +44,11 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
    * condition and session grants match. Tools without operations leave it out.
    */
   operationOf?: (input: Input) => string | undefined;
+  /**
+   * The command one call runs (`exec`): what permission rules' `command` condition matches — an argv by its
+   * prefix, a shell string only whole. Tools that run no command leave it out.
+   */
+  commandOf?: (input: Input) => Command | undefined;
   /**
    * Refuse a call before the permission gate and before anything starts (a business CLI's method that is not
    * whitelisted, or input that does not match the method's schema): nobody is asked to approve what could never run.
@@ -108,11 +114,59 @@ export interface ToolContext {
    * on demand (it costs a read of the session), so tools that do not need it pay nothing.
    */
   caller?: () => Promise<ToolCallInfo>;
+  /**
+   * For tools that run processes (`exec`): record facts about the call's own work, publish its live output, store
+   * artifacts. Provided for tool actions; absent elsewhere (a tool must then run without it or refuse).
+   */
+  recorder?: ToolRecorder;
+}
+
+/** The standard events a tool may record about its own work (process and sandbox facts, warnings). */
+export type ToolFactType =
+  | 'process.started'
+  | 'process.input'
+  | 'process.completed'
+  | 'process.failed'
+  | 'process.terminated'
+  | 'sandbox.applied'
+  | 'sandbox.violation'
+  | 'runtime.warning';
+
+/** One fact a tool records: carries the call's ids; redacted like every event. */
+export interface ToolFact {
+  type: ToolFactType;
+  processId?: string;
+  payload: Record<string, unknown>;
+}
+
+/** What `ToolContext.recorder` offers: durable facts, live-only output, artifacts — all of the running call. */
+export interface ToolRecorder {
+  /**
+   * Aborted when the call's turn is interrupted, the worker loses the thread or the runtime closes — and, unlike
+   * `ToolContext.signal`, still after the call returned: what a call leaves running (a background process) stops
+   * with it.
+   */
+  readonly turnSignal: AbortSignal;
+  /** The runtime the call runs in: what it leaves running is stopped when that runtime closes. */
+  readonly owner: string;
+  /** Record facts now (durably: in the store when it returns), with the call's ids. */
+  facts(facts: ToolFact[]): Promise<void>;
+  /** Live-only output (`process.output`): handed to the session's subscribers now, never stored. */
+  live(output: { processId: string; stream: 'stdout' | 'stderr'; delta: string }): void;
+  /** Store content as an artifact of the session (redacted) with its `artifact.changed` fact; returns its ref. */
+  artifact(content: {
+    name: string;
+    mime: string;
+    text?: string;
+    bytes?: Uint8Array;
+  }): Promise<{ artifactId: string; uri: string; size: number }>;
 }
 
 /** The call a tool runs for. */
 export interface ToolCallInfo {
   sessionId: string;
+  /** The thread the call runs in (a background process belongs to it). */
+  threadId: string;
   turnId: string;
   runId: string;
   toolCallId: string;
@@ -134,6 +188,17 @@ export interface ToolOutput {
   mime?: string;
   /** The Agent Tool Protocol's canonical record of the call (a business CLI): on `tool.result` and an artifact. */
   agentOutput?: ToolAgentOutput;
+  /**
+   * What the model sees of the output under the `summary` result policy, when a mechanical summary (which is the
+   * text itself for a short output) would lose what matters: a command's exit status with the head and tail of its
+   * output. Other policies still see `text`.
+   */
+  view?: string;
+  /**
+   * Set when `view` is a cut of a larger output (a command's head and tail): the full output is stored and an
+   * `output.spilled` fact names its ref, as for an observation over the context budget. The text says why.
+   */
+  spilled?: string;
 }
 
 /**

@@ -5,14 +5,21 @@ import { OarRuntimeError } from '../errors.js';
 import { bindingRedactor } from '../redaction/sources.js';
 import type { ModelHandle } from '../runner/model-call.js';
 import { cliTool, loadCliTool } from '../tools/cli/cli-tool.js';
+import { execTool } from '../tools/exec/exec-tool.js';
+import { PROCESS_TOOL, processTool } from '../tools/exec/process-tool.js';
+import type { McpPool } from '../tools/mcp/pool.js';
 import { loadToolModule } from '../tools/modules.js';
 import { ToolRegistry } from '../tools/registry.js';
 
 /** What this process can offer a binding: the tools registered in code and a way to reach models. */
 export interface Host {
   tools: ToolRegistry;
+  /** The store's SQLite file, which `exec` hides from commands (none for PostgreSQL). */
+  storeFile?: string;
   /** The model of an agent under a binding (its spec is `agent.model ?? binding.model`). */
   model(agent: AgentConfig, binding: SessionBinding): ModelHandle | Promise<ModelHandle>;
+  /** The MCP servers this process reaches (docs/mcp.md); without it a binding naming servers is unavailable here. */
+  mcp?: McpPool;
 }
 
 /**
@@ -30,6 +37,16 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
     for (const tool of await loadToolModule(spec)) fromModules.set(tool.name, tool);
   // The business CLI's tool: its manifest asked once per bound config (a CLI that cannot answer is unavailable).
   if (binding.cli) fromModules.set(binding.cli.name, cliTool(await loadCliTool(binding.cli)));
+  // The command tools: `exec` knows whether the sandbox can start here (an unsandboxed call is asked by default).
+  if (binding.exec) {
+    const exec = await execTool({
+      config: binding.exec,
+      ...(host.storeFile ? { storeFile: host.storeFile } : {}),
+      maxOutputBytes: binding.limits.maxArtifactBytes,
+    });
+    fromModules.set(exec.name, exec);
+    fromModules.set(PROCESS_TOOL, processTool());
+  }
   const tools = new ToolRegistry();
   for (const name of binding.tools) {
     const tool = host.tools.get(name) ?? fromModules.get(name);
@@ -41,6 +58,19 @@ export async function bindConfig(binding: SessionBinding, bindingHash: string, h
       );
     }
     tools.register(tool);
+  }
+  // MCP servers' tools join as `server.tool`, kept in step with their `list_changed` notifications.
+  if (binding.mcpServers?.length) {
+    if (!host.mcp) {
+      throw new OarRuntimeError(
+        'binding_unavailable',
+        'the session is bound to MCP servers, which this process does not reach',
+        {
+          details: { servers: binding.mcpServers.map((server) => server.name) },
+        },
+      );
+    }
+    await host.mcp.bind(binding.mcpServers, tools, binding.workspaceRoot);
   }
   // A pipeline runs bound tools only: one naming a tool the session does not have could never run.
   for (const pipeline of binding.pipelines ?? []) {

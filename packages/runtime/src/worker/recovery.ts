@@ -1,7 +1,14 @@
 import { type Action, oarError } from '@oar/protocol';
 import type { EventDraft } from '../log/event-log.js';
-import { isTerminalRunStatus, type RunAction, type RunState, type ThreadView } from '../read-models/thread-state.js';
+import {
+  isTerminalRunStatus,
+  type ProcessState,
+  type RunAction,
+  type RunState,
+  type ThreadView,
+} from '../read-models/thread-state.js';
 import { actionStatusChange } from '../runner/action-context.js';
+import { type BackgroundProcess, backgroundProcesses } from '../tools/exec/processes.js';
 
 /**
  * What a worker records when it takes over a thread whose previous tenure ended without finishing its tool calls
@@ -54,7 +61,60 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
       });
     }
   }
+  drafts.push(...lostProcesses(thread));
   return { drafts, rerun, lost };
+}
+
+/**
+ * A background process of this OS process that ended while nobody could record it (its runtime closed, its turn
+ * was gone): its end, as far as this process saw it. Its output stays unread (the process tool is gone with it).
+ */
+function endedProcess(thread: ThreadView, process: ProcessState, known: BackgroundProcess): EventDraft {
+  known.recorded = true;
+  const { exitCode, signalCode } = known.group.child;
+  return {
+    type: 'process.terminated',
+    threadId: thread.threadId,
+    ...(process.turnId ? { turnId: process.turnId } : {}),
+    ...(process.runId ? { runId: process.runId } : {}),
+    ...(process.toolCallId ? { toolCallId: process.toolCallId } : {}),
+    processId: process.processId,
+    payload: {
+      processId: process.processId,
+      exitCode,
+      signal: signalCode,
+      outputBytes: known.group.totalBytes,
+      reason: 'ended_unobserved',
+    },
+  } as EventDraft;
+}
+
+/**
+ * Processes the thread's commands started whose end is not on record and that this OS process does not run: the
+ * runtime that ran them is gone (and took them along: their group or sandbox died with it, or a lost lease stopped
+ * them). Recorded as lost, never re-attached (docs/commands.md "After a crash").
+ */
+function lostProcesses(thread: ThreadView): EventDraft[] {
+  return (thread.processes ?? [])
+    .filter((process) => !backgroundProcesses.get(process.processId)?.group.running)
+    .map((process) => {
+      const known = backgroundProcesses.get(process.processId);
+      if (known) return endedProcess(thread, process, known);
+      const error = oarError(
+        'lost',
+        `the runtime that ran process ${process.processId} (${process.command}) stopped; its end is unknown and it is not re-attached`,
+      );
+      return {
+        type: 'process.failed',
+        threadId: thread.threadId,
+        ...(process.turnId ? { turnId: process.turnId } : {}),
+        ...(process.runId ? { runId: process.runId } : {}),
+        ...(process.toolCallId ? { toolCallId: process.toolCallId } : {}),
+        processId: process.processId,
+        status: 'lost',
+        payload: { processId: process.processId, reason: 'lost', error },
+      } as EventDraft;
+    });
 }
 
 /**

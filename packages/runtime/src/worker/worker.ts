@@ -4,12 +4,12 @@ import type { BoundConfig, Engine } from '../engine.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
-import type { LiveChannel } from '../log/live.js';
+import type { LiveChannel, LiveDelta } from '../log/live.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
-import { ProviderLimiter } from '../runner/provider-limits.js';
+import { type Limiter, ProviderLimiter } from '../runner/provider-limits.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
 import { isStoreFault } from '../store/faults.js';
@@ -42,6 +42,11 @@ export interface WorkerOptions {
   /** How often to look for leases that ran out (default 1 s). */
   pollMs?: number;
   /**
+   * The most threads this worker drives at once (default: no bound). Work found beyond it waits here, oldest
+   * first, until a driver is free — unless another worker claims it first.
+   */
+  concurrency?: number;
+  /**
    * How long a thread's staged facts may wait for a commit point before they are committed anyway (default
    * 100 ms): the most a slow step's progress is hidden from observers.
    */
@@ -59,7 +64,7 @@ export interface WorkerDeps {
   /** Where the streamed output of the model calls it makes goes (`model.delta`, live-only); none: nowhere. */
   live?: LiveChannel;
   /** Limits per provider and model shared by every thread this worker drives (default: none but 429 pauses). */
-  limiter?: ProviderLimiter;
+  limiter?: Limiter;
 }
 
 /** The state of one thread this worker drives: its lease, its abort controller, whether it was kicked again. */
@@ -73,6 +78,8 @@ interface Driver {
   renewal?: NodeJS.Timeout;
   /** The driver's engine, once the lease is claimed (its staged facts die with an abandoned worker). */
   engine?: { stop(): void };
+  /** Handed back between two turns because other threads waited for a driver (fair share): it queues again. */
+  yielded?: boolean;
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -97,7 +104,7 @@ export class Worker {
   /** See `WorkerOptions.lingerMs`. */
   readonly lingerMs: number;
   readonly tracing: Tracing;
-  readonly limiter: ProviderLimiter;
+  readonly limiter: Limiter;
   private readonly drivers = new Map<string, Driver>();
   /** Threads found held by another worker when this one wanted to drive them. */
   private readonly held = new Map<string, LeaseHolder>();
@@ -107,7 +114,12 @@ export class Worker {
   private readonly storeRetries = new Map<string, { since: number; attempts: number }>();
   private readonly scope: 'all' | Set<string>;
   private readonly ttl: number;
+  private readonly concurrency: number;
+  /** Threads with work found while every driver was busy, oldest first: thread id → session id. */
+  private readonly waiting = new Map<string, string>();
   private closed = false;
+  /** Draining: no new thread is claimed, and each driven thread stops after its current step. */
+  private draining = false;
   private readonly unlisten: () => void;
   private readonly timer: NodeJS.Timeout;
 
@@ -118,6 +130,7 @@ export class Worker {
     this.owner = options.owner ?? ownerName(newId('wrk'));
     this.scope = options.sessions === 'all' || options.sessions === undefined ? 'all' : new Set(options.sessions);
     this.ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
+    this.concurrency = options.concurrency ?? Number.POSITIVE_INFINITY;
     this.lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
     this.tracing = deps.tracing ?? new Tracing();
     this.limiter = deps.limiter ?? new ProviderLimiter();
@@ -208,14 +221,20 @@ export class Worker {
     }
   }
 
-  /** Make sure the thread is driven by this worker (unless another one holds it). */
+  /** Make sure the thread is driven by this worker (unless another one holds it, or this one is full). */
   kick(sessionId: string, threadId: string): void {
-    if (this.closed) return;
+    if (this.closed || this.draining) return;
     const existing = this.drivers.get(threadId);
     if (existing) {
       existing.again = true;
       return;
     }
+    if (this.drivers.size >= this.concurrency) {
+      // Remembered in arrival order: the oldest waiting thread gets the next free driver.
+      if (!this.waiting.has(threadId)) this.waiting.set(threadId, sessionId);
+      return;
+    }
+    this.waiting.delete(threadId);
     const driver: Driver = {
       sessionId,
       threadId,
@@ -277,7 +296,18 @@ export class Worker {
       if (fence && !driver.lost) await releaseLease(db, fence, idleSequence).catch(() => undefined);
       this.drivers.delete(threadId);
       // A kick that came while this driver was leaving: drive again (not after a failure, which would only repeat).
-      if (driver.again && fence && !failed && !driver.lost && !this.closed) this.kick(sessionId, threadId);
+      if (driver.yielded && !this.closed && !this.draining) this.waiting.set(threadId, sessionId);
+      else if (driver.again && fence && !failed && !driver.lost && !this.closed) this.kick(sessionId, threadId);
+      this.nextWaiting();
+    }
+  }
+
+  /** A driver is free: drive the oldest thread that waited for one (another worker may have taken it meanwhile). */
+  private nextWaiting(): void {
+    while (!this.closed && !this.draining && this.drivers.size < this.concurrency && this.waiting.size > 0) {
+      const [threadId, sessionId] = this.waiting.entries().next().value as [string, string];
+      this.waiting.delete(threadId);
+      this.kick(sessionId, threadId);
     }
   }
 
@@ -317,10 +347,18 @@ export class Worker {
   /** Step the thread until it has to wait. Returns the thread's last sequence when it was left idle. */
   private async loop(driver: Driver, engine: ThreadEngine): Promise<number> {
     const { sessionId, threadId } = driver;
+    /** Whether a turn ran in this tenure (the fair share below counts from the end of one). */
+    let ranTurn = false;
     for (let step = 0; ; step++) {
       // Between two steps of one thread, the event loop serves everyone else (timers, sockets, the other threads).
       if (step > 0) await stepTurn();
       if (this.closed || driver.lost) return 0;
+      // Draining: the step before this one is over; commit what it staged and hand the thread back (released, not
+      // idle, so another worker continues it at once).
+      if (this.draining && step > 0) {
+        await engine.commit();
+        return 0;
+      }
       driver.again = false;
       // A fresh signal BEFORE the thread is read: an abort landing after the read stays in effect for this step,
       // and a request committed before it is seen by the read below.
@@ -329,6 +367,14 @@ export class Worker {
       if (interruptPending(thread)) {
         await this.cancelTurn(engine, driver, thread);
         continue;
+      }
+      // Fair share: between two turns of one thread, threads that waited for a free driver go first. This one is
+      // handed back (released, not idle, so any worker may claim it) and queues behind them here.
+      if (thread.activeTurnId !== undefined) ranTurn = true;
+      else if (ranTurn && this.waiting.size > 0) {
+        await engine.commit();
+        driver.yielded = true;
+        return 0;
       }
       // The thread as just read: the step starts from it (read once per step, not twice).
       const scope = { runtimeId: this.deps.runtimeId, sessionId, threadId, thread, engine };
@@ -407,11 +453,34 @@ export class Worker {
    */
   abandon(): void {
     this.closed = true;
+    this.limiter.abandon?.();
     this.unlisten();
     clearInterval(this.timer);
     for (const driver of this.drivers.values()) {
       clearInterval(driver.renewal);
       driver.engine?.stop();
+    }
+  }
+
+  /**
+   * Drain (a worker's SIGTERM): claim nothing new, let every driven thread finish the step it is in — its facts
+   * committed, the thread handed back with its lease released for another worker to continue at once — and wait up
+   * to `deadlineMs` for that. Whatever still runs then is stopped by `close`, which aborts it. Resolves true when
+   * every thread was handed back in time.
+   */
+  async drain(deadlineMs: number): Promise<boolean> {
+    this.draining = true;
+    this.waiting.clear();
+    clearInterval(this.timer);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), deadlineMs);
+    });
+    const drained = Promise.allSettled(this.driving()).then(() => true as const);
+    try {
+      return await Promise.race([drained, deadline]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -565,6 +634,17 @@ class ThreadEngine implements Engine {
     return this.driver.controller.signal;
   }
 
+  /** A live-only event of this thread (a command's output), redacted with the binding's secrets. */
+  publishLive(delta: LiveDelta): void {
+    const live = this.deps.live;
+    if (!live?.listening(this.sessionId)) return;
+    const redactor = this.config?.redactor ?? this.deps.log.redactor;
+    live.publish(this.sessionId, {
+      ...delta,
+      payload: { ...delta.payload, delta: redactor.redactText(delta.payload.delta) },
+    });
+  }
+
   wake(sessionId: string, threadId: string): void {
     this.worker.kick(sessionId, threadId);
   }
@@ -602,6 +682,10 @@ class ThreadEngine implements Engine {
 
   async grants(sessionId: string) {
     return (await this.deps.log.readModels(sessionId, [])).session?.grants ?? [];
+  }
+
+  readEvents(sessionId: string, options: { after?: number; limit?: number; threadId?: string }) {
+    return this.deps.log.read(sessionId, options);
   }
 
   async session(sessionId: string) {

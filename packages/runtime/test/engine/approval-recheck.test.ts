@@ -57,6 +57,42 @@ describe('an approved action is checked again when it runs', () => {
     expect(ended).toMatchObject({ status: 'denied' });
   });
 
+  it('an approval covers the paths it showed: a link retargeted to another (undenied) file is asked again', async () => {
+    h = await harness(
+      { steps: [write('notes.txt', 'approved text'), answer('done')] },
+      { files: { 'target-a.txt': 'a\n', 'target-b.txt': 'b\n' } },
+    );
+    symlinkSync('target-a.txt', join(h.workspace, 'notes.txt'));
+    const { sessionId } = await h.runtime.createSession();
+    const first = await askedWrite(h, sessionId);
+    // The question showed notes.txt and the file it reached then; now the link reaches another file.
+    const { snapshot } = await h.runtime.getSession({ sessionId, limit: 0 });
+    expect(JSON.stringify(snapshot.threads[0]?.pendingRequests)).toContain('target-a.txt');
+    rmSync(join(h.workspace, 'notes.txt'));
+    symlinkSync('target-b.txt', join(h.workspace, 'notes.txt'));
+    await h.runtime.respondAction({ sessionId, actionId: first, decision: 'approve' });
+    await h.runtime.settled(sessionId);
+
+    // Nothing was written: the approval did not cover target-b.txt, so the call asks again, saying why.
+    expect(readFileSync(join(h.workspace, 'target-b.txt'), 'utf8')).toBe('b\n');
+    expect(readFileSync(join(h.workspace, 'target-a.txt'), 'utf8')).toBe('a\n');
+    const events = await allEvents(h, sessionId);
+    expect(ofType(events, 'tool.started')).toHaveLength(0);
+    const questions = ofType(events, 'action.required');
+    expect(questions).toHaveLength(2);
+    expect(String(payload(questions[1] as (typeof questions)[0]).prompt)).toContain('target-b.txt');
+    const again = ofType(events, 'permission.evaluated').map(payload).at(-1);
+    expect(again).toMatchObject({ decision: 'ask' });
+    expect(String(again?.reason)).toContain('now also touches target-b.txt');
+
+    // Approving the new question (which showed target-b.txt) runs the write.
+    const second = questions[1]?.actionId as string;
+    await h.runtime.respondAction({ sessionId, actionId: second, decision: 'approve' });
+    await h.runtime.settled(sessionId);
+    expect(readFileSync(join(h.workspace, 'target-b.txt'), 'utf8')).toBe('approved text');
+    expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
   it('a deny rule added by a binding update while the approval waited wins', async () => {
     h = await harness({ steps: [write('out.txt', 'approved'), answer('done')] });
     const { sessionId } = await h.runtime.createSession();

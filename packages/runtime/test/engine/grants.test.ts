@@ -67,6 +67,11 @@ describe('approve_for_session grants', () => {
     const resolved = ofType(await allEvents(h, sessionId), 'permission.resolved')[0];
     expect(payload(resolved)).toMatchObject({ grantScope: 'session', grant: { tool: 'write', paths: ['link.txt'] } });
     await h.runtime.settled(sessionId);
+    // The link reaches secret.txt now, which the question did not show: the approved write asks again (denied here).
+    const [reasked] = await pending(h, sessionId);
+    expect(reasked?.prompt).toContain('secret.txt');
+    await h.runtime.respondAction({ sessionId, actionId: reasked?.actionId as string, decision: 'deny' });
+    await h.runtime.settled(sessionId);
 
     // A write to secret.txt was never approved for the session: it asks.
     await h.runtime.submitTurn({ sessionId, input: 'write secret.txt' });

@@ -103,8 +103,11 @@ describe('provider limits', () => {
     await h.runtime.settled(a.sessionId);
     await h.runtime.settled(b.sessionId);
     const eventsB = await allEvents(h, b.sessionId);
-    // B never hit the 429 itself: it waited for the pause A was told of.
-    expect(ofType(eventsB, 'rate_limit.hit')).toEqual([]);
+    // B never hit the 429 itself: it waited for the pause A was told of, a limit OAR enforced (no provider status).
+    expect(ofType(eventsB, 'rate_limit.hit').map((e) => e.payload)).toEqual([
+      expect.objectContaining({ enforcedBy: 'oar_process_limits', reason: 'rate_limited' }),
+    ]);
+    expect(ofType(eventsB, 'rate_limit.hit')[0]?.payload).not.toHaveProperty('statusCode');
     expect(resourceWaits(eventsB)[0]).toMatchObject({
       kind: 'provider',
       reason: 'rate_limited',

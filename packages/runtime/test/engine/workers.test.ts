@@ -221,6 +221,40 @@ describeStores('workers on one store', (factory) => {
     expect(ofType(events, 'turn.completed')[0]?.payload).toMatchObject({ answer: 'resumed' });
     expect(calls.get('x')).toBe(2);
   });
+
+  it('a worker with a concurrency bound shares it: between two turns of one thread, a waiting thread goes first', async () => {
+    // Every turn is one model step that answers after a moment; a thread's first one lasts long enough for every
+    // other submit to land while it runs, however loaded the machine.
+    const slowAnswer = (message: string, delayMs = 150) => ({ delayMs, protocol: { kind: 'answer', message } });
+    const script = { steps: [slowAnswer('one', 2000), slowAnswer('two'), slowAnswer('three')] };
+    const db = await factory.fresh();
+    const h = await harness(script, { store: db.store, worker: { concurrency: 1 } });
+    factory.defer(() => h.runtime.close());
+    const busy = await h.runtime.createSession();
+    const other = await h.runtime.createSession();
+    // The busy session gets three turns (two queued behind the first), the other one turn, submitted last.
+    const first = await h.runtime.submitTurn({ sessionId: busy.sessionId, input: 'first' });
+    await waitFor(async () => h.runtime.worker?.isDriving(first.threadId) === true, 10_000);
+    await h.runtime.submitTurn({ sessionId: busy.sessionId, input: 'second' });
+    await h.runtime.submitTurn({ sessionId: busy.sessionId, input: 'third' });
+    const lone = await h.runtime.submitTurn({ sessionId: other.sessionId, input: 'lone' });
+    await h.runtime.settled(busy.sessionId);
+    await h.runtime.settled(other.sessionId);
+    // When each turn started, across both sessions: the lone turn started right after the first, not after all three.
+    const started = [...(await h.runtime.log.read(busy.sessionId)), ...(await h.runtime.log.read(other.sessionId))]
+      .filter((e) => e.type === 'turn.started')
+      .sort((x, y) => Date.parse(x.timestamp) - Date.parse(y.timestamp))
+      .map((e) => (e.sessionId === other.sessionId ? 'lone' : e.turnId === first.turnId ? 'first' : 'later'));
+    const dump = [...(await h.runtime.log.read(busy.sessionId)), ...(await h.runtime.log.read(other.sessionId))]
+      .filter((e) => e.type.startsWith('turn.'))
+      .map((e) => `${e.timestamp} ${e.sessionId === other.sessionId ? 'O' : 'B'} ${e.type} ${e.turnId}`)
+      .sort()
+      .join('\n');
+    expect(started, dump).toEqual(['first', 'lone', 'later', 'later']);
+    const lastOf = async (sessionId: string) => ofType(await h.runtime.log.read(sessionId), 'turn.completed');
+    expect(await lastOf(busy.sessionId)).toHaveLength(3);
+    expect((await lastOf(other.sessionId))[0]?.turnId).toBe(lone.turnId);
+  });
 });
 
 describeStores('session bindings', (factory) => {

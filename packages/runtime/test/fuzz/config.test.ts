@@ -115,6 +115,15 @@ function configArb(noise: number) {
       model: modelSpec,
       carrier: maybe(fc.constantFrom('tool', 'text'), fc.string()),
       tools: fc.array(fc.constantFrom('read', 'write', 'count', 'nope'), { maxLength: 3 }),
+      runner: maybe(
+        fc.record(
+          {
+            id: maybe(fc.constantFrom('plugin:a/b/c', 'plugin:oar/local-agent/default'), fc.string()),
+            config: maybe(fc.dictionary(fc.string(), fc.jsonValue(), { maxKeys: 2 })),
+          },
+          { requiredKeys: [] },
+        ),
+      ),
     },
     { requiredKeys: [] },
   );
@@ -171,6 +180,7 @@ function configArb(noise: number) {
       ),
       readOnly: fc.boolean(),
       destructive: fc.boolean(),
+      command: maybe(fc.constantFrom('git status', 'rm -rf', 'npm test'), fc.constantFrom('', 'git  push', ' ')),
       reason: fc.string(),
     },
     { requiredKeys: ['decision'] },
@@ -235,6 +245,34 @@ function configArb(noise: number) {
     },
     { requiredKeys: ['name', 'url'] },
   );
+  const hook = fc.record(
+    {
+      name: maybe(fc.constantFrom('guard', 'audit'), fc.string()),
+      point: maybe(
+        fc.constantFrom('before_tool_call', 'after_tool_call', 'before_model_call', 'turn_end'),
+        fc.string(),
+      ),
+      command: maybe(fc.constantFrom(['/nonexistent/hook'], ['./hooks/x.sh', '--flag']), fc.jsonValue()),
+      module: maybe(fc.constantFrom('./hooks/x.mjs'), fc.jsonValue()),
+      matcher: maybe(
+        fc.constantFrom({ tools: ['write', 'docs.*'] }, { agents: ['main'] }, { tools: [] }),
+        fc.jsonValue(),
+      ),
+      timeoutMs: maybe(fc.integer({ min: 10, max: 600_000 }), fc.integer()),
+      onFailure: maybe(fc.constantFrom('deny', 'allow'), fc.string()),
+    },
+    { requiredKeys: ['name', 'point'] },
+  );
+  const mcpServer = fc.record(
+    {
+      name: maybe(fc.constantFrom('docs', 'tracker'), fc.string()),
+      command: maybe(fc.constantFrom('/nonexistent/mcp'), fc.jsonValue()),
+      url: maybe(fc.constantFrom('http://127.0.0.1:9/mcp', 'ftp://x'), fc.string()),
+      auth: maybe(fc.constantFrom({ env: 'MCP_TOKEN', scheme: 'Bearer' }), fc.jsonValue()),
+      connectTimeoutMs: maybe(fc.integer({ min: 100, max: 2_000 }), fc.integer()),
+    },
+    { requiredKeys: ['name'] },
+  );
   return fc.record(
     {
       $schema: fc.string(),
@@ -251,6 +289,27 @@ function configArb(noise: number) {
               maxLength: 3,
             }),
             modules: fc.array(fc.constantFrom(...MODULES), { maxLength: 2 }),
+            exec: maybe(
+              fc.record(
+                {
+                  env: fc.array(maybe(fc.constantFrom('PATH', 'HOME'), fc.string()), { maxLength: 2 }),
+                  readOnlyCommands: fc.array(maybe(fc.constantFrom('ls', 'git log'), fc.string()), { maxLength: 2 }),
+                  sandbox: maybe(
+                    fc.record(
+                      {
+                        profile: maybe(fc.constantFrom('bwrap', 'none'), fc.string()),
+                        network: fc.boolean(),
+                        unsandboxed: maybe(fc.constantFrom('ask', 'deny', 'allow'), fc.string()),
+                        hide: fc.array(maybe(fc.constantFrom('/srv/x'), fc.string()), { maxLength: 1 }),
+                      },
+                      { requiredKeys: [] },
+                    ),
+                  ),
+                  timeoutMs: fc.integer({ min: -1, max: 200_000 }),
+                },
+                { requiredKeys: [] },
+              ),
+            ),
           },
           { requiredKeys: [] },
         ),
@@ -295,6 +354,13 @@ function configArb(noise: number) {
       secrets: maybe(fc.record({ env: fc.array(fc.constantFrom('MY_TOKEN', 'OTHER_SECRET'), { maxLength: 2 }) })),
       pipelines: maybe(fc.array(pipeline, { maxLength: 2 })),
       services: maybe(fc.array(service, { maxLength: 2 })),
+      hooks: maybe(fc.array(hook, { maxLength: 2 })),
+      mcp: maybe(fc.record({ servers: fc.array(mcpServer, { maxLength: 2 }) }, { requiredKeys: [] })),
+      runners: maybe(
+        fc.record({
+          packages: fc.array(maybe(fc.constantFrom('/nonexistent/runner', '.'), fc.string()), { maxLength: 2 }),
+        }),
+      ),
       ...(noise > 0 ? { extra: anything } : {}),
     },
     { requiredKeys: [] },
@@ -326,6 +392,9 @@ describe('config files never fail unstructured', () => {
         'secrets',
         'pipelines',
         'services',
+        'hooks',
+        'mcp',
+        'runners',
       ].sort(),
     );
   });

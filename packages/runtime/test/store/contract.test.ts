@@ -114,6 +114,7 @@ describeStores('store contract', (factory) => {
         '0003_thread_action_lists',
         '0004_session_changes',
         '0005_workspaces',
+        '0006_provider_limits',
       ]);
 
       const again = await db.open();

@@ -25,6 +25,7 @@ const ALL_MIGRATIONS = [
   '0003_thread_action_lists',
   '0004_session_changes',
   '0005_workspaces',
+  '0006_provider_limits',
 ];
 
 async function appliedMigrations(store: Store): Promise<string[]> {

@@ -41,12 +41,31 @@ export interface FakeRequest {
   at: number;
   /** When the client closed the connection (ms since start), if it did before the reply ended. */
   closedAt?: number;
+  /** When the exchange was over, either way (ms since start): with `at`, how many requests were in flight at once. */
+  endedAt?: number;
 }
 
 export interface FakeOpenAI {
   baseURL: string;
   requests: FakeRequest[];
   close(): Promise<void>;
+}
+
+/** The most requests that were in flight at any one moment. */
+export function mostInFlight(requests: readonly FakeRequest[]): number {
+  const edges = requests.flatMap((r) => [
+    { at: r.at, delta: 1 },
+    { at: r.endedAt ?? Number.POSITIVE_INFINITY, delta: -1 },
+  ]);
+  // An exchange that ends at the very moment another starts does not overlap it: ends first.
+  edges.sort((x, y) => x.at - y.at || x.delta - y.delta);
+  let now = 0;
+  let most = 0;
+  for (const edge of edges) {
+    now += edge.delta;
+    most = Math.max(most, now);
+  }
+  return most;
 }
 
 const DEFAULT_USAGE: FakeUsage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
@@ -157,6 +176,7 @@ export async function fakeOpenAI(
       const request: FakeRequest = { body, headers: req.headers, url: req.url, at: Date.now() - started };
       requests.push(request);
       res.on('close', () => {
+        request.endedAt = Date.now() - started;
         if (!res.writableFinished) request.closedAt = Date.now() - started;
       });
       if (req.url !== '/v1/chat/completions') {

@@ -1,6 +1,6 @@
 import { type AGUIEvent, EventType } from '@ag-ui/core';
 import type { OarError, RuntimeEvent } from '@oar/protocol';
-import { type ApiKeyRecord, notFound, OarRuntimeError, toOarError } from '@oar/runtime';
+import { type ApiKeyRecord, isLiveEvent, notFound, OarRuntimeError, toOarError } from '@oar/runtime';
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { ownSession } from '../auth.js';
@@ -340,7 +340,7 @@ export function aguiStream(
           continue;
         }
         await send(projector.push(item));
-        if (item.type !== 'model.delta') {
+        if (!isLiveEvent(item)) {
           cursor = item.sequence;
           if (item.threadId === mainThreadId) stateDirty = true;
         }

@@ -1,4 +1,5 @@
 import type { RuntimeEvent } from '@oar/protocol';
+import { isLiveEvent } from '@oar/runtime';
 import type { Context } from 'hono';
 import { z } from 'zod';
 import { Cursor, Id, type Route, route, type ServerDeps } from '../route.js';
@@ -8,7 +9,7 @@ import { openStream, type StreamOptions } from '../sse.js';
  * The session's events: a page of the log as JSON, or a live Server-Sent Events stream that resumes.
  *
  * The stream's `id:` is the event's sequence, so a client's `Last-Event-ID` (or `?after=SEQ`) resumes exactly after
- * the last durable event it got: no gap, no duplicate. Live-only events (`model.delta`) carry no `id:` — they are
+ * the last durable event it got: no gap, no duplicate. Live-only events (`model.delta`, `process.output`) carry no `id:` — they are
  * never replayed, so a resuming client gets durable events only. A client without a cursor first gets the current
  * snapshot (`event: snapshot`, whose `id:` is the sequence it reflects), then what follows it. A cursor the server
  * cannot resume from — past the session's last event, so from another session or another store — gets a
@@ -64,7 +65,8 @@ function sessionStream(
       signal,
       deltas: true,
     }) as AsyncGenerator<RuntimeEvent>) {
-      const live = event.type === 'model.delta';
+      // Live-only (a model's `model.delta`, a command's `process.output`): no id, never replayed.
+      const live = isLiveEvent(event);
       await send(event.type, event, live ? undefined : event.sequence);
       if (!live) setCursor(event.sequence);
     }

@@ -17,9 +17,9 @@ import {
   type Manifest,
   ManifestSchema,
 } from '@oar/tool-cli';
-import picomatch from 'picomatch';
 import { z } from 'zod';
 import { OarRuntimeError } from '../../errors.js';
+import { globMatches } from '../../policy/glob-match.js';
 import { type AnyTool, defineTool, type ToolCallInfo, ToolError, type ToolFacts } from '../tool.js';
 import type { CliToolConfig } from './config.js';
 import { type CliProcessResult, runCliProcess } from './process.js';
@@ -111,8 +111,7 @@ export async function loadCliTool(
       reason: (error as Error).message.slice(0, 500),
     });
   }
-  const matches = picomatch(config.allow);
-  const allowed = manifest.methods.map((m) => `${m.module}.${m.method}`).filter((op) => matches(op));
+  const allowed = manifest.methods.map((m) => `${m.module}.${m.method}`).filter((op) => globMatches(config.allow, op));
   const skills: Record<string, Skill> = {};
   for (const name of config.enabledSkills) {
     const file = config.skills[name] as string;

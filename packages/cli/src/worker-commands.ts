@@ -1,0 +1,126 @@
+import { oarError } from '@oar/protocol';
+import { buildRuntime, loadConfig, OarRuntimeError, ownerName } from '@oar/runtime';
+import type { Command } from 'commander';
+import { UsageError } from './io.js';
+import { type GlobalOptions, globals, mainTurnId, openForSessions, report } from './runtime-commands.js';
+import { driveSession } from './session-driver.js';
+
+/**
+ * The scale-out processes (docs/deployment.md): `oar worker` executes turns of every session of the store, and
+ * `oar wait` follows a session that some worker runs (after `oar run --detach` or an HTTP submit) to its outcome.
+ */
+
+interface WorkerCommandOptions extends GlobalOptions {
+  concurrency?: string;
+  id?: string;
+  drainSeconds?: string;
+}
+
+/** A positive integer option, or a usage error naming it. */
+function positive(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) {
+    throw new UsageError(oarError('invalid_option', `${name} must be a positive whole number, not "${text}"`));
+  }
+  return value;
+}
+
+/** The default of `--drain-seconds`: how long SIGTERM lets running steps reach a durable point. */
+const DRAIN_SECONDS = 30;
+
+async function worker(options: WorkerCommandOptions): Promise<number> {
+  const cwd = process.cwd();
+  const { config, baseDir } = await loadConfig(options.config, cwd);
+  const concurrency = positive('--concurrency', options.concurrency, config.worker.concurrency ?? 16);
+  const drainMs = positive('--drain-seconds', options.drainSeconds, DRAIN_SECONDS) * 1000;
+  if (options.id !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(options.id)) {
+    throw new UsageError(oarError('invalid_option', '--id is 1-64 letters, digits, "_", "." or "-"'));
+  }
+  const store = options.store ?? process.env.OAR_STORE;
+  const { runtime } = await buildRuntime(config, baseDir, {
+    cwd,
+    env: process.env,
+    worker: {
+      sessions: 'all',
+      concurrency: concurrency,
+      // Still `NAME@host:pid`: a lease of this worker is taken over at once when its process is seen gone.
+      ...(options.id ? { owner: ownerName(options.id) } : {}),
+    },
+    ...(store ? { store } : {}),
+  });
+  const owner = runtime.worker?.owner ?? '';
+  process.stderr.write(
+    `OAR worker ${owner}\n  store:       ${runtime.store.location}\n  concurrency: ${concurrency} threads\n  SIGTERM drains (${drainMs / 1000} s), SIGINT too\n`,
+  );
+  // Its timers are unref'd and SQLite's notifier is in-process: without this the process would end at once.
+  const alive = setInterval(() => undefined, 60_000);
+  await new Promise<void>((done) => {
+    const stop = () => {
+      process.off('SIGTERM', stop);
+      process.off('SIGINT', stop);
+      clearInterval(alive);
+      done();
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+  process.stderr.write('draining: no new threads; running steps finish and are handed back\n');
+  const drained = (await runtime.worker?.drain(drainMs)) ?? true;
+  if (!drained) process.stderr.write('drain deadline passed: the rest is stopped and resumes on another worker\n');
+  await runtime.close();
+  await runtime.store.close();
+  return 0;
+}
+
+interface WaitOptions extends GlobalOptions {
+  timeout?: string;
+  json?: boolean;
+}
+
+async function wait(sessionId: string, options: WaitOptions): Promise<number> {
+  const timeoutMs = options.timeout === undefined ? undefined : positive('--timeout', options.timeout, 1) * 1000;
+  // A control plane only: this process drives nothing, it waits for whichever worker runs the session.
+  const { runtime, store } = await openForSessions(options, false);
+  try {
+    const turnId = await mainTurnId(runtime, sessionId);
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<undefined>((resolve) => {
+      if (timeoutMs !== undefined) timer = setTimeout(() => resolve(undefined), timeoutMs);
+    });
+    // Settled, then read as `oar run` reports a turn: completed, failed (with the error), cancelled, or waiting.
+    const drive = driveSession(runtime, sessionId, turnId, { json: options.json === true, approvals: 'leave' });
+    const result = await Promise.race([drive, expired]).finally(() => clearTimeout(timer));
+    if (!result) {
+      // Not a usage mistake: exit 75 (try again later), from the error table.
+      throw new OarRuntimeError('wait_timeout', `session ${sessionId} is still running after ${options.timeout} s`, {
+        retryable: true,
+        details: { sessionId, timeoutSeconds: Number(options.timeout) },
+      });
+    }
+    return report(result, sessionId, options, store.location);
+  } finally {
+    await runtime.close();
+    await store.close();
+  }
+}
+
+export function registerWorkerCommands(program: Command, setExit: (code: number) => void): void {
+  globals(program.command('worker'))
+    .description(
+      'execute turns of every session of the store (claims thread leases, renews them, releases them when idle); run several, on several machines, against PostgreSQL',
+    )
+    .option('--concurrency <n>', 'the most threads this worker drives at once (default 16)')
+    .option('--id <name>', "this worker's name in lease rows (default: a fresh wrk_… id)")
+    .option('--drain-seconds <s>', 'on SIGTERM: how long running steps may take to reach a durable point (default 30)')
+    .action(async (options: WorkerCommandOptions) => setExit(await worker(options)));
+
+  globals(program.command('wait'))
+    .description(
+      'block until the session is settled (nothing running, nothing left to pick up); exit 0 if its last turn completed, 1 if it failed, 3 if it waits for a decision, 130 if cancelled',
+    )
+    .argument('<session>', 'session id')
+    .option('--timeout <seconds>', 'give up after this long (exit 75, wait_timeout)')
+    .option('--json', 'print the outcome as JSON')
+    .action(async (sessionId: string, options: WaitOptions) => setExit(await wait(sessionId, options)));
+}

@@ -1,0 +1,131 @@
+import { AgentAPIError } from './errors.js';
+import { type Peer, PeerError } from './rpc.js';
+import type {
+  ApiAction,
+  ChatMessage,
+  HistoryPageResult,
+  ModelInvokeResult,
+  ModelStreamChunk,
+  ModelTool,
+  ToolCallResult,
+} from './schemas.js';
+
+/** The wire method of a proxy call (runner → host). */
+export const AGENT_API_METHOD = 'AGENT_API';
+
+/**
+ * The typed AgentRunAPIProxy (spec section 7) of one run. Every call carries the run's id and is bounded by the
+ * run's deadline (`ctx.runtime.deadline_at`): past it the call fails with `deadline_exceeded` without waiting for
+ * the host. The host checks everything again; this client only makes the calls convenient.
+ */
+export class AgentRunAPIProxy {
+  constructor(
+    private readonly peer: Peer,
+    readonly runId: string,
+    /** Seconds since the epoch, as in the run context; none: no deadline. */
+    private readonly deadlineAt: number | null | undefined,
+    private readonly runSignal?: AbortSignal,
+  ) {}
+
+  /** Any action by name: for actions this client has no method for yet, or a raw call in a test. */
+  async call<T = unknown>(
+    action: ApiAction | string,
+    payload: Record<string, unknown>,
+    onChunk?: (chunk: unknown) => void,
+    /** Another run id, or null for none: only to test that the host refuses such calls. */
+    runId: string | null = this.runId,
+  ): Promise<T> {
+    const signals: AbortSignal[] = [];
+    if (this.runSignal) signals.push(this.runSignal);
+    if (typeof this.deadlineAt === 'number') {
+      const left = Math.floor(this.deadlineAt * 1000 - Date.now());
+      if (left <= 0) throw new AgentAPIError({ code: 'deadline_exceeded', message: 'the run deadline has passed' });
+      signals.push(AbortSignal.timeout(left));
+    }
+    const signal = signals.length ? AbortSignal.any(signals) : undefined;
+    try {
+      return (await this.peer.request(
+        AGENT_API_METHOD,
+        { ...(runId !== null ? { run_id: runId } : {}), action, payload },
+        { ...(onChunk ? { onChunk } : {}), ...(signal ? { signal } : {}) },
+      )) as T;
+    } catch (error) {
+      if (error instanceof PeerError) throw new AgentAPIError(error.error);
+      if (signal?.aborted && !this.runSignal?.aborted) {
+        throw new AgentAPIError({ code: 'deadline_exceeded', message: `${action} passed the run deadline` });
+      }
+      throw error;
+    }
+  }
+
+  readonly models = {
+    invoke: (model_id: string, messages: ChatMessage[], tools?: ModelTool[], extra_args?: Record<string, unknown>) =>
+      this.call<ModelInvokeResult>('models.invoke', { model_id, messages, tools: tools ?? null, extra_args }),
+    /** Streams text pieces to `onDelta` and resolves with the whole result. */
+    stream: async (
+      model_id: string,
+      messages: ChatMessage[],
+      onDelta: (text: string) => void,
+      tools?: ModelTool[],
+      extra_args?: Record<string, unknown>,
+    ): Promise<ModelInvokeResult> => {
+      let result: ModelInvokeResult | undefined;
+      const end = await this.call<ModelStreamChunk | null>(
+        'models.stream',
+        { model_id, messages, tools: tools ?? null, extra_args },
+        (chunk) => {
+          const c = chunk as ModelStreamChunk;
+          if (c.type === 'delta') onDelta(c.content);
+          else result = c.result;
+        },
+      );
+      if (end && end.type === 'result') result = end.result;
+      if (!result) throw new AgentAPIError({ code: 'runtime_error', message: 'models.stream ended without a result' });
+      return result;
+    },
+  };
+
+  readonly tools = {
+    get_detail: (tool_name: string) => this.call<Record<string, unknown>>('tools.get_detail', { tool_name }),
+    call: (tool_name: string, parameters: Record<string, unknown>) =>
+      this.call<ToolCallResult>('tools.call', { tool_name, parameters }),
+  };
+
+  readonly history = {
+    page: (
+      args: {
+        conversation_id?: string;
+        before_cursor?: string;
+        after_cursor?: string;
+        limit?: number;
+        direction?: 'backward' | 'forward';
+        include_artifacts?: boolean;
+      } = {},
+    ) => this.call<HistoryPageResult>('history.page', args),
+  };
+
+  readonly events = {
+    get: (event_id: string) => this.call<Record<string, unknown>>('events.get', { event_id }),
+    page: (args: { before_cursor?: string; limit?: number } = {}) =>
+      this.call<{ items: Record<string, unknown>[]; next_cursor: string | null; has_more: boolean }>(
+        'events.page',
+        args,
+      ),
+  };
+
+  readonly artifacts = {
+    metadata: (artifact_id: string) => this.call<Record<string, unknown>>('artifacts.metadata', { artifact_id }),
+    read_range: (artifact_id: string, offset = 0, length = 65_536) =>
+      this.call<{ artifact_id: string; offset: number; data: string; eof: boolean }>('artifacts.read_range', {
+        artifact_id,
+        offset,
+        length,
+      }),
+  };
+
+  readonly state = {
+    get: (scope: string, key: string) => this.call<{ value: unknown }>('state.get', { scope, key }),
+    set: (scope: string, key: string, value: unknown) => this.call<null>('state.set', { scope, key, value }),
+    delete: (scope: string, key: string) => this.call<null>('state.delete', { scope, key }),
+  };
+}

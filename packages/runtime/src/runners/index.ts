@@ -1,0 +1,13 @@
+/** The AgentRunner host (docs/runners.md): discovery, bindings, the run context, results and the API proxy. */
+export { computeAccess, type RunAccess } from './access.js';
+export { checkRunnerConfig } from './config-check.js';
+export { ACTIVE_RUN_KEY, registerInProcessRunner } from './host.js';
+export {
+  type DiscoveredRunner,
+  discoverRunners,
+  RUNNER_PACKAGE_FILE,
+  type RunnerDiagnostic,
+  readRunnerPackage,
+} from './packages.js';
+export { type RunnerBinding, RunnerBindingSchema, type RunnerPolicy, RunnerPolicySchema } from './runner-binding.js';
+export { inProcessTransport, processTransport, type RunnerConnection, type RunnerTransport } from './transport.js';

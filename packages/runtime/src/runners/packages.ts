@@ -1,0 +1,226 @@
+import { readFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { pointer } from '@oar/protocol';
+import { type AgentRunnerManifest, AgentRunnerManifestSchema, ListAgentRunnersResponseSchema } from '@oar/runner-sdk';
+import { z } from 'zod';
+import { OarRuntimeError } from '../errors.js';
+import { Redactor } from '../redaction/redactor.js';
+import type { RunnerBinding } from './runner-binding.js';
+import { type ProcessSpec, processTransport, type RunnerConnection, type RunnerTransport } from './transport.js';
+
+/** The file that makes a directory a runner package. */
+export const RUNNER_PACKAGE_FILE = 'oar-runner.json';
+
+/**
+ * A runner package: a directory with `oar-runner.json` naming its plugin (`author/name`, the middle of every runner
+ * id it may claim) and how to start it. `node` as the command is this host's own Node binary.
+ */
+export const RunnerPackageSchema = z.strictObject({
+  plugin: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'plugins are named author/name'),
+  command: z.string().min(1),
+  args: z.array(z.string()).default([]),
+  description: z.string().optional(),
+});
+export type RunnerPackage = z.infer<typeof RunnerPackageSchema> & { dir: string };
+
+/** A runner found by discovery: its manifest as parsed, and the package that provides it. */
+export interface DiscoveredRunner {
+  id: string;
+  package: string;
+  manifest: AgentRunnerManifest;
+}
+
+/** Why a package or one of its runners was skipped: where (package, runner, JSON pointer) and why. */
+export interface RunnerDiagnostic {
+  package: string;
+  runner?: string;
+  pointer: string;
+  reason: string;
+}
+
+/** Read a package's `oar-runner.json`; a missing or bad file is a diagnostic, not an exception. */
+export async function readRunnerPackage(dir: string): Promise<RunnerPackage | RunnerDiagnostic> {
+  const abs = resolve(dir);
+  let json: unknown;
+  try {
+    json = JSON.parse(await readFile(join(abs, RUNNER_PACKAGE_FILE), 'utf8'));
+  } catch (error) {
+    return { package: abs, pointer: '', reason: `cannot read ${RUNNER_PACKAGE_FILE}: ${(error as Error).message}` };
+  }
+  const parsed = RunnerPackageSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    return {
+      package: abs,
+      pointer: pointer((issue?.path ?? []) as (string | number)[]),
+      reason: `${RUNNER_PACKAGE_FILE}: ${issue?.message ?? 'invalid'}`,
+    };
+  }
+  return { ...parsed.data, dir: abs };
+}
+
+/** The child process of a package, with exactly `env` as its environment. */
+export function packageProcess(pkg: RunnerPackage, env: Record<string, string>): ProcessSpec {
+  return { command: pkg.command === 'node' ? process.execPath : pkg.command, args: pkg.args, cwd: pkg.dir, env };
+}
+
+/**
+ * The environment of a runner process: PATH (to find its own helpers) and the variables the binding names, if set.
+ * Nothing else of the host's environment — provider keys, tokens — reaches it.
+ */
+export function runnerEnv(
+  allowed: readonly string[],
+  source: Record<string, string | undefined>,
+): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const name of ['PATH', ...allowed]) {
+    const value = source[name];
+    if (value !== undefined) env[name] = value;
+  }
+  return env;
+}
+
+/** What a runner's stderr says went wrong: its last line naming an error (else its last lines), ≤ 500 characters. */
+function lastLines(text: string): string {
+  const lines = text
+    .trim()
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
+  const error = lines.filter((line) => /error/i.test(line) && !/^code:/.test(line)).at(-1);
+  return (error ?? lines.slice(-3).join(' | ')).slice(0, 500);
+}
+
+/** How long discovery waits for a package to answer LIST_AGENT_RUNNERS. */
+const LIST_TIMEOUT_MS = 15_000;
+
+/** Ask one connected package for its runners and check each manifest on its own. */
+export async function listPackageRunners(
+  pkg: RunnerPackage,
+  connection: RunnerConnection,
+): Promise<{ runners: DiscoveredRunner[]; diagnostics: RunnerDiagnostic[] }> {
+  const diagnostics: RunnerDiagnostic[] = [];
+  let answer: unknown;
+  try {
+    answer = await connection.peer.request('LIST_AGENT_RUNNERS', {}, { signal: AbortSignal.timeout(LIST_TIMEOUT_MS) });
+  } catch (error) {
+    // What the runner said on stderr is usually why (a missing dependency, a syntax error): its last line, redacted.
+    await Promise.race([connection.exited, new Promise((resolve) => setTimeout(resolve, 200))]);
+    const said = Redactor.patternsOnly().redactText(lastLines(connection.stderr()));
+    const reason = `LIST_AGENT_RUNNERS failed: ${(error as Error).message}${said ? `; stderr: ${said}` : ''}`;
+    return { runners: [], diagnostics: [{ package: pkg.dir, pointer: '', reason }] };
+  }
+  const list = ListAgentRunnersResponseSchema.safeParse(answer);
+  if (!list.success) {
+    return {
+      runners: [],
+      diagnostics: [{ package: pkg.dir, pointer: '/runners', reason: 'the answer has no runners list' }],
+    };
+  }
+  const runners: DiscoveredRunner[] = [];
+  list.data.runners.forEach((raw, index) => {
+    const id = typeof (raw as { id?: unknown })?.id === 'string' ? (raw as { id: string }).id : undefined;
+    const parsed = AgentRunnerManifestSchema.safeParse(raw);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      diagnostics.push({
+        package: pkg.dir,
+        ...(id ? { runner: id } : {}),
+        pointer: `/runners/${index}${pointer((issue?.path ?? []) as (string | number)[])}`,
+        reason: issue?.message ?? 'invalid manifest',
+      });
+      return;
+    }
+    // A package may only claim ids under its own plugin name: no runner can pose as another package's.
+    if (!parsed.data.id.startsWith(`plugin:${pkg.plugin}/`)) {
+      diagnostics.push({
+        package: pkg.dir,
+        runner: parsed.data.id,
+        pointer: `/runners/${index}/id`,
+        reason: `the id is not under this package's plugin "${pkg.plugin}" (plugin:${pkg.plugin}/<runner>)`,
+      });
+      return;
+    }
+    runners.push({ id: parsed.data.id, package: pkg.dir, manifest: parsed.data });
+  });
+  return { runners, diagnostics };
+}
+
+/**
+ * Discovery: start every configured package, ask it for its runners, keep the valid ones. A bad package or manifest
+ * is skipped with a diagnostic; an id claimed twice keeps its first claim (in configuration order) and skips the
+ * others. The processes are closed again; a run starts its own.
+ */
+export async function discoverRunners(
+  dirs: readonly string[],
+  env: Record<string, string | undefined>,
+  transportOf: (pkg: RunnerPackage) => RunnerTransport = (pkg) =>
+    processTransport(packageProcess(pkg, runnerEnv([], env))),
+): Promise<{ runners: DiscoveredRunner[]; diagnostics: RunnerDiagnostic[] }> {
+  const runners: DiscoveredRunner[] = [];
+  const diagnostics: RunnerDiagnostic[] = [];
+  for (const dir of dirs) {
+    const pkg = await readRunnerPackage(dir);
+    if ('reason' in pkg) {
+      diagnostics.push(pkg);
+      continue;
+    }
+    let connection: RunnerConnection;
+    try {
+      connection = await transportOf(pkg).connect(async () => {
+        throw new Error('discovery answers no runner requests');
+      });
+    } catch (error) {
+      diagnostics.push({ package: pkg.dir, pointer: '', reason: `cannot start: ${(error as Error).message}` });
+      continue;
+    }
+    try {
+      const found = await listPackageRunners(pkg, connection);
+      diagnostics.push(...found.diagnostics);
+      for (const runner of found.runners) {
+        const first = runners.find((r) => r.id === runner.id);
+        if (first) {
+          diagnostics.push({
+            package: pkg.dir,
+            runner: runner.id,
+            pointer: '/id',
+            reason: `the id is already provided by ${first.package}`,
+          });
+        } else runners.push(runner);
+      }
+    } finally {
+      await connection.close(500);
+    }
+  }
+  return { runners, diagnostics };
+}
+
+/** The package of a runner id among the configured ones, by its plugin name (no process is started). */
+export async function packageOfRunner(dirs: readonly string[], runnerId: string): Promise<RunnerPackage | undefined> {
+  for (const dir of dirs) {
+    const pkg = await readRunnerPackage(dir);
+    if (!('reason' in pkg) && runnerId.startsWith(`plugin:${pkg.plugin}/`)) return pkg;
+  }
+  return undefined;
+}
+
+/**
+ * A runner binding as a session records it: its package resolved to an absolute directory (given, or found among
+ * the configured packages by the id's plugin). An id no configured package can provide is `unknown_runner`.
+ */
+export async function boundRunner(
+  runner: RunnerBinding,
+  packages: readonly string[],
+  baseDir: string,
+): Promise<RunnerBinding> {
+  if (runner.package) {
+    return runner.package.startsWith('inprocess:') ? runner : { ...runner, package: resolve(baseDir, runner.package) };
+  }
+  const pkg = await packageOfRunner(packages, runner.id);
+  if (!pkg) {
+    throw new OarRuntimeError('unknown_runner', `no configured runner package provides ${runner.id}`, {
+      details: { runnerId: runner.id, packages: [...packages], hint: 'add its directory to runners.packages' },
+    });
+  }
+  return { ...runner, package: pkg.dir };
+}

@@ -1,0 +1,81 @@
+import type { ProcessGroup } from './process-group.js';
+import type { SandboxProfile } from './sandbox.js';
+
+/**
+ * The background processes this OS process runs (`exec` with `background: true`). They live in memory only: a
+ * process belongs to the runtime process that spawned it, so after a crash its ids are unknown here and its
+ * `process.started` without an end is recorded as lost by recovery, never re-attached.
+ */
+export interface BackgroundProcess {
+  processId: string;
+  sessionId: string;
+  /** The runtime that started it (its id): closing it stops the process. */
+  owner: string;
+  /** The thread that started it: the only one whose turns may use it. */
+  threadId: string;
+  command: string;
+  group: ProcessGroup;
+  startedAt: number;
+  profile: SandboxProfile;
+  network: boolean;
+  /** Bytes of its kept output already returned by a `read`. */
+  read: number;
+  /** Its end was recorded (`process.completed`, `process.failed` or `process.terminated`). */
+  recorded?: boolean;
+}
+
+class BackgroundProcesses {
+  private readonly byId = new Map<string, BackgroundProcess>();
+  private hooked = false;
+
+  add(entry: BackgroundProcess): void {
+    this.byId.set(entry.processId, entry);
+    // The runtime's process exiting takes its background processes along (a sandboxed one dies with bwrap
+    // anyway; an unsandboxed group would otherwise outlive it). Synchronous: nothing else runs at `exit`.
+    if (!this.hooked) {
+      this.hooked = true;
+      process.once('exit', () => {
+        for (const running of this.byId.values()) {
+          const pid = running.group.pid;
+          if (pid === undefined || !running.group.running) continue;
+          try {
+            process.kill(-pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+      });
+    }
+  }
+
+  get(processId: string): BackgroundProcess | undefined {
+    return this.byId.get(processId);
+  }
+
+  /** Whether this OS process started the process (running or ended): recovery leaves such ones alone. */
+  knows(processId: string): boolean {
+    return this.byId.has(processId);
+  }
+
+  /** How many of the session's background processes are still running. */
+  running(sessionId: string): number {
+    let count = 0;
+    for (const entry of this.byId.values()) if (entry.sessionId === sessionId && entry.group.running) count++;
+    return count;
+  }
+
+  /** Forget an ended process whose end is recorded. */
+  forget(processId: string): void {
+    const entry = this.byId.get(processId);
+    if (entry && !entry.group.running && entry.recorded) this.byId.delete(processId);
+  }
+
+  /** Stop every running process a runtime started (it closes). */
+  async stopAll(owner: string, reason: string): Promise<void> {
+    const running = [...this.byId.values()].filter((e) => e.owner === owner && e.group.running);
+    await Promise.all(running.map((e) => e.group.stop(reason)));
+  }
+}
+
+/** The table of this OS process. */
+export const backgroundProcesses = new BackgroundProcesses();
