@@ -10,6 +10,7 @@ import {
   describeProc,
   exitOf,
   graphActionId,
+  labelledAct,
   oar,
   ofType,
   type Proc,
@@ -89,20 +90,7 @@ interface Call {
 }
 
 /** One scripted model step: an action graph whose labels are the action ids (unique in a script), or an answer. */
-function act(calls: Call[]) {
-  return {
-    protocol: {
-      kind: 'act',
-      calls: calls.map((c) => ({
-        id: c.id,
-        type: 'tool',
-        name: c.tool,
-        args: { label: c.id, ...(c.delayMs !== undefined ? { delayMs: c.delayMs } : {}) },
-        ...(c.depends ? { depends: c.depends } : {}),
-      })),
-    },
-  };
-}
+const act = (calls: Call[]) => labelledAct(calls);
 const answer = (message: string) => ({ protocol: { kind: 'answer', message } });
 
 interface Project {

@@ -99,6 +99,33 @@ export async function until(check: () => boolean | Promise<boolean>, what: () =>
   }
 }
 
+// ----- scripts ---------------------------------------------------------------------------------------------
+
+/** A call of a side-effect fixture tool, labelled by its action id (unique in a script). */
+export interface LabelledCall {
+  id: string;
+  tool: string;
+  delayMs?: number;
+  depends?: string;
+}
+
+/** One scripted model step: an action graph of labelled calls, after `thinkMs` of "thinking" when given. */
+export function labelledAct(calls: LabelledCall[], thinkMs?: number) {
+  return {
+    ...(thinkMs !== undefined ? { delayMs: thinkMs } : {}),
+    protocol: {
+      kind: 'act',
+      calls: calls.map((c) => ({
+        id: c.id,
+        type: 'tool',
+        name: c.tool,
+        args: { label: c.id, ...(c.delayMs !== undefined ? { delayMs: c.delayMs } : {}) },
+        ...(c.depends ? { depends: c.depends } : {}),
+      })),
+    },
+  };
+}
+
 // ----- the log -----------------------------------------------------------------------------------------------
 
 export function graphActionId(event: RuntimeEvent): string | undefined {

@@ -12,6 +12,7 @@ import {
   exitOf,
   graphActionId,
   killAll,
+  labelledAct,
   oar,
   ofType,
   type Proc,
@@ -69,22 +70,8 @@ interface Call {
   depends?: string;
 }
 
-/** One scripted model step: an action graph whose labels are the action ids, after `delayMs` of "thinking". */
-function act(calls: Call[], delayMs = 50) {
-  return {
-    delayMs,
-    protocol: {
-      kind: 'act',
-      calls: calls.map((c) => ({
-        id: c.id,
-        type: 'tool',
-        name: c.tool,
-        args: { label: c.id, ...(c.delayMs !== undefined ? { delayMs: c.delayMs } : {}) },
-        ...(c.depends ? { depends: c.depends } : {}),
-      })),
-    },
-  };
-}
+/** One scripted model step of labelled calls, after 50 ms of "thinking". */
+const act = (calls: Call[]) => labelledAct(calls, 50);
 const answer = (message: string) => ({ delayMs: 50, protocol: { kind: 'answer', message } });
 
 interface Project {
