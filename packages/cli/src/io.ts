@@ -1,10 +1,14 @@
+import { basename, extname } from 'node:path';
 import { jsonTextTooDeep, MAX_JSON_DEPTH, MAX_OUTPUT_CHARS, type OarError, oarError } from '@oar/protocol';
 import {
+  INPUT_FILE_LIMITS,
   inputTooLarge,
   OarRuntimeError,
   processRedactor,
   type Redactor,
+  readBoundedBytes,
   readBoundedText,
+  type TurnAttachmentInput,
   utf8WithoutBom,
 } from '@oar/runtime';
 
@@ -52,6 +56,56 @@ export async function readInput(file: string | undefined, limit: number, what = 
     if (error instanceof OarRuntimeError && error.code === 'input_too_large') throw new UsageError(error.error);
     throw unreadable(file, error);
   }
+}
+
+/** MIME types by file extension, for the files `--attach` names (anything else is application/octet-stream). */
+const MIME_BY_EXTENSION: Record<string, string> = {
+  txt: 'text/plain',
+  md: 'text/markdown',
+  csv: 'text/csv',
+  html: 'text/html',
+  json: 'application/json',
+  yaml: 'application/yaml',
+  yml: 'application/yaml',
+  xml: 'application/xml',
+  pdf: 'application/pdf',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+};
+
+/**
+ * The files of `--attach`, as a turn's attachments: valid UTF-8 is sent as text (a source file, a CSV, a JSON file
+ * keeps its text), anything else as base64 bytes. Each is bounded before it is read whole.
+ */
+export async function readAttachments(files: readonly string[]): Promise<TurnAttachmentInput[]> {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  return Promise.all(
+    files.map(async (file) => {
+      let bytes: Buffer;
+      try {
+        bytes = await readBoundedBytes(file, INPUT_FILE_LIMITS.attachment, 'an attached file');
+      } catch (error) {
+        if (error instanceof OarRuntimeError && error.code === 'input_too_large') throw new UsageError(error.error);
+        throw unreadable(file, error);
+      }
+      const name = basename(file);
+      const extension = extname(name).slice(1).toLowerCase();
+      const known = MIME_BY_EXTENSION[extension];
+      let text: string | undefined;
+      try {
+        text = decoder.decode(bytes);
+      } catch {
+        text = undefined;
+      }
+      if (text !== undefined && (known === undefined || !/^(image|application\/pdf)/.test(known))) {
+        return { name, mimeType: known ?? 'text/plain', text };
+      }
+      return { name, mimeType: known ?? 'application/octet-stream', base64: bytes.toString('base64') };
+    }),
+  );
 }
 
 function unreadable(file: string, error: unknown): UsageError {

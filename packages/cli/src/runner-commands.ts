@@ -1,4 +1,3 @@
-import { resolve } from 'node:path';
 import { discoverRunners, loadConfig } from '@oar/runtime';
 import type { Command } from 'commander';
 import { printJson } from './io.js';
@@ -16,8 +15,8 @@ export function registerRunnerCommands(program: Command, setExit: (code: number)
     .option('--json', 'print {runners, diagnostics} as JSON')
     .action(async (options: { config?: string; json?: boolean }) => {
       const { config, baseDir } = await loadConfig(options.config, process.cwd());
-      const packages = config.runners.packages.map((dir) => resolve(baseDir, dir));
-      const found = await discoverRunners(packages, process.env);
+      // Directories and npm: entries are both resolved from the config file's directory.
+      const found = await discoverRunners(config.runners.packages, process.env, { baseDir });
       if (options.json) {
         printJson(found);
         setExit(0);

@@ -22,7 +22,7 @@ import {
 } from '@oar/runtime';
 import type { Command } from 'commander';
 import { storeFlag } from './demo.js';
-import { printJson, redactedForOutput, turnErrorText, UsageError } from './io.js';
+import { printJson, readAttachments, redactedForOutput, turnErrorText, UsageError } from './io.js';
 import { renderEvent } from './render.js';
 import {
   type ApprovalMode,
@@ -153,6 +153,8 @@ interface RunOptions extends GlobalOptions {
   session?: string;
   agent?: string;
   title?: string;
+  /** Files for the turn (`--attach`, repeatable). */
+  attach?: string[];
 }
 
 /**
@@ -217,6 +219,8 @@ function streaming(options: { stream?: boolean; json?: boolean }): boolean {
 /** Exit codes of run/resume: 0 answered, 1 failed, 3 waiting for a decision, 130 interrupted. */
 async function run(prompt: string, options: RunOptions): Promise<number> {
   const approvals = approvalMode(options);
+  // Read before anything is opened or recorded: a missing or oversized file is a usage error (exit 2).
+  const attachments = options.attach?.length ? { attachments: await readAttachments(options.attach) } : {};
   const opened = options.session ? await openForSessions(options, [options.session]) : await openRuntime(options, []);
   return withRuntime(opened, async (runtime) => {
     let after = 0;
@@ -235,7 +239,7 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
         });
     if (options.detach) {
       // Recorded, not run: whichever worker claims the thread runs it (`oar worker`, `oar serve`); `oar wait` follows.
-      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt });
+      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt, ...attachments });
       const ids = { sessionId: session.sessionId, threadId: submitted.threadId, turnId: submitted.turnId };
       if (options.json) printJson(ids);
       else {
@@ -260,7 +264,7 @@ async function run(prompt: string, options: RunOptions): Promise<number> {
     };
     process.once('SIGINT', onSigint);
     try {
-      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt });
+      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt, ...attachments });
       threadId = submitted.threadId;
       const drive = () =>
         driveSession(runtime, session.sessionId, submitted.turnId, {
@@ -470,6 +474,11 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--approve-all', 'approve every pending decision (without a TTY)')
     .option('--deny-all', 'deny every pending decision (without a TTY)')
     .option('--detach', 'record the turn and return at once; a worker runs it (`oar wait` follows it)')
+    .option(
+      '--attach <file>',
+      'attach a file to the turn (repeatable): stored as an artifact, shown to the agent by ref',
+      (file: string, files: string[] = []) => [...files, file],
+    )
     .action(async (prompt: string, options: RunOptions) => setExit(await run(prompt, options)));
 
   globals(program.command('resume'))

@@ -265,11 +265,27 @@ export async function driveSession(
   turnId: string,
   options: DriveOptions,
 ): Promise<DriveResult> {
+  // Questions of live runner runs seen so far: such a run waits for its answer while it runs, so the drive stops
+  // for each new one (to answer it, or to say how) instead of waiting for a session that cannot settle without it.
+  const asked = new Set<string>();
   for (;;) {
-    await runtime.settled(sessionId);
+    await runtime.settled(sessionId, { orAsked: asked });
     // What settled is committed: a dropped connection here must not turn a finished turn into a store error.
     const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
     const pending = snapshot.threads.flatMap((t) => t.pendingRequests);
+    const fresh = pending.filter((p) => p.runnerId !== undefined && !asked.has(p.actionId));
+    for (const p of fresh) asked.add(p.actionId);
+    if (options.approvals === 'leave' && fresh.length > 0) {
+      await options.printer?.flush();
+      if (!options.json) {
+        for (const p of fresh) {
+          process.stdout.write(
+            `  waiting for a decision (the runner waits until its deadline): oar respond ${sessionId} ${p.actionId} approve|deny\n`,
+          );
+        }
+      }
+      continue;
+    }
     if (pending.length === 0 || options.approvals === 'leave') {
       const main = snapshot.threads[0];
       const turn = main?.turns.find((t) => t.turnId === turnId);

@@ -1,8 +1,9 @@
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import type { RuntimeEvent } from '@oar/protocol';
-import { describe, expect, it } from 'vitest';
-import { POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { dropSchema, POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
 import { ndjson, oarIn, repoRoot, spawnOar, tempDir, writeJson } from './cli-helpers.js';
 
 /**
@@ -155,7 +156,57 @@ function endToEnd(storeFor: (dir: string) => string) {
     expect(requests[2]).toBeGreaterThanOrEqual(6);
     const contexts = log.filter((e) => ((e.payload ?? {}) as { phase?: string }).phase === 'runner_access');
     expect(contexts).toHaveLength(2);
+    expectGapFree(log);
+    expectAnswersInInspect(dir, store, sessionId, [
+      'The secret word is pineapple.',
+      'You asked me about the notes: pineapple.',
+    ]);
   });
+
+  it('runs the Python runner end to end with the session model', () => {
+    const dir = project();
+    writeJson(dir, 'script.json', { steps: [{ text: 'Hello from the scripted model.' }] });
+    const store = storeFor(dir);
+    const run = oarIn(dir, ['run', '--runner', 'plugin:oar/python-echo/echo', 'hi', '--json', '--store', store]);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const events = ndjson(run.stdout);
+    expect(events.filter((e) => e.type === 'model.completed')).toHaveLength(1);
+    const completed = events.find((e) => e.type === 'turn.completed');
+    expect(((completed?.payload ?? {}) as { answer: string }).answer).toBe('Hello from the scripted model.');
+    const sessionId = events[0]?.sessionId as string;
+    const log = ndjson(oarIn(dir, ['events', sessionId, '--json', '--store', store]).stdout);
+    expect(log.find((e) => e.type === 'task.created')?.payload).toMatchObject({ taskKind: 'runner' });
+    expectGapFree(log);
+    expectAnswersInInspect(dir, store, sessionId, ['Hello from the scripted model.']);
+  });
+}
+
+/** The session's log as `oar events` prints it has every sequence once, in order, from 1. */
+function expectGapFree(log: Record<string, unknown>[]) {
+  const sequences = log.filter((e) => typeof e.sequence === 'number').map((e) => e.sequence);
+  expect(sequences.length).toBeGreaterThan(0);
+  expect(sequences).toEqual(sequences.map((_, i) => i + 1));
+}
+
+/**
+ * `oar inspect` shows one completed turn per answer, the last one's answer as the thread's outcome, and each turn's
+ * runner run as a completed task attempt ending with that turn's answer.
+ */
+function expectAnswersInInspect(dir: string, store: string, sessionId: string, answers: string[]) {
+  const inspect = oarIn(dir, ['inspect', sessionId, '--json', '--store', store]);
+  expect(inspect.code, inspect.stderr).toBe(0);
+  const snapshot = JSON.parse(inspect.stdout) as {
+    threads: { turns: { turnId: string; status: string }[]; lastOutcome?: { status: string; answer?: string } }[];
+    tasks: { turnId: string; taskKind: string; status: string; attempts: { completionSummary?: string }[] }[];
+  };
+  const turns = snapshot.threads[0]?.turns ?? [];
+  expect(turns.map((t) => t.status)).toEqual(answers.map(() => 'completed'));
+  expect(snapshot.threads[0]?.lastOutcome).toMatchObject({ status: 'completed', answer: answers.at(-1) });
+  // The tasks are not listed in turn order: each turn's runner task is found by its turn.
+  const runs = turns.map((turn) => snapshot.tasks.find((t) => t.turnId === turn.turnId && t.taskKind === 'runner'));
+  expect(runs.map((t) => [t?.status, t?.attempts.at(-1)?.completionSummary])).toEqual(
+    answers.map((a) => ['completed', a]),
+  );
 }
 
 describe('oar run --runner on SQLite', () => {
@@ -169,22 +220,18 @@ describe('oar run --runner on PostgreSQL', async () => {
     console.warn(`SKIPPED PostgreSQL runner test: ${unavailable.message}`);
     return;
   }
-  endToEnd(() => `${POSTGRES_URL}?schema=oar_runner_${Math.random().toString(36).slice(2, 10)}`);
+  const schemas: string[] = [];
+  afterAll(async () => {
+    for (const schema of schemas) await dropSchema(schema);
+  });
+  endToEnd(() => {
+    const schema = `oar_runner_${Math.random().toString(36).slice(2, 10)}`;
+    schemas.push(schema);
+    return `${POSTGRES_URL}?schema=${schema}`;
+  });
 });
 
-describe('oar run --runner: the Python runner, and refusals', () => {
-  it('runs the Python runner end to end with the session model', () => {
-    const dir = project();
-    writeJson(dir, 'script.json', { steps: [{ text: 'Hello from the scripted model.' }] });
-    const store = join(dir, 'oar.db');
-    const run = oarIn(dir, ['run', '--runner', 'plugin:oar/python-echo/echo', 'hi', '--json', '--store', store]);
-    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
-    const events = ndjson(run.stdout);
-    expect(events.filter((e) => e.type === 'model.completed')).toHaveLength(1);
-    const completed = events.find((e) => e.type === 'turn.completed');
-    expect(((completed?.payload ?? {}) as { answer: string }).answer).toBe('Hello from the scripted model.');
-  });
-
+describe('oar run --runner: refusals', () => {
   it('refuses an id no configured package provides, before anything is recorded', () => {
     const dir = project();
     const run = oarIn(dir, ['run', '--runner', 'plugin:nobody/none/x', 'hi', '--store', join(dir, 'oar.db')]);
@@ -202,6 +249,84 @@ describe('oar run --runner: the Python runner, and refusals', () => {
     expect(error.code).toBe('runner_config_invalid');
     expect(error.details.field).toBe('max_steps');
     expect(error.message).toContain('max_steps');
+  });
+});
+
+/**
+ * A runner published as an npm package: its manifest in package.json's `oarRunner` field, its code a runner that
+ * speaks the NDJSON wire by hand (an external process, no SDK) and answers with the input and who it acts for.
+ */
+const NPM_RUNNER = `import { createInterface } from 'node:readline';
+const send = (frame) => process.stdout.write(JSON.stringify(frame) + '\\n');
+const manifest = { id: 'plugin:acme/npm-echo/echo', name: 'echo', label: { en_US: 'npm echo' }, capabilities: {},
+  permissions: {}, context: {}, config_schema: [] };
+const lines = createInterface({ input: process.stdin });
+lines.on('close', () => process.exit(0));
+lines.on('line', (line) => {
+  const frame = JSON.parse(line);
+  if (frame.method === 'LIST_AGENT_RUNNERS') return send({ id: frame.id, kind: 'end', data: { runners: [manifest] } });
+  if (frame.method !== 'RUN_AGENT') return;
+  const ctx = frame.params.context;
+  const result = (type, data, sequence) =>
+    send({ id: frame.id, kind: 'continue', data: { run_id: ctx.run_id, type, data, sequence } });
+  const text = 'npm echo: ' + ctx.input.text + ' (for ' + ctx.actor.actor_id + ', ' + ctx.input.attachments.length + ' files)';
+  result('message.completed', { message: { role: 'assistant', content: text } }, 0);
+  result('run.completed', {}, 1);
+  send({ id: frame.id, kind: 'end', data: null });
+});
+`;
+
+describe('a runner installed as an npm package (npm:<name>)', () => {
+  it('is listed and runs a turn end to end; a package that is not installed is a diagnostic', () => {
+    const dir = project();
+    const pkgDir = join(dir, 'node_modules/@acme/oar-runner-echo');
+    mkdirSync(pkgDir, { recursive: true });
+    writeJson(pkgDir, 'package.json', {
+      name: '@acme/oar-runner-echo',
+      version: '1.0.0',
+      type: 'module',
+      oarRunner: { plugin: 'acme/npm-echo', command: 'node', args: ['runner.mjs'] },
+    });
+    writeFileSync(join(pkgDir, 'runner.mjs'), NPM_RUNNER);
+    writeJson(dir, 'oar.config.json', {
+      model: 'script:script.json',
+      runners: { packages: ['npm:@acme/not-installed', 'npm:@acme/oar-runner-echo', LOCAL_AGENT] },
+    });
+
+    const listed = oarIn(dir, ['runners', 'list', '--json']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const found = JSON.parse(listed.stdout) as {
+      runners: { id: string; package: string }[];
+      diagnostics: { package: string; pointer: string; reason: string }[];
+    };
+    expect(found.runners.map((r) => [r.id, r.package])).toEqual([
+      ['plugin:acme/npm-echo/echo', realpathSync(pkgDir)],
+      [RUNNER_ID, LOCAL_AGENT],
+    ]);
+    expect(found.diagnostics).toEqual([
+      {
+        package: 'npm:@acme/not-installed',
+        pointer: '',
+        reason: expect.stringContaining('npm package @acme/not-installed is not installed'),
+      },
+    ]);
+    expect(oarIn(dir, ['runners', 'list']).stdout).toContain('skipped: npm:@acme/not-installed');
+
+    const store = join(dir, 'oar.db');
+    const run = oarIn(dir, ['run', '--runner', 'plugin:acme/npm-echo/echo', 'hello', '--json', '--store', store]);
+    expect(run.code, `${run.stdout}\n${run.stderr}`).toBe(0);
+    const events = ndjson(run.stdout).filter((e) => typeof e.sequence === 'number');
+    const sessionId = events[0]?.sessionId as string;
+    // The context carried the session's actor (the local user) and the turn's files (none).
+    const answer = `npm echo: hello (for user:${userInfo().username}, 0 files)`;
+    const completed = events.find((e) => e.type === 'turn.completed');
+    expect(((completed?.payload ?? {}) as { answer: string }).answer).toBe(answer);
+    // The binding recorded the resolved package directory, so any worker starts the same code.
+    const shown = oarIn(dir, ['session', 'show', sessionId, '--store', store]);
+    const binding = JSON.parse(shown.stdout) as { binding: { mainAgent: { runner: { package: string } } } };
+    expect(binding.binding.mainAgent.runner.package).toBe(realpathSync(pkgDir));
+    expectGapFree(ndjson(oarIn(dir, ['events', sessionId, '--json', '--store', store]).stdout));
+    expectAnswersInInspect(dir, store, sessionId, [answer]);
   });
 });
 

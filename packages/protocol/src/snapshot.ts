@@ -191,6 +191,8 @@ export const TurnReadModelSchema = z.object({
   costState: Bag.optional(),
   limitState: Bag.optional(),
   hookRuns: z.array(Bag).optional(),
+  /** Files attached to the turn (OAR): `{artifactId, name, mimeType, size, uri}`. */
+  attachments: z.array(Bag).optional(),
   processes: z.array(Bag).optional(),
   outputRefs: z.array(Bag).optional(),
   taskId: Id.optional(),
@@ -206,6 +208,9 @@ export const PendingRequestSchema = z.object({
   actionType: Id,
   turnId: Id.optional(),
   toolCallId: Id.optional(),
+  /** A runner run's question (OAR): the runner that asked and its run, which waits for the answer while it runs. */
+  runnerId: Id.optional(),
+  runId: Id.optional(),
   prompt: z.string().optional(),
   requestedAt: Timestamp.optional(),
 });

@@ -2,13 +2,20 @@ import { AgentAPIError } from './errors.js';
 import { type Peer, PeerError } from './rpc.js';
 import type {
   ApiAction,
+  ArtifactStreamChunk,
   ChatMessage,
   HistoryPageResult,
+  HistorySearchResult,
   ModelInvokeResult,
   ModelStreamChunk,
   ModelTool,
+  STORAGE_AREAS,
+  StorageGetResult,
+  StorageListResult,
   ToolCallResult,
 } from './schemas.js';
+
+type StorageArea = (typeof STORAGE_AREAS)[number];
 
 /** The wire method of a proxy call (runner → host). */
 export const AGENT_API_METHOD = 'AGENT_API';
@@ -102,6 +109,9 @@ export class AgentRunAPIProxy {
         include_artifacts?: boolean;
       } = {},
     ) => this.call<HistoryPageResult>('history.page', args),
+    /** Ranked matches in the run's conversation's transcript (needs the `search` history op). */
+    search: (query: string, filters?: { roles?: ChatMessage['role'][] } | null, top_k = 10) =>
+      this.call<HistorySearchResult>('history.search', { query, filters: filters ?? null, top_k }),
   };
 
   readonly events = {
@@ -116,16 +126,65 @@ export class AgentRunAPIProxy {
   readonly artifacts = {
     metadata: (artifact_id: string) => this.call<Record<string, unknown>>('artifacts.metadata', { artifact_id }),
     read_range: (artifact_id: string, offset = 0, length = 65_536) =>
-      this.call<{ artifact_id: string; offset: number; data: string; eof: boolean }>('artifacts.read_range', {
-        artifact_id,
-        offset,
-        length,
-      }),
+      this.call<{ artifact_id: string; offset: number; data: string; encoding?: 'base64'; eof: boolean }>(
+        'artifacts.read_range',
+        { artifact_id, offset, length },
+      ),
+    /**
+     * The whole artifact, streamed: `onChunk` gets each piece's bytes in order (at most 64 KiB each); resolves with
+     * the size and sha256 the host computed, to check what arrived.
+     */
+    open_stream: async (
+      artifact_id: string,
+      onChunk: (bytes: Uint8Array, offset: number) => void,
+    ): Promise<{ size: number; sha256: string }> => {
+      const end = await this.call<ArtifactStreamChunk>('artifacts.open_stream', { artifact_id }, (chunk) => {
+        const c = chunk as ArtifactStreamChunk;
+        if (c.type === 'chunk') onChunk(new Uint8Array(Buffer.from(c.data, 'base64')), c.offset);
+      });
+      if (end?.type !== 'end') {
+        throw new AgentAPIError({ code: 'runtime_error', message: 'artifacts.open_stream ended without its end' });
+      }
+      return { size: end.size, sha256: end.sha256 };
+    },
   };
 
   readonly state = {
     get: (scope: string, key: string) => this.call<{ value: unknown }>('state.get', { scope, key }),
     set: (scope: string, key: string, value: unknown) => this.call<null>('state.set', { scope, key, value }),
     delete: (scope: string, key: string) => this.call<null>('state.delete', { scope, key }),
+  };
+
+  /**
+   * The runner's storage areas (`plugin`, `workspace`, `binding`), as granted. A value is JSON, or bytes (a
+   * Uint8Array, sent as base64 and read back as a base64 string with `encoding: "base64"`); at most 1 MiB each.
+   * A missing key is `not_found`.
+   */
+  readonly storage = {
+    get: (area: StorageArea, key: string) => this.call<StorageGetResult>('storage.get', { area, key }),
+    set: (area: StorageArea, key: string, value: unknown) =>
+      this.call<{ area: string; key: string; size: number; encoding: 'json' | 'base64' }>(
+        'storage.set',
+        value instanceof Uint8Array
+          ? {
+              area,
+              key,
+              value: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'),
+              encoding: 'base64',
+            }
+          : { area, key, value },
+      ),
+    delete: (area: StorageArea, key: string) => this.call<{ deleted: boolean }>('storage.delete', { area, key }),
+    list: (area: StorageArea, prefix?: string | null, options: { cursor?: string | null; limit?: number } = {}) =>
+      this.call<StorageListResult>('storage.list', { area, prefix: prefix ?? null, ...options }),
+  };
+
+  /**
+   * Ask the platform to act (off by default: the manifest, the binding and a person must all allow it). Resolves
+   * once a person approved; a denial is `unauthorized`. The call waits for the decision up to the run's deadline.
+   */
+  readonly platform = {
+    request_action: (action: string, target: Record<string, unknown> = {}, payload: Record<string, unknown> = {}) =>
+      this.call<{ status: 'approved'; action_id: string }>('platform.request_action', { action, target, payload }),
   };
 }

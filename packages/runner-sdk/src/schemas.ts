@@ -464,6 +464,8 @@ export const ArtifactMetadataSchema = z.looseObject({
   mime_type: z.string(),
   size: z.number().int(),
   sha256: z.string(),
+  /** ISO 8601, when the host knows it. */
+  created_at: z.string().nullable().optional(),
 });
 export const ArtifactReadRangeArgsSchema = z.looseObject({
   artifact_id: z.string(),
@@ -475,6 +477,8 @@ export const ArtifactReadRangeResultSchema = z.looseObject({
   offset: z.number().int(),
   /** base64 of the bytes read. */
   data: z.string(),
+  /** Always base64 (text and binary artifacts alike). */
+  encoding: z.literal('base64').optional(),
   eof: z.boolean(),
 });
 
@@ -484,6 +488,92 @@ export const StateArgsSchema = z.looseObject({
   key: z.string(),
   value: z.unknown().optional(),
 });
+
+/** A storage key: 1-256 letters, digits, "_", ".", ":", "/" or "-" ("/" and ":" make prefixes for storage.list). */
+export const StorageKeySchema = z.string().regex(/^[A-Za-z0-9_.:/-]{1,256}$/);
+export const StorageSetArgsSchema = z.looseObject({
+  area: z.enum(STORAGE_AREAS),
+  key: StorageKeySchema,
+  /** Any JSON value; with `encoding: "base64"`, a base64 string of the bytes. */
+  value: z.unknown(),
+  encoding: z.enum(['json', 'base64']).default('json'),
+});
+export const StorageListArgsSchema = z.looseObject({
+  area: z.enum(STORAGE_AREAS),
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z0-9_.:/-]{0,256}$/)
+    .nullable()
+    .optional(),
+  cursor: z.string().max(2048).nullable().optional(),
+  limit: z.number().int().min(1).max(200).default(50),
+});
+/** storage.get's answer (a missing key is `not_found`). */
+export const StorageGetResultSchema = z.looseObject({
+  area: z.enum(STORAGE_AREAS),
+  key: z.string(),
+  value: z.unknown(),
+  encoding: z.enum(['json', 'base64']),
+  size: z.number().int(),
+  updated_at: z.string(),
+});
+export type StorageGetResult = z.infer<typeof StorageGetResultSchema>;
+export const StorageListResultSchema = z.looseObject({
+  items: z.array(
+    z.looseObject({
+      key: z.string(),
+      encoding: z.enum(['json', 'base64']),
+      size: z.number().int(),
+      updated_at: z.string(),
+    }),
+  ),
+  next_cursor: z.string().nullable(),
+  has_more: z.boolean(),
+});
+export type StorageListResult = z.infer<typeof StorageListResultSchema>;
+
+export const HistorySearchArgsSchema = z.looseObject({
+  query: z.string().min(1).max(1_000),
+  filters: z
+    .looseObject({
+      /** Only messages of these roles. */
+      roles: z.array(z.enum(['system', 'user', 'assistant', 'tool'])).optional(),
+      /** A conversation other than the run's own (needs a grant this host does not give). */
+      conversation_id: z.string().nullable().optional(),
+    })
+    .nullable()
+    .optional(),
+  top_k: z.number().int().min(1).max(50).default(10),
+});
+export const HistorySearchResultSchema = z.looseObject({
+  items: z.array(MessageSchema.extend({ score: z.number() })),
+});
+export type HistorySearchResult = z.infer<typeof HistorySearchResultSchema>;
+
+/** artifacts.open_stream's chunks: the bytes in order (base64), then one end chunk with the totals. */
+export const ArtifactStreamChunkSchema = z.union([
+  z.looseObject({ type: z.literal('chunk'), offset: z.number().int(), data: z.string() }),
+  z.looseObject({ type: z.literal('end'), size: z.number().int(), sha256: z.string() }),
+]);
+export type ArtifactStreamChunk = z.infer<typeof ArtifactStreamChunkSchema>;
+
+/**
+ * The generation settings a runner may pass in `models.invoke` / `models.stream` `extra_args` (any other key is
+ * `invalid_argument`): they reach OAR's model layer as the provider call's settings.
+ */
+export const ModelExtraArgsSchema = z.strictObject({
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().min(0).max(1).optional(),
+  top_k: z.number().int().min(1).optional(),
+  max_tokens: z.number().int().min(1).optional(),
+  max_output_tokens: z.number().int().min(1).optional(),
+  stop: z.union([z.string(), z.array(z.string()).max(8)]).optional(),
+  seed: z.number().int().optional(),
+  presence_penalty: z.number().min(-2).max(2).optional(),
+  frequency_penalty: z.number().min(-2).max(2).optional(),
+});
+export type ModelExtraArgs = z.infer<typeof ModelExtraArgsSchema>;
+export const MODEL_EXTRA_ARGS = Object.keys(ModelExtraArgsSchema.shape) as (keyof ModelExtraArgs)[];
 
 // --- errors ----------------------------------------------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ export async function getArtifact(
   db: Db,
   sessionId: string,
   artifactId: string,
-): Promise<(StoredArtifact & { sessionId: string; bytes: Uint8Array }) | undefined> {
+): Promise<(StoredArtifact & { sessionId: string; bytes: Uint8Array; createdAt: string }) | undefined> {
   const row = await db
     .selectFrom('oar_artifacts')
     .selectAll()
@@ -126,6 +126,7 @@ export async function getArtifact(
     sha256: row.sha256,
     preview: row.preview,
     bytes: new Uint8Array(row.bytes),
+    createdAt: row.created_at,
   };
 }
 

@@ -15,7 +15,7 @@ import {
 import { absoluteHooks, HooksSchema } from './policy/hooks/schema.js';
 import { PermissionsConfigSchema } from './policy/permission-schema.js';
 import { ProviderLimitsSchema } from './runner/provider-limits.js';
-import { boundRunner } from './runners/packages.js';
+import { boundRunner, NPM_ENTRY_PREFIX, NPM_PACKAGE_NAME } from './runners/packages.js';
 import { Runtime } from './runtime.js';
 import { Store } from './store/store.js';
 import { workspaceTools } from './tools/builtin/index.js';
@@ -28,6 +28,17 @@ import type { WorkerOptions } from './worker/worker.js';
 
 /** The default config file name, looked up in the working directory. */
 export const CONFIG_FILE = 'oar.config.json';
+
+/** A `runners.packages` entry: a directory, or `npm:<name>` with a valid npm package name (checked when loaded). */
+const RunnerPackageEntrySchema = z
+  .string()
+  .min(1)
+  .refine(
+    (entry) => !entry.startsWith(NPM_ENTRY_PREFIX) || NPM_PACKAGE_NAME.test(entry.slice(NPM_ENTRY_PREFIX.length)),
+    {
+      message: 'npm:<name> needs an npm package name, such as npm:@acme/oar-runner-foo',
+    },
+  );
 
 /** `oar.config.json`: everything a runtime needs, none of it secret (API keys are named by env var only). */
 export const OarConfigSchema = z.strictObject({
@@ -91,8 +102,11 @@ export const OarConfigSchema = z.strictObject({
   hooks: HooksSchema.default([]),
   /** MCP servers whose tools join the inventory as `server.tool`, bound to new sessions (docs/mcp.md). */
   mcp: z.strictObject({ servers: McpServersSchema.default([]) }).default({ servers: [] }),
-  /** AgentRunner packages (directories with oar-runner.json) agents may be bound to (docs/runners.md). */
-  runners: z.strictObject({ packages: z.array(z.string().min(1)).default([]) }).default({ packages: [] }),
+  /**
+   * AgentRunner packages agents may be bound to (docs/runners.md): directories (relative to the config file) with
+   * oar-runner.json, or `npm:<name>` for a package installed in the project's node_modules.
+   */
+  runners: z.strictObject({ packages: z.array(RunnerPackageEntrySchema).default([]) }).default({ packages: [] }),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
 
@@ -184,8 +198,9 @@ export async function buildRuntime(
     ...a,
     ...(a.model ? { model: absoluteModelChoice(a.model, baseDir) } : {}),
   }));
-  // Runner bindings record their package's absolute directory, so any worker can start the runner.
-  const runnerPackages = config.runners.packages.map((dir) => resolve(baseDir, dir));
+  // Runner bindings record their package's absolute directory (an npm entry resolved from here), so any worker can
+  // start the runner.
+  const runnerPackages = config.runners.packages;
   const mainRunner =
     options.runner && options.runner !== config.agent.runner?.id
       ? { id: options.runner, config: {} }

@@ -1,4 +1,4 @@
-import type { RuntimeEvent } from '@oar/protocol';
+import type { ActionDecision, RuntimeEvent } from '@oar/protocol';
 import type { ArtifactContent, StoredArtifact } from './artifacts.js';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from './binding.js';
 import type { AppendGuard, EventDraft } from './log/event-log.js';
@@ -10,6 +10,8 @@ import type { Redactor } from './redaction/redactor.js';
 import type { ModelHandle } from './runner/model-call.js';
 import type { ModelDeltaSink } from './runner/model-deltas.js';
 import type { Limiter } from './runner/provider-limits.js';
+import type { RevealedObservations } from './runner/revealed.js';
+import type { RunnerStorage } from './runners/storage.js';
 import type { ToolRegistry } from './tools/registry.js';
 
 export type { AgentConfig, RuntimeLimits } from './binding.js';
@@ -54,6 +56,11 @@ export interface Engine extends BoundConfig {
    * redacted; nothing is built when nobody listens. Absent: nobody can listen.
    */
   publishLive?(delta: LiveDelta): void;
+  /**
+   * The driven thread's unredacted observations of reads a rule explicitly allows (runner/revealed.ts): memory
+   * only, read by the model's context and nothing else. Absent: the model sees every observation as recorded.
+   */
+  readonly revealed?: RevealedObservations;
   /** Another thread of the session has something to do (a child was delegated, a child ended). */
   wake(sessionId: string, threadId: string): void;
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
@@ -65,6 +72,14 @@ export interface Engine extends BoundConfig {
     sessionId: string,
     options: { after?: number; limit?: number; threadId?: string },
   ): Promise<RuntimeEvent[]>;
+  /**
+   * The committed answer to a decision (`action.resolved` of `actionId`), from this process or any other on the store:
+   * what a runner call waiting for an approval polls (runners/decisions.ts). Optional: without it nothing is answered.
+   */
+  resolvedDecision?(
+    sessionId: string,
+    actionId: string,
+  ): Promise<{ decision: ActionDecision; reason?: string; resolvedBy?: string } | undefined>;
   /** The session's read model as committed (budgets read its spend and its recorded limit changes). */
   session(sessionId: string): Promise<SessionState | undefined>;
   /** This process's limits per provider and model, shared by every session it drives (runner/provider-limits.ts). */
@@ -79,7 +94,17 @@ export interface Engine extends BoundConfig {
   readonly artifacts: {
     put(sessionId: string, content: ArtifactContent, maxBytes?: number): Promise<StoredArtifact>;
     text(sessionId: string, artifactId: string): Promise<string | undefined>;
+    /**
+     * An artifact of the session with its bytes and metadata (a runner's `artifacts.*` read binary ones too);
+     * another session's id resolves to nothing. Optional: without it only text is read.
+     */
+    read?(
+      sessionId: string,
+      artifactId: string,
+    ): Promise<(StoredArtifact & { bytes: Uint8Array; createdAt?: string }) | undefined>;
   };
+  /** Runner `storage.*` values (runners/storage.ts); absent: the host keeps no runner storage. */
+  readonly runnerStorage?: RunnerStorage;
   /**
    * Record facts, fenced by the lease of the driven thread. Facts about the driven thread are staged: part of what
    * `loadThread` returns at once, written together at the next commit point (one transaction per step). `durable`

@@ -37,6 +37,11 @@ export {
   SessionBindingSchema,
 } from './binding.js';
 export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
+export {
+  MAX_TURN_ATTACHMENTS,
+  type TurnAttachmentInput,
+  TurnAttachmentInputSchema,
+} from './control-plane/attachments.js';
 export type {
   CompactionResult,
   InterruptResult,
@@ -59,7 +64,15 @@ export {
   ServicesSchema,
 } from './executors/definitions.js';
 export { newId } from './ids.js';
-export { checkJsonDepth, INPUT_FILE_LIMITS, inputTooLarge, readBoundedText, utf8WithoutBom } from './input-files.js';
+export {
+  checkJsonDepth,
+  INPUT_FILE_LIMITS,
+  inputTooLarge,
+  readBoundedBytes,
+  readBoundedText,
+  utf8WithoutBom,
+} from './input-files.js';
+export { resolutionOf } from './log/decision-log.js';
 export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
 export { isLiveEvent, LiveChannel, type LiveEvent, type LiveListener } from './log/live.js';
 export { type ChangeListener, Notifier, type NotifierOptions, type SessionChange } from './log/notifier.js';

@@ -13,6 +13,8 @@ export const INPUT_FILE_LIMITS = {
   config: 1024 * 1024,
   /** A scripted model's file (`script:FILE`): each step holds at most one model output (1 MiB). */
   modelScript: 16 * 1024 * 1024,
+  /** A file attached to a turn (`oar run --attach`): the default artifact limit (the binding's may be lower). */
+  attachment: 16 * 1024 * 1024,
 } as const;
 
 const MiB = (bytes: number) => `${Math.round((bytes / 1024 / 1024) * 100) / 100} MiB`;
@@ -45,6 +47,11 @@ export function utf8WithoutBom(bytes: Uint8Array): string {
  * caller to name (a missing default config is no error at all).
  */
 export async function readBoundedText(file: string, limit: number, what: string): Promise<string> {
+  return utf8WithoutBom(await readBoundedBytes(file, limit, what));
+}
+
+/** The bytes of `file`, refusing more than `limit` with `input_too_large` before reading it whole. */
+export async function readBoundedBytes(file: string, limit: number, what: string): Promise<Buffer> {
   const handle = await open(file, 'r');
   try {
     const stats = await handle.stat();
@@ -59,7 +66,7 @@ export async function readBoundedText(file: string, limit: number, what: string)
       if (size > limit) throw inputTooLarge(what, file, limit, size, true);
       if (size === buffer.length) break;
     }
-    return utf8WithoutBom(buffer.subarray(0, size));
+    return buffer.subarray(0, size);
   } finally {
     await handle.close();
   }

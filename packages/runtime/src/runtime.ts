@@ -29,6 +29,7 @@ import type { BoundConfig } from './engine.js';
 import { notFound } from './errors.js';
 import { type PipelineConfig, PipelinesSchema, type ServiceConfig, ServicesSchema } from './executors/definitions.js';
 import { newId } from './ids.js';
+import { questionsAfter } from './log/decision-log.js';
 import { EventLog } from './log/event-log.js';
 import { LiveChannel, type LiveEvent } from './log/live.js';
 import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from './log/notifier.js';
@@ -608,38 +609,77 @@ export class Runtime {
    * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
    * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
    */
-  async settled(sessionId?: string): Promise<void> {
-    let outages = 0;
-    for (;;) {
-      await Promise.allSettled(this.worker?.driving(sessionId) ?? []);
-      // A store fault the log could not record ends the wait: nothing will move until the store is healthy.
-      const fault = this.worker?.takeFault(sessionId);
-      if (fault) throw fault;
-      if (sessionId === undefined) {
-        if ((this.worker?.driving().length ?? 0) === 0) return;
-        continue;
+  async settled(sessionId?: string, options: { orAsked?: ReadonlySet<string> } = {}): Promise<void> {
+    const outages = { count: 0 };
+    const stop = new AbortController();
+    // A runner run asks its questions while it runs (docs/runners.md "Decisions"): whoever answers them must hear
+    // of one before the session settles, or the run would wait for an answer nobody is asked for.
+    const asked =
+      sessionId !== undefined && options.orAsked ? this.askedBy(sessionId, options.orAsked, stop.signal) : undefined;
+    try {
+      for (;;) {
+        const driving = Promise.allSettled(this.worker?.driving(sessionId) ?? []);
+        if ((await Promise.race(asked ? [driving, asked] : [driving])) === 'asked') return;
+        if (await this.settleLook(sessionId, outages)) return;
       }
-      let work: UnsettledThread[];
-      try {
-        work = await unsettledThreads(this.store.db, sessionId);
-        outages = 0;
-      } catch (error) {
-        // A store that is briefly unreachable (a dropped connection) is waited out like the work itself, for a while.
-        if (!isStoreFault(error) || !error.error.retryable || ++outages > SETTLE_OUTAGES) throw error;
-        await new Promise((resolve) => setTimeout(resolve, 200));
-        continue;
-      }
-      if (work.length === 0 && (this.worker?.driving(sessionId).length ?? 0) === 0) return;
-      const worker = this.worker;
-      if (worker?.drives(sessionId)) {
-        for (const item of work) {
-          // A thread it drives right now needs no kick (one would only make its driver look again for nothing).
-          const held = item.holder?.owner === worker.owner && !worker.isDriving(item.threadId);
-          if (!item.holder || held) worker.kick(sessionId, item.threadId);
+    } finally {
+      stop.abort();
+    }
+  }
+
+  /** Resolves with 'asked' once the session has a pending decision of a live runner run that is not in `known`. */
+  private async askedBy(
+    sessionId: string,
+    known: ReadonlySet<string>,
+    signal: AbortSignal,
+  ): Promise<'asked' | 'stopped'> {
+    // Cheap while nothing is asked: only the questions after the last look are read (by the log's primary key).
+    let cursor = 0;
+    while (!signal.aborted && !this.closed) {
+      const found = await questionsAfter(this.store.db, sessionId, cursor).catch(() => undefined);
+      if (found) cursor = found.sequence;
+      const fresh = (found?.questions ?? []).filter(
+        (q) => (q.payload as { runner?: unknown }).runner !== undefined && !known.has(q.actionId ?? ''),
+      );
+      if (fresh.length > 0) {
+        // Still pending? (one answered or closed since is nothing to stop for)
+        const threads = (await this.log.allReadModels(sessionId).catch(() => undefined))?.threads;
+        for (const thread of threads?.values() ?? []) {
+          if (thread.pending.some((p) => p.runnerId !== undefined && !known.has(p.actionId))) return 'asked';
         }
       }
-      await this.notifier.waitFor(sessionId, async () => false, 100);
+      await this.notifier.waitFor(sessionId, async () => signal.aborted, 250);
     }
+    return 'stopped';
+  }
+
+  /** One look of `settled` after the drives it waited for: true when settled; otherwise it waits before the next. */
+  private async settleLook(sessionId: string | undefined, outages: { count: number }): Promise<boolean> {
+    // A store fault the log could not record ends the wait: nothing will move until the store is healthy.
+    const fault = this.worker?.takeFault(sessionId);
+    if (fault) throw fault;
+    if (sessionId === undefined) return (this.worker?.driving().length ?? 0) === 0;
+    let work: UnsettledThread[];
+    try {
+      work = await unsettledThreads(this.store.db, sessionId);
+      outages.count = 0;
+    } catch (error) {
+      // A store that is briefly unreachable (a dropped connection) is waited out like the work itself, for a while.
+      if (!isStoreFault(error) || !error.error.retryable || ++outages.count > SETTLE_OUTAGES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return false;
+    }
+    if (work.length === 0 && (this.worker?.driving(sessionId).length ?? 0) === 0) return true;
+    const worker = this.worker;
+    if (worker?.drives(sessionId)) {
+      for (const item of work) {
+        // A thread it drives right now needs no kick (one would only make its driver look again for nothing).
+        const held = item.holder?.owner === worker.owner && !worker.isDriving(item.threadId);
+        if (!item.holder || held) worker.kick(sessionId, item.threadId);
+      }
+    }
+    await this.notifier.waitFor(sessionId, async () => false, 100);
+    return false;
   }
 
   /** Stop the worker (its leases are released; unfinished work resumes wherever it is claimed next). */

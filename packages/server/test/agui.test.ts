@@ -16,7 +16,8 @@ import {
   toolAgentProjection,
   UiSchemaSchema,
 } from '@oar/protocol';
-import type { ModelScript } from '@oar/runtime';
+import { defineRunner } from '@oar/runner-sdk';
+import { type ModelScript, registerInProcessRunner } from '@oar/runtime';
 import { createScriptedModel } from '@oar/runtime/testing';
 import { from, lastValueFrom, toArray } from 'rxjs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -301,6 +302,57 @@ describe('AG-UI 1.0', () => {
     // The client's enforcement stage stripped and translated nothing.
     warn.mockRestore();
     expect(warnings).toEqual([]);
+  });
+
+  it('turns a runner question into an interrupt while the runner waits, alive; the resume continues it', async () => {
+    // An agent bound to an in-process runner whose tools.call of write the default mode asks about.
+    const name = `agui${Math.random().toString(36).slice(2, 8)}`;
+    registerInProcessRunner(
+      name,
+      defineRunner({
+        runners: [
+          {
+            manifest: {
+              id: 'plugin:test/agui/writer',
+              name: 'writer',
+              label: { en_US: 'Writer' },
+              capabilities: { tool_calling: true },
+              permissions: { tools: ['call'] },
+              context: {},
+            },
+            run: async (_ctx, { api, emit }) => {
+              const result = await api.tools.call('write', { filePath: 'NOTES.md', content: 'from the runner\n' });
+              await emit('message.completed', { message: { role: 'assistant', content: `write ok: ${result.ok}` } });
+            },
+          },
+        ],
+      }),
+    );
+    t = await testServer({
+      runtime: {
+        mainAgent: {
+          name: 'main',
+          runner: { id: 'plugin:test/agui/writer', package: `inprocess:${name}`, config: {} },
+        },
+      },
+    });
+    const first = await verified(await aguiEvents(await post(t, input('thread-runner', 'write notes'))));
+    const finished = first.at(-1) as { type: string; outcome: { type: string; interrupts: Interrupt[] } };
+    expect(finished).toMatchObject({ type: 'RUN_FINISHED', outcome: { type: 'interrupt' } });
+    const [interrupt] = finished.outcome.interrupts;
+    expect(interrupt).toMatchObject({ reason: 'tool_call', message: expect.stringContaining('writer') });
+    expect(() => readFileSync(join(t?.workspace as string, 'NOTES.md'))).toThrow();
+
+    const resume = { interruptId: interrupt?.id, status: 'resolved', payload: { decision: 'approve' } };
+    const second = await verified(
+      await aguiEvents(await post(t, input('thread-runner', undefined, { resume: [resume] }))),
+    );
+    expect(second.at(-1)).toMatchObject({
+      type: 'RUN_FINISHED',
+      outcome: { type: 'success' },
+      result: { answer: 'write ok: true' },
+    });
+    expect(readFileSync(join(t.workspace, 'NOTES.md'), 'utf8')).toBe('from the runner\n');
   });
 
   it('answers an ask-user question with resume text, and denies a cancelled interrupt', async () => {

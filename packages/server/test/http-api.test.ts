@@ -138,6 +138,43 @@ describe('the HTTP API', () => {
     expect((await t.json('GET', `/v1/sessions/${sessionId}/artifacts/art_missing`)).status).toBe(404);
   });
 
+  it('takes attachments with a turn: stored as artifacts, served back; a bad one is a 400 naming it', async () => {
+    t = await testServer();
+    const created = await t.json<{ sessionId: string }>('POST', '/v1/sessions', { body: {} });
+    const sessionId = created.body.sessionId;
+    const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 9, 255]);
+    const bad = await t.json<{ error: { code: string; details: { field: string } } }>(
+      'POST',
+      `/v1/sessions/${sessionId}/turns`,
+      { body: { input: 'look', attachments: [{ name: 'a/b.txt', text: 'x' }] } },
+    );
+    expect(bad.status).toBe(400);
+    expect(bad.body.error).toMatchObject({ code: 'invalid_input', details: { field: 'attachments/0/name' } });
+    const submitted = await t.json('POST', `/v1/sessions/${sessionId}/turns`, {
+      body: {
+        input: 'look at these',
+        attachments: [
+          { name: 'readme.txt', text: 'attached text' },
+          { name: 'dot.png', mimeType: 'image/png', base64: png.toString('base64') },
+        ],
+      },
+    });
+    expect(submitted.status).toBe(202);
+    const events = await t.json<{ events: RuntimeEvent[] }>(
+      'GET',
+      `/v1/sessions/${sessionId}/events?type=turn.submitted`,
+    );
+    expect(events.body.events).toHaveLength(1);
+    const recorded = events.body.events[0]?.payload as { attachments: { artifactId: string; name: string }[] };
+    const attachments = recorded.attachments;
+    expect(attachments.map((a) => a.name)).toEqual(['readme.txt', 'dot.png']);
+    const image = await t.call('GET', `/v1/sessions/${sessionId}/artifacts/${attachments[1]?.artifactId}/content`);
+    expect(image.headers.get('content-type')).toBe('image/png');
+    expect(Buffer.from(await image.arrayBuffer())).toEqual(png);
+    const text = await t.call('GET', `/v1/sessions/${sessionId}/artifacts/${attachments[0]?.artifactId}/content`);
+    expect(await text.text()).toBe('attached text');
+  });
+
   it('answers bad input with a structured error and the right status, and keeps what was recorded', async () => {
     t = await testServer({ serve: { maxBodyBytes: 4096 } });
     const { sessionId } = await sessionWithTurn(t);

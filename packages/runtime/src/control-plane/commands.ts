@@ -10,6 +10,7 @@ import {
 import { agentByName, type Engine } from '../engine.js';
 import { notFound, OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
+import { resolutionOf } from '../log/decision-log.js';
 import {
   type AppendGuard,
   type AppendOptions,
@@ -32,6 +33,7 @@ import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, thre
 import { failTurn } from '../runner/thread-runner.js';
 import { fenceOutUnheld } from '../store/leases.js';
 import { DEFAULT_WORKSPACE, Workspaces } from '../store/workspaces.js';
+import { prepareAttachments, type TurnAttachmentInput } from './attachments.js';
 import { type ChangeLimitsInput, type ChangeLimitsResult, limitChangeFacts, validateLimitChange } from './limits.js';
 
 export interface SubmitTurnInput {
@@ -48,6 +50,8 @@ export interface SubmitTurnInput {
    * binding's `queuePolicy` (`queue` = enqueue).
    */
   ifBusy?: 'enqueue' | 'reject' | 'interrupt';
+  /** Files for the turn (control-plane/attachments.ts): stored as artifacts, recorded on the turn. */
+  attachments?: TurnAttachmentInput[];
 }
 
 export interface SubmitTurnResult {
@@ -242,8 +246,16 @@ export class Commands {
     }
     const threadId = input.threadId ?? (await this.mainThreadId(input.sessionId));
     const session = await this.session(input.sessionId);
-    const ifBusy =
-      input.ifBusy ?? ((bindingOf(session) ?? this.deps.template()).queuePolicy === 'reject' ? 'reject' : 'enqueue');
+    const binding = bindingOf(session) ?? this.deps.template();
+    const ifBusy = input.ifBusy ?? (binding.queuePolicy === 'reject' ? 'reject' : 'enqueue');
+    const attached = input.attachments?.length
+      ? prepareAttachments(
+          input.sessionId,
+          input.attachments,
+          await this.redactorFor(input.sessionId),
+          binding.limits.maxArtifactBytes,
+        )
+      : undefined;
     const submitted = await retryOnThreadChange<SubmitTurnResult>(async () => {
       const thread = await this.log.thread(input.sessionId, threadId);
       if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
@@ -269,8 +281,16 @@ export class Commands {
       }
       const status = busy ? 'queued' : 'accepted';
       const source = input.source ?? 'user';
+      const attachments = attached ? { attachments: attached.recorded } : {};
       const drafts: EventDraft[] = [
-        { type: 'turn.submitted', threadId, turnId, status, payload: { status, input: input.input, source } },
+        {
+          type: 'turn.submitted',
+          threadId,
+          turnId,
+          status,
+          payload: { status, input: input.input, source, ...attachments },
+        },
+        ...(attached?.facts({ threadId, turnId }) ?? []),
       ];
       if (busy) {
         const entry = { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source };
@@ -279,7 +299,10 @@ export class Commands {
         drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
       }
       // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
-      await this.append(input.sessionId, drafts, { guard: threadUnchanged(thread) });
+      await this.append(input.sessionId, drafts, {
+        guard: threadUnchanged(thread),
+        ...(attached ? { artifacts: attached.artifacts } : {}),
+      });
       return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
     });
     if (ifBusy === 'interrupt' && submitted.status === 'queued' && !submitted.duplicate) {
@@ -537,15 +560,8 @@ export class Commands {
    * id (the pending ones are listed, so a typo is one look away from the right id).
    */
   private async notPending(sessionId: string, actionId: string, views: ThreadView[]): Promise<OarRuntimeError> {
-    const resolved = await this.log.store.db
-      .selectFrom('oar_events')
-      .select(['body'])
-      .where('session_id', '=', sessionId)
-      .where('type', '=', 'action.resolved')
-      .execute();
-    for (const row of resolved) {
-      const event = JSON.parse(row.body) as RuntimeEvent;
-      if ((event as { actionId?: string }).actionId !== actionId) continue;
+    const event = await resolutionOf(this.log.store.db, sessionId, actionId);
+    if (event) {
       const payload = event.payload as { decision?: string; resolvedBy?: string };
       return new OarRuntimeError(
         'decision_already_resolved',
@@ -630,13 +646,14 @@ export class Commands {
     const thread = views.find((t) => t.pending.some((p) => p.actionId === input.actionId));
     const pending = thread?.pending.find((p) => p.actionId === input.actionId);
     if (!thread || !pending) throw await this.notPending(input.sessionId, input.actionId, views);
-    const run = thread.runs.get(pending.runId);
+    // A runner run's question has no graph action: the live run waiting for it reads the answer (runners/decisions.ts).
+    const run = pending.runnerId ? undefined : thread.runs.get(pending.runId);
     const action = run?.declaration.actions.find((a) => a.id === pending.graphActionId);
-    if (!run || !action) throw notFound('action', input.actionId);
-    if (pending.actionType === 'user_input' && input.decision === 'approve_for_session') {
+    if (!pending.runnerId && (!run || !action)) throw notFound('action', input.actionId);
+    if (pending.actionType !== 'tool_approval' && input.decision === 'approve_for_session') {
       throw new OarRuntimeError('invalid_decision', 'approve_for_session applies to tool approvals, not to questions');
     }
-    if (pending.actionType === 'tool_approval' && pending.decisions && !pending.decisions.includes(input.decision)) {
+    if (pending.actionType !== 'user_input' && pending.decisions && !pending.decisions.includes(input.decision)) {
       // An ask rule asks every time: it offers approve|deny, and a session grant would never be consulted.
       throw new OarRuntimeError(
         'invalid_decision',
@@ -644,7 +661,13 @@ export class Commands {
         { details: { decision: input.decision, offered: pending.decisions } },
       );
     }
-    const ids = { threadId: thread.threadId, turnId: pending.turnId, taskId: run.taskId, runId: run.runId };
+    const taskId = run?.taskId ?? pending.taskId;
+    const ids = {
+      threadId: thread.threadId,
+      turnId: pending.turnId,
+      runId: pending.runId,
+      ...(taskId ? { taskId } : {}),
+    };
     const drafts: EventDraft[] = [
       {
         type: 'action.resolved',
@@ -669,8 +692,8 @@ export class Commands {
       drafts.push({
         type: 'permission.resolved',
         ...ids,
-        stepId: pending.toolCallId ?? `${run.runId}.${action.id}`,
-        toolCallId: pending.toolCallId ?? `${run.runId}.${action.id}`,
+        stepId: pending.toolCallId ?? `${pending.runId}.${pending.graphActionId}`,
+        toolCallId: pending.toolCallId ?? `${pending.runId}.${pending.graphActionId}`,
         actionId: input.actionId,
         payload: {
           decision: input.decision === 'deny' ? 'deny' : 'allow',
@@ -682,7 +705,7 @@ export class Commands {
         },
       });
     }
-    if (input.decision === 'deny') {
+    if (input.decision === 'deny' && run && action) {
       const what = pending.actionType === 'user_input' ? 'the user declined' : 'permission denied by the user';
       const error = oarError(
         pending.actionType === 'user_input' ? 'declined' : 'permission_denied',
@@ -691,7 +714,7 @@ export class Commands {
       const observation = { id: action.id, status: 'denied' as const, artifacts: [], error };
       drafts.push(
         actionStatusChange(
-          ids,
+          { ...ids, taskId: run.taskId },
           action,
           'denied',
           { observation: { ...observation, ...(action.title ? { title: action.title } : {}) } },
@@ -699,7 +722,8 @@ export class Commands {
         ),
       );
     }
-    drafts.push({ type: 'task.resumed', ...ids, payload: { reason: `decision ${input.decision}` } });
+    if (taskId)
+      drafts.push({ type: 'task.resumed', ...ids, taskId, payload: { reason: `decision ${input.decision}` } });
     // Resolve at most once: a concurrent respond_action for the same decision may have committed since we read it.
     await this.append(input.sessionId, drafts, {
       guard: async (tx) => {

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BindingUpdateSchema } from '../binding.js';
 import { OarRuntimeError } from '../errors.js';
+import { TurnAttachmentInputSchema } from './attachments.js';
 
 /**
  * The shapes of the control plane's inputs, checked where they enter (`Runtime`'s methods): TypeScript callers
@@ -39,6 +40,8 @@ export const CONTROL_INPUTS = {
     input: Text,
     source: Text.optional(),
     ifBusy: z.enum(['enqueue', 'reject', 'interrupt']).optional(),
+    // Checked whole by the command (names, one of text/base64, sizes), which names the field of a bad one.
+    attachments: z.array(TurnAttachmentInputSchema).optional(),
   }),
   queuedTurn: z.object({ sessionId: Id, threadId: Id, turnId: Id }),
   interruptTurn: z.object({

@@ -1,4 +1,10 @@
-import { estimateTokens, MECHANICAL_SUMMARY_TOKENS, mechanicalSummary, type OarError } from '@oar/protocol';
+import {
+  type ActionResult,
+  estimateTokens,
+  MECHANICAL_SUMMARY_TOKENS,
+  mechanicalSummary,
+  type OarError,
+} from '@oar/protocol';
 import type { StoredArtifact } from '../artifacts.js';
 import { toOarError } from '../errors.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -63,7 +69,17 @@ export async function completeAction(
   toolName: string,
   output: ActionOutput,
   durationMs: number,
-  options: { durable: boolean; extra?: Record<string, unknown>; before?: EventDraft[] },
+  options: {
+    durable: boolean;
+    extra?: Record<string, unknown>;
+    before?: EventDraft[];
+    /**
+     * A permission rule explicitly allows what the call read (policy/reveal.ts): the model may see this observation
+     * unredacted for the rest of the turn (runner/revealed.ts); `attempt` is the call's (its `tool.started`). The
+     * record gets the redacted form either way.
+     */
+    reveal?: { attempt: number };
+  },
 ): Promise<RunActionStatus> {
   const { engine, action } = ctx;
   const sessionId = ctx.thread.sessionId;
@@ -113,8 +129,39 @@ export async function completeAction(
     },
   });
   await engine.append(sessionId, drafts, { durable: options.durable });
+  rememberRevealed(ctx, observation, options.reveal);
   // `if_truncated: fail` on an output over the budget: the output is stored, the action failed.
   return observation.status === 'failed' ? 'failed' : 'completed';
+}
+
+/**
+ * Keep the observation as the model may see it when it may and that differs from the recorded one; otherwise
+ * forget an earlier attempt's. What it may see: every secret the redactor recognises on its own (known values,
+ * self-evident shapes) in place, the secrets recognised only by their context (`password=…`, a URL's password)
+ * still redacted — the model's output is recorded through the same redactor, and a context-only secret it repeated
+ * without its context would go into the record unrecognised (`Redactor.contextualOnly`). Only after the result is
+ * appended: the side channel never runs ahead of the record it stands in for.
+ */
+function rememberRevealed(
+  ctx: ActionContext,
+  observation: ActionResult,
+  reveal: { attempt: number } | undefined,
+): void {
+  const { revealed, redactor } = ctx.engine;
+  if (!revealed) return;
+  const recorded = reveal ? redactor.redactJson(observation) : observation;
+  const shown = recorded === observation ? observation : redactor.contextualOnly().redactJson(observation);
+  if (!reveal || recorded === observation || JSON.stringify(shown) === JSON.stringify(recorded)) {
+    revealed.forget(ctx.run.runId, ctx.action.id);
+    return;
+  }
+  revealed.remember({
+    turnId: ctx.run.turnId,
+    runId: ctx.run.runId,
+    actionId: ctx.action.id,
+    attempt: reveal.attempt,
+    observation: shown,
+  });
 }
 
 /** End the action failed (or cancelled by an interrupt) with a structured error: `tool.failed`. */

@@ -6,6 +6,7 @@ import {
   toolAgentProjection,
 } from '@oar/protocol';
 import { localActor } from '../actor.js';
+import type { Engine } from '../engine.js';
 import { isClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -18,14 +19,16 @@ import {
   hasToolHooks,
   withHookVerdict,
 } from '../policy/hooks/tool-hooks.js';
-import type { PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
+import type { PermissionEvaluation, PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
 import {
+  approvalScope,
   defaultDenial,
   evaluatePermission,
   normalizeTouchedPath,
   ruleMatches,
   toPermissionEvaluatedPayload,
 } from '../policy/permissions.js';
+import { revealsOutput } from '../policy/reveal.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import {
   type ActionContext,
@@ -110,7 +113,10 @@ export function pathFilter(rules: readonly PermissionRule[], request: Permission
 }
 
 /** The touched paths an approval's question did not show (none when the approval predates recorded paths). */
-function pathsBeyondApproval(approvalPaths: readonly string[] | undefined, touched: readonly string[]): string[] {
+export function pathsBeyondApproval(
+  approvalPaths: readonly string[] | undefined,
+  touched: readonly string[],
+): string[] {
   if (approvalPaths === undefined) return [];
   const shown = new Set(approvalPaths.map(normalizeTouchedPath));
   return touched.filter((path) => !shown.has(normalizeTouchedPath(path)));
@@ -149,11 +155,8 @@ export async function gate(ctx: ActionContext, request: PermissionRequest, hooks
     };
   }
   if (approved && evaluation.decision !== 'deny') {
-    const updated = await engine.updatedPermissions(ctx.thread.sessionId);
-    const now = updated && evaluatePermission(request, { ...updated, workspaceRoot: engine.workspaceRoot });
-    if (now?.decision === 'deny') {
-      evaluation = { ...now, reason: `${now.reason} (the session's binding was updated while the approval waited)` };
-    }
+    const now = await deniedByUpdatedBinding(engine, ctx.thread.sessionId, request);
+    if (now) evaluation = now;
   }
   if (approved && evaluation.decision !== 'deny') {
     return {
@@ -202,13 +205,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest, hooks
         toolName: name,
         prompt,
         decisions: evaluation.decisions ?? ['approve', 'deny'],
-        // What a session grant would cover, as the human is shown it: these paths, in this workspace.
-        scope: {
-          paths: request.paths,
-          executor: request.executor,
-          workspaceRoot: engine.workspaceRoot,
-          ...(request.operation !== undefined ? { operation: request.operation } : {}),
-        },
+        scope: approvalScope(request, engine.workspaceRoot),
         graphActionId: ctx.action.id,
         toolCallId: ctx.state.toolCallId,
         input: request.input as Record<string, unknown>,
@@ -224,6 +221,21 @@ export async function gate(ctx: ActionContext, request: PermissionRequest, hooks
     ...subagentStatus(ctx.thread, ctx.run.turnId, 'blocked', `waiting for a decision: ${prompt}`),
   ]);
   return { stopped: 'waiting_permission' };
+}
+
+/**
+ * The binding as it is now denies an approved call, if it does: it was updated while the approval waited. An approval
+ * never outlives a rule added since.
+ */
+export async function deniedByUpdatedBinding(
+  engine: Pick<Engine, 'updatedPermissions' | 'workspaceRoot'>,
+  sessionId: string,
+  request: PermissionRequest,
+): Promise<PermissionEvaluation | undefined> {
+  const updated = await engine.updatedPermissions(sessionId);
+  const now = updated && evaluatePermission(request, { ...updated, workspaceRoot: engine.workspaceRoot });
+  if (now?.decision !== 'deny') return undefined;
+  return { ...now, reason: `${now.reason} (the session's binding was updated while the approval waited)` };
 }
 
 /**
@@ -483,10 +495,15 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   }
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const shaped = tool.defaultResultPolicy ? withDefaultPolicy(ctx, tool.defaultResultPolicy) : ctx;
-  if (!output.agentOutput) return completeAction(shaped, tool.name, { ...output, text }, durationMs, durable);
+  // A read a rule explicitly allows reaches the model unredacted (docs/security.md "What the model sees").
+  const reveal = revealsOutput(engine.permissions.rules, request) ? { reveal: { attempt } } : {};
+  if (!output.agentOutput) {
+    return completeAction(shaped, tool.name, { ...output, text }, durationMs, { ...durable, ...reveal });
+  }
   const stored = await storeAgentOutput(ctx, output.agentOutput);
   return completeAction(shaped, tool.name, { ...output, text }, durationMs, {
     ...durable,
+    ...reveal,
     before: stored.drafts,
     extra: { toolAgentOutput: stored.record, ...stored.ref },
   });

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomFillSync, randomUUID } from 'node:crypto';
 import { createEvent, type EventFields, type EventType, type RuntimeEvent } from '@oar/protocol';
 import { sql } from 'kysely';
 import type { PendingArtifact } from '../artifacts.js';
@@ -21,6 +21,7 @@ import type { Redactor } from '../redaction/redactor.js';
 import { processRedactor } from '../redaction/sources.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
+import { QueryTemplates } from '../store/query-templates.js';
 import type { Db, Store } from '../store/store.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { withActiveSpan } from '../tracing.js';
@@ -46,6 +47,12 @@ export interface AppendOptions {
    * credential shapes and the provider key variables of this process.
    */
   redactor?: Redactor;
+  /**
+   * The redactor that already cleaned these drafts (a worker cleans the facts it stages, for its working view):
+   * when it is the one this append redacts with, the second pass is skipped — it would find nothing, a clean text
+   * has nothing left to find — which was half of a step's redaction work.
+   */
+  cleanedBy?: Redactor;
   /** Artifact rows the events reference, written in the same transaction (no orphan row, no dangling ref). */
   artifacts?: readonly PendingArtifact[];
   /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
@@ -87,6 +94,8 @@ export class EventLog {
 
   /** Names this writer in PostgreSQL notifications, so a process can skip the echo of its own appends. */
   readonly writerId = randomUUID();
+  /** The SQL of the statements every step runs, compiled once per shape (store/query-templates.ts). */
+  private readonly templates = new QueryTemplates();
 
   constructor(
     readonly store: Store,
@@ -121,7 +130,8 @@ export class EventLog {
     if (drafts.length === 0) return [];
     // A command's facts carry the caller's span (a worker's carry its own: tracing.ts).
     if (!options.fence) drafts = withActiveSpan(drafts);
-    drafts = this.clean(drafts, options.redactor ?? this.redactor);
+    const redactor = options.redactor ?? this.redactor;
+    if (options.cleanedBy !== redactor) drafts = this.clean(drafts, redactor);
     const written = await this.store.transaction(async (tx) => {
       const timestamp = this.now().toISOString();
       if (options.create) {
@@ -153,15 +163,28 @@ export class EventLog {
         // Lock order session → lease, as a command's guard takes them (it fences a lease after the session row
         // is locked). The fence check below share-locks the lease row while it looks for the session row, so
         // without this the two could each hold one and wait for the other (seen: `deadlock detected`).
-        await tx.selectFrom('oar_sessions').select('id').where('id', '=', sessionId).forUpdate().execute();
+        await this.templates.execute(
+          tx,
+          'lock session',
+          () => tx.selectFrom('oar_sessions').select('id').where('id', '=', sessionId).forUpdate(),
+          [sessionId],
+        );
       }
-      const row = await tx
-        .updateTable('oar_sessions')
-        .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
-        .where('id', '=', sessionId)
-        .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.dialect, fence as Fence)))
-        .returning('last_sequence')
-        .executeTakeFirst();
+      const advanced = await this.templates.execute(
+        tx,
+        fence ? 'advance sequence, fenced' : 'advance sequence',
+        () =>
+          tx
+            .updateTable('oar_sessions')
+            .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
+            .where('id', '=', sessionId)
+            .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.dialect, fence as Fence)))
+            .returning('last_sequence'),
+        fence
+          ? [drafts.length, timestamp, sessionId, fence.sessionId, fence.threadId, fence.owner, fence.token]
+          : [drafts.length, timestamp, sessionId],
+      );
+      const row = advanced.rows[0];
       if (!row) {
         if (fence && (await sessionExists(tx, sessionId))) throw new LeaseLostError(fence);
         throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
@@ -184,13 +207,16 @@ export class EventLog {
             sequence: first + index,
             timestamp,
           } as never,
-          { newId: randomUUID, validate: VALIDATE_EVENTS },
+          { newId: timeOrderedId, validate: VALIDATE_EVENTS },
         ),
       ) as RuntimeEvent[];
-      await tx
-        .insertInto('oar_events')
-        .values(built.map((event) => eventRow(sessionId, event)))
-        .execute();
+      const rows = built.map((event) => eventRow(sessionId, event));
+      await this.templates.execute(
+        tx,
+        `insert events ×${rows.length}`,
+        () => tx.insertInto('oar_events').values(rows),
+        rows.flatMap(eventRowParameters),
+      );
       const models = await this.project(tx, sessionId, built, timestamp);
       if (this.store.dialect === 'postgres') {
         const note = `${this.writerId}:${first + built.length - 1}:${sessionId}`;
@@ -266,7 +292,7 @@ export class EventLog {
       if (conflict) throw new OarRuntimeError('contradictory_fact', conflict, { details: { type: event.type } });
       applyEvent(models, event);
     }
-    const rows = [];
+    const rows: ReadModelRow[] = [];
     for (const k of wanted.values()) {
       const body = modelOf(models, k);
       if (body === undefined) continue;
@@ -282,18 +308,23 @@ export class EventLog {
     }
     // One statement for every model the batch changed (a round trip each cost PostgreSQL a third of a commit).
     if (rows.length > 0) {
-      await tx
-        .insertInto('oar_read_models')
-        .values(rows)
-        .onConflict((oc) =>
-          oc.columns(['session_id', 'kind', 'key']).doUpdateSet((eb) => ({
-            status: eb.ref('excluded.status'),
-            sequence: eb.ref('excluded.sequence'),
-            body: eb.ref('excluded.body'),
-            updated_at: eb.ref('excluded.updated_at'),
-          })),
-        )
-        .execute();
+      await this.templates.execute(
+        tx,
+        `upsert read models ×${rows.length}`,
+        () =>
+          tx
+            .insertInto('oar_read_models')
+            .values(rows)
+            .onConflict((oc) =>
+              oc.columns(['session_id', 'kind', 'key']).doUpdateSet((eb) => ({
+                status: eb.ref('excluded.status'),
+                sequence: eb.ref('excluded.sequence'),
+                body: eb.ref('excluded.body'),
+                updated_at: eb.ref('excluded.updated_at'),
+              })),
+            ),
+        rows.flatMap((r) => [r.session_id, r.kind, r.key, r.status, r.sequence, r.body, r.updated_at]),
+      );
     }
     return models;
   }
@@ -347,11 +378,15 @@ export class EventLog {
   }
 
   private async lastSequence(sessionId: string): Promise<number | undefined> {
-    const row = await this.store.db
-      .selectFrom('oar_sessions')
-      .select('last_sequence')
-      .where('id', '=', sessionId)
-      .executeTakeFirst();
+    // Five times a step (every read of the thread or the session asks first): compiled once.
+    const db = this.store.db;
+    const result = await this.templates.execute(
+      db,
+      'last sequence',
+      () => db.selectFrom('oar_sessions').select('last_sequence').where('id', '=', sessionId),
+      [sessionId],
+    );
+    const row = result.rows[0];
     return row ? Number(row.last_sequence) : undefined;
   }
 
@@ -542,7 +577,23 @@ export function eventRow(sessionId: string, event: RuntimeEvent) {
   };
 }
 
+/** An `eventRow`'s values in its column order (the order its insert binds them). */
+function eventRowParameters(row: ReturnType<typeof eventRow>): unknown[] {
+  return [row.session_id, row.sequence, row.event_id, row.type, row.thread_id, row.turn_id, row.timestamp, row.body];
+}
+
 type ModelKey = { kind: ReadModelKind; key: string };
+
+/** An `oar_read_models` row as the incremental projection writes it. */
+type ReadModelRow = {
+  session_id: string;
+  kind: ReadModelKind;
+  key: string;
+  status: string | null;
+  sequence: number;
+  body: string;
+  updated_at: string;
+};
 
 const MAX_CACHED_SESSIONS = 256;
 
@@ -573,3 +624,34 @@ function setModel(models: ReadModels, k: ModelKey, value: unknown): void {
   if (value === undefined) map.delete(k.key);
   else map.set(k.key, value);
 }
+
+/**
+ * A new event id: a UUID of version 7 (RFC 9562), its first 48 bits the time in ms, the rest random. Why not a
+ * random (v4) one: `event_id` is uniquely indexed, and random keys land on a random leaf of that index, so each of a
+ * step's dozen events dirtied a page of its own, written to the WAL at every commit and again at every checkpoint.
+ * Ids that follow time land together at the index's end. Event ids stay opaque (the profile asks only for a
+ * non-empty string); nothing orders by them.
+ */
+export function timeOrderedId(): string {
+  if (idOffset + 16 > idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  const bytes = idPool.subarray(idOffset, idOffset + 16);
+  idOffset += 16;
+  const ms = Date.now();
+  bytes[0] = Math.floor(ms / 2 ** 40) & 0xff;
+  bytes[1] = Math.floor(ms / 2 ** 32) & 0xff;
+  bytes[2] = (ms >>> 24) & 0xff;
+  bytes[3] = (ms >>> 16) & 0xff;
+  bytes[4] = (ms >>> 8) & 0xff;
+  bytes[5] = ms & 0xff;
+  bytes[6] = 0x70 | ((bytes[6] as number) & 0x0f); // version 7
+  bytes[8] = 0x80 | ((bytes[8] as number) & 0x3f); // variant 10
+  const hex = Buffer.from(bytes).toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** Random bytes for `timeOrderedId`, filled 256 ids at a time (one call into the CSPRNG instead of one per id). */
+const idPool = new Uint8Array(16 * 256);
+let idOffset = idPool.length;

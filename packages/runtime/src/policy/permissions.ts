@@ -192,6 +192,19 @@ export function evaluatePermission(request: PermissionRequest, policy: Permissio
 }
 
 /**
+ * What a question about this request records (`action.required.scope`): the executor, the touched paths, the
+ * operation and the workspace — what the person is shown, so an approval (and a session grant) covers exactly that.
+ */
+export function approvalScope(request: PermissionRequest, workspaceRoot: string): Record<string, unknown> {
+  return {
+    paths: request.paths,
+    executor: request.executor,
+    workspaceRoot,
+    ...(request.operation !== undefined ? { operation: request.operation } : {}),
+  };
+}
+
+/**
  * The grant an `approve_for_session` of this request creates: the exact tool (or executor target) and, if the call
  * touched paths, exactly those paths, in the workspace the question was asked in. No directory globs: the human
  * approved what they saw, nothing next to it.

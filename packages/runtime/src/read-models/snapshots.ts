@@ -76,6 +76,7 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
             }
           : {}),
         ...(turn.hookRuns?.length ? { hookRuns: turn.hookRuns } : {}),
+        ...(turn.attachments?.length ? { attachments: turn.attachments } : {}),
         ...(turn.startedAt ? { startedAt: turn.startedAt } : {}),
         ...(turn.completedAt ? { completedAt: turn.completedAt } : {}),
         ...(run ? { taskId: run.taskId, runId: run.runId } : {}),
@@ -86,6 +87,8 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
       actionType: p.actionType,
       turnId: p.turnId,
       ...(p.toolCallId ? { toolCallId: p.toolCallId } : {}),
+      // A runner run's question: the run is alive and waits for the answer (docs/runners.md "Decisions").
+      ...(p.runnerId ? { runnerId: p.runnerId, runId: p.runId } : {}),
       prompt: p.prompt,
       requestedAt: p.requestedAt,
     })),

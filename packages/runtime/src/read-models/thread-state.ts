@@ -102,10 +102,22 @@ export const RunStateSchema = z.object({
 });
 export type RunState = z.infer<typeof RunStateSchema>;
 
+/** A file attached to a turn, as recorded (control-plane/attachments.ts): an artifact of the session. */
+export const TurnAttachmentSchema = z.object({
+  artifactId: z.string(),
+  name: z.string(),
+  mimeType: z.string(),
+  size: z.number().int(),
+  uri: z.string(),
+});
+export type TurnAttachment = z.infer<typeof TurnAttachmentSchema>;
+
 export const TurnStateSchema = z.object({
   turnId: z.string(),
   status: TurnStatusSchema,
   input: z.string(),
+  /** Files attached to the turn (artifacts of the session). */
+  attachments: z.array(TurnAttachmentSchema).optional(),
   submittedAt: z.string(),
   startedAt: z.string().optional(),
   completedAt: z.string().optional(),
@@ -161,10 +173,15 @@ export const isTerminalTurnStatus = memberOf<TurnStatus>(TERMINAL_TURN_STATUSES)
 
 export const PendingDecisionSchema = z.object({
   actionId: z.string(),
-  actionType: z.enum(['tool_approval', 'user_input']),
+  /** platform_action: a runner's request for a platform action (docs/runners.md "Decisions"). */
+  actionType: z.enum(['tool_approval', 'user_input', 'platform_action']),
   turnId: z.string(),
   runId: z.string(),
+  /** The graph action that waits; empty for a runner run's decision (a runner run has no graph). */
   graphActionId: z.string(),
+  /** A runner run's decision: its task, and the runner that asked (the run is alive while it waits). */
+  taskId: z.string().optional(),
+  runnerId: z.string().optional(),
   toolCallId: z.string().optional(),
   toolName: z.string().optional(),
   prompt: z.string(),

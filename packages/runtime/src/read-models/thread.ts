@@ -2,7 +2,14 @@ import type { OarError, RuntimeEvent } from '@oar/protocol';
 import { hookRunOf, MAX_TURN_HOOK_RUNS } from '../policy/hooks/read-model.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
-import type { PendingDecision, ThreadState, ToolWorkerState, TurnState } from './thread-state.js';
+import {
+  type PendingDecision,
+  type ThreadState,
+  type ToolWorkerState,
+  type TurnAttachment,
+  TurnAttachmentSchema,
+  type TurnState,
+} from './thread-state.js';
 
 /**
  * The thread projection: a pure reducer from events to `ThreadState` (its runs are projected by `reduceRun`).
@@ -24,6 +31,16 @@ function actionEnded(state: ThreadState, event: RuntimeEvent): ThreadState {
   const pending = state.pending.filter((p) => !(p.runId === event.runId && p.graphActionId === actionId));
   if (pending.length === state.pending.length) return state;
   return { ...state, pending, status: state.status === 'closed' ? 'closed' : waitingStatus(pending, event.turnId) };
+}
+
+/** A turn's attachments as `turn.submitted` recorded them (entries that are not one are left out). */
+function attachmentsOf(value: unknown): { attachments?: TurnAttachment[] } {
+  if (!Array.isArray(value) || value.length === 0) return {};
+  const attachments = value.flatMap((a) => {
+    const parsed = TurnAttachmentSchema.safeParse(a);
+    return parsed.success ? [parsed.data] : [];
+  });
+  return attachments.length > 0 ? { attachments } : {};
 }
 
 function waitingStatus(pending: PendingDecision[], turnId: string | undefined): ThreadState['status'] {
@@ -127,6 +144,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         turnId: event.turnId,
         status: payload.status === 'queued' ? 'queued' : 'accepted',
         input: str(payload.input) ?? '',
+        ...attachmentsOf(payload.attachments),
         submittedAt: event.timestamp,
         modelSteps: 0,
         correctiveRetries: 0,
@@ -298,12 +316,17 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     case 'run.status':
       return applyRunStatus(state, event, payload);
     case 'action.required': {
+      const runner = payload.runner as { runnerId?: unknown } | undefined;
       const decision: PendingDecision = {
         actionId: event.actionId,
-        actionType: payload.actionType === 'user_input' ? 'user_input' : 'tool_approval',
+        actionType:
+          payload.actionType === 'user_input' || payload.actionType === 'platform_action'
+            ? payload.actionType
+            : 'tool_approval',
         turnId: event.turnId,
         runId: str(event.runId) ?? '',
         graphActionId: str(payload.graphActionId) ?? '',
+        ...(runner && str(runner.runnerId) ? { runnerId: str(runner.runnerId), taskId: str(event.taskId) } : {}),
         ...(str(payload.toolCallId) ? { toolCallId: str(payload.toolCallId) } : {}),
         ...(str(payload.toolName) ? { toolName: str(payload.toolName) } : {}),
         prompt: str(payload.prompt) ?? '',

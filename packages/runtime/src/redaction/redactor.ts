@@ -1,7 +1,7 @@
 import type { LiteralSecret } from './literals.js';
 import { usableLiterals } from './literals.js';
 import { CREDENTIAL_PATTERNS } from './patterns.js';
-import { compileScanner, type Scanner, scanText } from './scanner.js';
+import { compileScanner, type KeepSecret, type Scanner, scanText } from './scanner.js';
 import { type RedactionCounts, RedactionTally } from './tally.js';
 
 /** A value with its secrets replaced, and how many of each kind were. */
@@ -36,9 +36,29 @@ export class Redactor {
   /** How many distinct literal secrets this redactor knows (not their values). */
   readonly secretCount: number;
 
-  private constructor(literals: readonly LiteralSecret[]) {
-    this.scanner = compileScanner(literals, CREDENTIAL_PATTERNS);
+  /** Secrets left in place (`contextualOnly`); none: every secret found is replaced. */
+  private readonly keep: KeepSecret | undefined;
+  private contextual: Redactor | undefined;
+
+  private constructor(literals: readonly LiteralSecret[], from?: { scanner: Scanner; keep: KeepSecret }) {
+    this.scanner = from?.scanner ?? compileScanner(literals, CREDENTIAL_PATTERNS);
+    this.keep = from?.keep;
     this.secretCount = literals.length;
+  }
+
+  /**
+   * This redactor narrowed to the secrets it would NOT recognise on their own, out of the context they were found
+   * in: a password found after `password=` or inside a URL, a token after `Bearer `. Secrets it recognises
+   * anywhere — known values (environment, `.env`) and self-evident shapes (provider keys, PEM blocks, JWTs) — are
+   * left in place. What the model may be shown unredacted (runner/revealed.ts): whatever it repeats of that is
+   * recognised again when it is recorded, whereas a context-only secret repeated without its context would not be.
+   */
+  contextualOnly(): Redactor {
+    this.contextual ??= new Redactor([], {
+      scanner: this.scanner,
+      keep: (secret) => scanText(this.scanner, secret) !== secret,
+    });
+    return this.contextual;
   }
 
   static create(options: RedactorOptions = {}): Redactor {
@@ -65,7 +85,7 @@ export class Redactor {
   private untilClean(text: string, tally?: RedactionTally): string {
     let current = text;
     for (let pass = 0; pass < MAX_PASSES; pass++) {
-      const next = scanText(this.scanner, current, tally);
+      const next = scanText(this.scanner, current, tally, this.keep);
       if (next === current) return current;
       current = next;
     }

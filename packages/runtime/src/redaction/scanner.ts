@@ -89,12 +89,28 @@ function patternRanges(scanner: Scanner, text: string): Range[] | undefined {
   return ranges.length > 0 ? ranges : undefined;
 }
 
-/** `text` with every secret replaced by its marker; the same string (by identity) when nothing was found. */
-export function scanText(scanner: Scanner, text: string, tally?: RedactionTally): string {
-  const literalHits = scanner.literals.findAll(text);
-  const patterns = patternRanges(scanner, text);
-  if (literalHits === undefined && patterns === undefined) return text;
-  if (literalHits === undefined) return replaceRanges(text, patterns ?? [], tally);
+/** Which found secrets to leave in place (`Redactor.contextualOnly`): the rest are replaced. */
+export type KeepSecret = (secret: string, kind: RedactionKind) => boolean;
+
+/** The ranges `keep` does not keep; `undefined` when none is left. */
+function notKept(text: string, ranges: Range[] | undefined, keep: KeepSecret | undefined): Range[] | undefined {
+  if (ranges === undefined || keep === undefined) return ranges;
+  const left = ranges.filter((range) => !keep(text.slice(range.start, range.end), range.kind));
+  return left.length > 0 ? left : undefined;
+}
+
+/**
+ * `text` with every secret replaced by its marker (every one `keep` does not keep); the same string (by identity)
+ * when nothing was replaced.
+ */
+export function scanText(scanner: Scanner, text: string, tally?: RedactionTally, keep?: KeepSecret): string {
+  const found = scanner.literals.findAll(text);
+  const patterns = notKept(text, patternRanges(scanner, text), keep);
+  const literalHits = found?.filter(
+    (hit) => keep === undefined || !keep(text.slice(hit.start, hit.end), LITERAL_KINDS[hit.group] ?? 'env_secret'),
+  );
+  if ((literalHits === undefined || literalHits.length === 0) && patterns === undefined) return text;
+  if (literalHits === undefined || literalHits.length === 0) return replaceRanges(text, patterns ?? [], tally);
   const literals: Range[] = literalHits.map((hit) => ({
     start: hit.start,
     end: hit.end,
@@ -107,7 +123,7 @@ export function scanText(scanner: Scanner, text: string, tally?: RedactionTally)
   if (!literalHits.some((hit) => isWordChar(text.charCodeAt(hit.end)) || isWordChar(text.charCodeAt(hit.start - 1)))) {
     return out;
   }
-  const again = patternRanges(scanner, out);
+  const again = notKept(out, patternRanges(scanner, out), keep);
   return again === undefined ? out : replaceRanges(out, again, tally);
 }
 

@@ -12,6 +12,7 @@ import {
 import type { AgentConfig } from '../binding.js';
 import { setRecent } from '../lru.js';
 import type { RunAction, RunState, ThreadView, TurnState } from '../read-models/thread-state.js';
+import type { RevealedObservations } from './revealed.js';
 
 /**
  * Context assembly: the system prompt (protocol instructions, the agent's own prompt, the catalog) and the
@@ -177,6 +178,16 @@ const runTurns = new WeakMap<RunState, { runId: string; declared: boolean; turn:
  */
 const textTurns = new WeakMap<TurnState, { user: TranscriptTurnInput; answer?: TranscriptTurnInput }>();
 
+/**
+ * The user's message of a turn: its input, and its attached files by ref (control-plane/attachments.ts). A file is
+ * never inlined: the model reads the part it needs with expand_ref, like any stored output.
+ */
+function userText(turn: TurnState): string {
+  if (!turn.attachments?.length) return turn.input;
+  const files = turn.attachments.map((a) => `- ${a.name} (${a.mimeType}, ${a.size} bytes): ${a.uri}`);
+  return `${turn.input}\n\nAttached files (read them with a runtime expand_ref action on the ref):\n${files.join('\n')}`;
+}
+
 function runTurn(runId: string, run: RunState, declared: boolean): TranscriptTurnInput {
   const memo = runTurns.get(run);
   if (memo?.runId === runId && memo.declared === declared) return memo.turn;
@@ -214,6 +225,52 @@ function runTurn(runId: string, run: RunState, declared: boolean): TranscriptTur
   return turn;
 }
 
+/**
+ * A run's transcript input with the unredacted observations the side channel keeps for it (runner/revealed.ts) in
+ * place of the recorded ones, or undefined when it keeps none that still stand for the recorded result. Memoized by
+ * the run object and the very observations used, like `runTurn`: the same step after step while nothing changes.
+ */
+const revealedTurns = new WeakMap<
+  RunState,
+  { runId: string; declared: boolean; shown: (ActionResult | undefined)[]; turn: TranscriptTurnInput }
+>();
+
+function revealedRunTurn(
+  runId: string,
+  run: RunState,
+  declared: boolean,
+  turnId: string,
+  revealed: RevealedObservations,
+): TranscriptTurnInput | undefined {
+  if (!revealed.hasRun(runId)) return undefined;
+  const shown = run.order.map((id) => {
+    const state = run.actions[id];
+    // Only in place of a recorded result of the very attempt that produced it.
+    return state?.result ? revealed.get(turnId, runId, id, state.attempt) : undefined;
+  });
+  if (shown.every((result) => result === undefined)) return undefined;
+  const memo = revealedTurns.get(run);
+  if (
+    memo?.runId === runId &&
+    memo.declared === declared &&
+    memo.shown.length === shown.length &&
+    memo.shown.every((result, i) => result === shown[i])
+  ) {
+    return memo.turn;
+  }
+  const recorded = runTurn(runId, run, declared);
+  if (recorded.kind !== 'protocol') return undefined;
+  const turn: TranscriptTurnInput = {
+    ...recorded,
+    calls: recorded.calls?.map((call) => {
+      const raw = call.action ? shown[run.order.indexOf(call.action.id)] : undefined;
+      return raw ? { ...call, result: raw } : call;
+    }),
+  };
+  revealedTurns.set(run, { runId, declared, shown, turn });
+  return turn;
+}
+
 /** The text of a thread's compaction summary, as stored (its artifact), with the ref it is stored under. */
 export interface CompactionSummary {
   ref: string;
@@ -241,6 +298,8 @@ export function threadTranscript(
   thread: ThreadView,
   mode: ReplayMode = 'compressed',
   summary?: CompactionSummary,
+  /** The unredacted side channel: only the model's own context passes it (never compaction, never a record). */
+  revealed?: RevealedObservations,
 ): TranscriptTurnInput[] {
   // compressed replays calls and observations only; full and hybrid also the declarations they came from.
   const declared = mode !== 'compressed';
@@ -254,15 +313,20 @@ export function threadTranscript(
     let texts = textTurns.get(turn);
     if (!texts) {
       texts = {
-        user: { kind: 'user', text: turn.input },
+        user: { kind: 'user', text: userText(turn) },
         ...(turn.answer !== undefined ? { answer: { kind: 'answer', text: turn.answer } } : {}),
       };
       textTurns.set(turn, texts);
     }
     turns.push(texts.user);
+    // The active turn's reads a rule explicitly allows are shown unredacted (runner/revealed.ts).
+    const reveal = revealed && turn.turnId === thread.activeTurnId && revealed.size > 0 ? revealed : undefined;
     for (const runId of turn.runIds) {
       const run = thread.runs.get(runId);
-      if (run) turns.push(runTurn(runId, run, declared));
+      if (!run) continue;
+      turns.push(
+        (reveal && revealedRunTurn(runId, run, declared, turn.turnId, reveal)) || runTurn(runId, run, declared),
+      );
     }
     if (texts.answer) turns.push(texts.answer);
   }
@@ -273,6 +337,11 @@ export interface AssembledContext {
   system: string;
   transcript: RenderedTranscript;
   tokenEstimate: number;
+  /**
+   * The transcript may show observations unredacted (runner/revealed.ts): it is for the model provider only, and
+   * anything else given this context (a before_model_call hook) gets it redacted.
+   */
+  revealed?: boolean;
 }
 
 export function assembleContext(
@@ -285,6 +354,8 @@ export function assembleContext(
     responsePolicy?: Record<string, unknown>;
     /** The stored summary of a compacted thread (see `threadTranscript`). */
     summary?: CompactionSummary;
+    /** The driven thread's unredacted observations (the engine's `revealed`); absent: all as recorded. */
+    revealed?: RevealedObservations;
   },
 ): AssembledContext {
   const { text: system, tokens: systemTokens } = systemPromptOf(agent, catalog);
@@ -298,8 +369,9 @@ export function assembleContext(
   const budget = Math.max(256, options.budgetTokens - systemTokens);
   const mode = agent.replay ?? 'compressed';
   const transcript = renderTranscript(
-    { turns: threadTranscript(thread, mode, options.summary) },
+    { turns: threadTranscript(thread, mode, options.summary, options.revealed) },
     { mode, budgetTokens: budget, closingInstruction: closing },
   );
-  return { system, transcript, tokenEstimate: systemTokens + transcript.tokens };
+  const revealed = options.revealed?.holds(thread.activeTurnId) === true;
+  return { system, transcript, tokenEstimate: systemTokens + transcript.tokens, ...(revealed ? { revealed } : {}) };
 }

@@ -78,8 +78,28 @@ export interface ModelRequest {
    * A runner's own call (runners/model-proxy.ts): its messages and function tools replace the protocol prompt
    * (`system` + `transcript`) and the protocol tool; the model may answer in text or call any of the tools.
    */
-  runnerPrompt?: { prompt: LanguageModelV3Prompt; tools: LanguageModelV3FunctionTool[] };
+  runnerPrompt?: {
+    prompt: LanguageModelV3Prompt;
+    tools: LanguageModelV3FunctionTool[];
+    /** The runner's vetted generation settings (its `extra_args`, runners/model-proxy.ts). */
+    settings?: GenerationSettings;
+  };
 }
+
+/** Generation settings a runner may set on its own calls (an allow-list: runners/model-proxy.ts). */
+export type GenerationSettings = Partial<
+  Pick<
+    LanguageModelV3CallOptions,
+    | 'temperature'
+    | 'topP'
+    | 'topK'
+    | 'maxOutputTokens'
+    | 'stopSequences'
+    | 'seed'
+    | 'presencePenalty'
+    | 'frequencyPenalty'
+  >
+>;
 
 export interface ModelOutput {
   text: string;
@@ -326,6 +346,7 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
             }
           : {}),
       ...(request.maxOutputTokens ? { maxOutputTokens: request.maxOutputTokens } : {}),
+      ...request.runnerPrompt?.settings,
       abortSignal: signal,
       providerOptions: {
         oar: { modelCall: request.modelCall, ...(request.purpose ? { purpose: request.purpose } : {}) },

@@ -518,6 +518,8 @@ async function prepareStep(
   const options = {
     ...(turn.pendingCorrection ? { correction: turn.pendingCorrection } : {}),
     ...(responsePolicy ? { responsePolicy } : {}),
+    // Reads a rule explicitly allows, unredacted for this model request only (docs/security.md).
+    ...(engine.revealed ? { revealed: engine.revealed } : {}),
   };
   // The context as the model would get it now (a compacted thread: its summary, then the turns after it).
   const assemble = async (view: ThreadView) => {

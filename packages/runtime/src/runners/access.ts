@@ -18,6 +18,8 @@ export interface RunAccess {
   artifacts: ('metadata' | 'read')[];
   state: boolean;
   storage: ('plugin' | 'workspace' | 'binding')[];
+  /** Platform actions the runner may ask for (each still needs an approval): manifest ∩ binding, none by default. */
+  platformActions: string[];
   env: string[];
   timeoutMs: number;
   callsPerMinute: number;
@@ -58,6 +60,10 @@ export function computeAccess(
     // Host-owned state needs no manifest permission (the spec has none), but a binding can switch it off.
     state: policy?.state !== false,
     storage: within(p.storage, policy?.storage),
+    // Off unless the manifest declares the capability and the action, and the binding names the action too.
+    platformActions: manifest.capabilities.platform_api
+      ? p.platform_api.filter((action) => (policy?.platformActions ?? []).includes(action))
+      : [],
     env: [...(policy?.env ?? [])].sort(),
     timeoutMs: policy?.timeoutMs ?? DEFAULT_RUNNER_TIMEOUT_MS,
     callsPerMinute: policy?.callsPerMinute ?? DEFAULT_CALLS_PER_MINUTE,
@@ -68,12 +74,12 @@ export function computeAccess(
 export function availableApis(access: RunAccess): ContextAPICapabilities {
   return {
     history_page: access.history.includes('page'),
-    history_search: false,
+    history_search: access.history.includes('search'),
     event_get: access.events.includes('get'),
     event_page: access.events.includes('page'),
     artifact_metadata: access.artifacts.includes('metadata'),
     artifact_read: access.artifacts.includes('read'),
     state: access.state,
-    storage: false,
+    storage: access.storage.length > 0,
   };
 }

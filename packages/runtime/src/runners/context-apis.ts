@@ -1,6 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { RuntimeEvent } from '@oar/protocol';
-import { EventsPageArgsSchema, HistoryPageArgsSchema, type Message, STATE_SCOPES } from '@oar/runner-sdk';
+import {
+  EventsPageArgsSchema,
+  HistoryPageArgsSchema,
+  HistorySearchArgsSchema,
+  type Message,
+  type RequestStream,
+  STATE_SCOPES,
+} from '@oar/runner-sdk';
 import type { EventDraft } from '../log/event-log.js';
 import type { ThreadState } from '../read-models/thread-state.js';
 import type { AuditTarget } from './proxy.js';
@@ -68,43 +75,160 @@ export async function historyPage(session: RunSession, payload: Record<string, u
   return { items, next_cursor: next ?? null, has_more: hasMore };
 }
 
+/** The query terms of a history search: lower-cased runs of letters and digits, at most 32 distinct ones. */
+function searchTerms(query: string): string[] {
+  return [...new Set(query.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])].slice(0, 32);
+}
+
+function occurrences(text: string, term: string): number {
+  let count = 0;
+  for (let at = text.indexOf(term); at !== -1 && count < 100; at = text.indexOf(term, at + term.length)) count++;
+  return count;
+}
+
+/**
+ * history.search: the transcript projection of the run's own conversation (the same messages, redacted, and the same
+ * opaque cursors as history.page), ranked by a case-insensitive term match: each query term found counts, a term
+ * found again counts less (1 + log2 of its occurrences), and a newer message wins a tie. Messages matching no term
+ * are left out; at most `top_k` (≤ 50). Another conversation is `unauthorized`, as for history.page.
+ */
+export async function historySearch(session: RunSession, payload: Record<string, unknown>, audit: AuditTarget) {
+  const parsed = HistorySearchArgsSchema.safeParse(payload);
+  const threadId = session.ids.threadId;
+  const wanted = parsed.success ? parsed.data.filters?.conversation_id : undefined;
+  audit.resource = wanted ?? threadId;
+  audit.scope = 'conversation';
+  if (!parsed.success) {
+    throw apiError(
+      'invalid_argument',
+      'history.search takes {query (1-1000 chars), filters?: {roles?}, top_k (1-50)?}',
+    );
+  }
+  if (!session.access.history.includes('search')) throw apiError('unauthorized', 'history.search is not granted');
+  if (wanted && wanted !== threadId) {
+    throw apiError('unauthorized', 'history of another conversation is not granted to this run', {
+      conversation_id: wanted,
+    });
+  }
+  const terms = searchTerms(parsed.data.query);
+  if (terms.length === 0) throw apiError('invalid_argument', 'the query has no word to search for');
+  const roles = parsed.data.filters?.roles;
+  const { redactor } = session.engine;
+  const scored = transcriptOf(session.thread, session.ids.turnId)
+    .map((m, index) => {
+      const content = redactor.redactText(m.content);
+      const text = content.toLowerCase();
+      let score = 0;
+      for (const term of terms) {
+        const n = occurrences(text, term);
+        if (n > 0) score += 1 + Math.log2(n);
+      }
+      return { role: m.role, content, cursor: cursorOf(threadId, index), score: score / terms.length, index };
+    })
+    .filter((m) => m.score > 0 && (!roles || roles.includes(m.role)));
+  scored.sort((a, b) => b.score - a.score || b.index - a.index);
+  return {
+    items: scored
+      .slice(0, parsed.data.top_k)
+      .map(({ role, content, cursor, score }) => ({ role, content, cursor, score: Math.round(score * 1000) / 1000 })),
+  };
+}
+
 /** The most bytes one read_range returns. */
 export const MAX_READ_RANGE_BYTES = 1024 * 1024;
+/** The bytes of one artifacts.open_stream chunk (base64 on the wire: well under the transport's line limit). */
+export const ARTIFACT_STREAM_CHUNK_BYTES = 64 * 1024;
 
+/** An artifact of the run's session, text or binary, with its bytes; `not_found` for any other id. */
+async function sessionArtifact(session: RunSession, id: string) {
+  const { artifacts } = session.engine;
+  // The store looks the artifact up in this session only: another session's id is simply not found.
+  if (artifacts.read) {
+    const found = await artifacts.read(session.sessionId, id);
+    if (!found) throw apiError('not_found', `no artifact ${id} in this session`);
+    return {
+      bytes: Buffer.from(found.bytes.buffer, found.bytes.byteOffset, found.bytes.byteLength),
+      name: found.name ?? null,
+      mime: found.mime,
+      sha256: found.sha256,
+      createdAt: found.createdAt ?? null,
+    };
+  }
+  const text = await artifacts.text(session.sessionId, id);
+  if (text === undefined) throw apiError('not_found', `no artifact ${id} in this session`);
+  const bytes = Buffer.from(text, 'utf8');
+  return {
+    bytes,
+    name: null,
+    mime: 'text/plain; charset=utf-8',
+    sha256: createHash('sha256').update(bytes).digest('hex'),
+    createdAt: null,
+  };
+}
+
+/**
+ * artifacts.metadata / read_range / open_stream over the artifacts of the run's session, text and binary alike:
+ * metadata is what the store keeps (name, MIME type, size, sha256, created_at); reads are bytes as base64.
+ * open_stream sends the whole artifact as `{type: "chunk", offset, data}` chunks of at most 64 KiB on the request's
+ * stream, then answers `{type: "end", size, sha256}`; it stops when the runner cancels the request or the run ends.
+ */
 export async function artifactRead(
   session: RunSession,
   payload: Record<string, unknown>,
   audit: AuditTarget,
-  op: 'metadata' | 'read',
+  op: 'metadata' | 'read' | 'stream',
+  stream?: RequestStream,
 ) {
-  const id = typeof payload.artifact_id === 'string' ? payload.artifact_id : undefined;
+  const id = typeof payload.artifact_id === 'string' ? payload.artifact_id.slice(0, 128) : undefined;
   if (!id) throw apiError('invalid_argument', 'artifact_id is required');
   audit.resource = id;
   audit.scope = 'session';
-  if (!session.access.artifacts.includes(op)) throw apiError('unauthorized', `artifacts.${op} is not granted`);
-  // The store looks the artifact up in this session only: another session's id is simply not found.
-  const text = await session.engine.artifacts.text(session.sessionId, id);
-  if (text === undefined) throw apiError('not_found', `no artifact ${id} in this session`);
-  const bytes = Buffer.from(text, 'utf8');
+  // Streaming an artifact is reading it: the `read` grant covers read_range and open_stream.
+  const grant = op === 'metadata' ? 'metadata' : 'read';
+  if (!session.access.artifacts.includes(grant)) throw apiError('unauthorized', `artifacts.${grant} is not granted`);
+  const artifact = await sessionArtifact(session, id);
+  const { bytes } = artifact;
   if (op === 'metadata') {
     return {
       artifact_id: id,
-      name: null,
-      mime_type: 'text/plain; charset=utf-8',
+      name: artifact.name,
+      mime_type: artifact.mime,
       size: bytes.length,
-      sha256: createHash('sha256').update(bytes).digest('hex'),
+      sha256: artifact.sha256,
+      created_at: artifact.createdAt,
     };
   }
-  const offset = Number.isInteger(payload.offset) ? (payload.offset as number) : 0;
-  const length = Number.isInteger(payload.length) ? (payload.length as number) : 65_536;
-  if (offset < 0 || length < 1) throw apiError('invalid_argument', 'offset ≥ 0 and length ≥ 1');
-  if (length > MAX_READ_RANGE_BYTES) {
+  if (op === 'stream') {
+    if (!stream) throw apiError('invalid_argument', 'artifacts.open_stream is a streamed request');
+    for (let offset = 0; offset < bytes.length; offset += ARTIFACT_STREAM_CHUNK_BYTES) {
+      if (stream.signal.aborted || session.signal.aborted || !session.active) {
+        throw apiError('runtime_error', 'the stream was cancelled');
+      }
+      const slice = bytes.subarray(offset, offset + ARTIFACT_STREAM_CHUNK_BYTES);
+      // Each chunk waits for the wire (backpressure): a slow reader slows the host, never fills its memory.
+      await stream.send({ type: 'chunk', offset, data: slice.toString('base64') });
+    }
+    return { type: 'end', size: bytes.length, sha256: artifact.sha256 };
+  }
+  const offset = payload.offset === undefined ? 0 : payload.offset;
+  const length = payload.length === undefined ? 65_536 : payload.length;
+  if (!Number.isInteger(offset) || !Number.isInteger(length) || (offset as number) < 0 || (length as number) < 1) {
+    throw apiError('invalid_argument', 'offset ≥ 0 and length ≥ 1 are integers');
+  }
+  if ((length as number) > MAX_READ_RANGE_BYTES) {
     throw apiError('payload_too_large', `read at most ${MAX_READ_RANGE_BYTES} bytes at once`, {
       limit: MAX_READ_RANGE_BYTES,
     });
   }
-  const slice = bytes.subarray(offset, offset + length);
-  return { artifact_id: id, offset, data: slice.toString('base64'), eof: offset + slice.length >= bytes.length };
+  const start = offset as number;
+  const slice = bytes.subarray(start, start + (length as number));
+  return {
+    artifact_id: id,
+    offset: start,
+    data: slice.toString('base64'),
+    encoding: 'base64',
+    eof: start + slice.length >= bytes.length,
+  };
 }
 
 /** The largest state value (its JSON). */

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { oarError } from '@oar/protocol';
 import type { Runner } from '@oar/runner-sdk';
+import { localActor } from '../actor.js';
 import type { AgentConfig, Engine } from '../engine.js';
 import { isClosing, OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
@@ -10,6 +11,7 @@ import type { ThreadView, TurnState } from '../read-models/thread-state.js';
 import { completeTurn, failTurn } from '../runner/thread-runner.js';
 import { computeAccess, type RunAccess } from './access.js';
 import { checkRunnerConfig } from './config-check.js';
+import { expireDecisions } from './decisions.js';
 import {
   type DiscoveredRunner,
   listPackageRunners,
@@ -19,9 +21,9 @@ import {
   runnerEnv,
 } from './packages.js';
 import { apiHandler } from './proxy.js';
-import { ResultStream, type RunEnd, runnerStatus } from './results.js';
+import { ResultStream, type RunEnd } from './results.js';
 import { buildRunContext } from './run-context.js';
-import { type RunnerRunIds, RunSession } from './run-session.js';
+import { type RunnerRunIds, RunSession, runnerStatus } from './run-session.js';
 import { runTools } from './tool-proxy.js';
 import { inProcessTransport, processTransport, type RunnerConnection, type RunnerTransport } from './transport.js';
 
@@ -42,6 +44,9 @@ import { inProcessTransport, processTransport, type RunnerConnection, type Runne
 
 /** The thread-state key naming the runner run in flight (cleared in the same append as its end). */
 export const ACTIVE_RUN_KEY = 'oar.runner.active';
+
+/** How long past its deadline a run is failed: time for the calls that ended at the deadline to say so. */
+export const DEADLINE_GRACE_MS = 250;
 
 /** How long a cancelled runner may take to stop before its process group is killed. */
 export const CANCEL_GRACE_MS = 2_000;
@@ -203,7 +208,17 @@ async function recordLost(engine: Engine, thread: ThreadView, turn: TurnState, a
       details: { runnerId: active.runnerId, runId: active.runId },
     },
   );
+  // Its open questions are closed: nobody is left to act on an answer.
+  const unanswered = thread.pending.filter((p) => p.runId === active.runId);
   await engine.append(thread.sessionId, [
+    ...unanswered.map(
+      (p): EventDraft => ({
+        type: 'action.resolved',
+        ...ids,
+        actionId: p.actionId,
+        payload: { decision: 'deny', reason: 'the runner run was lost', resolvedBy: 'runtime' },
+      }),
+    ),
     runnerStatus({ ids, runnerId: active.runnerId }, `runner ${active.runnerId}: lost`, {
       phase: 'runner_ended',
       status: 'lost',
@@ -300,6 +315,7 @@ async function runOnce(
     });
     const deadlineAt = Date.now() + access.timeoutMs;
     session = new RunSession(engine, thread, agent, binding.id, ids, access, deadlineAt, runSignal);
+    session.capabilities = manifest.capabilities;
     await session.record([
       runnerStatus(session, `runner ${binding.id}: access`, {
         phase: 'runner_access',
@@ -321,6 +337,8 @@ async function runOnce(
       traceId: turn.trace?.traceId ?? randomUUID().replace(/-/g, ''),
       tools: runTools(session),
       workspaceId: workspace?.workspaceId ?? 'default',
+      // The session's actor, as the governed tool path uses it (executors/tool.ts).
+      actor: workspace?.actor ?? localActor(),
     });
     const stream = new ResultStream(session);
     const failed = (code: string, message: string, details: Record<string, unknown> = {}) =>
@@ -352,7 +370,9 @@ async function runOnce(
           })
         : failed('runner_crashed', `the runner exited during the run (code ${exit.code}, signal ${exit.signal})`),
     );
-    const remaining = Math.max(0, deadlineAt - Date.now());
+    // The run is failed a moment after its deadline: a call that ends at the deadline (a question nobody answered)
+    // gets its deadline_exceeded to the runner first, instead of a closed connection.
+    const remaining = Math.max(0, deadlineAt - Date.now()) + DEADLINE_GRACE_MS;
     const timer = setTimeout(
       () =>
         stream.finish({
@@ -366,7 +386,19 @@ async function runOnce(
     const onAbort = () => stream.finish({ ok: false, error: oarError('interrupted', 'the turn was interrupted') });
     signal.addEventListener('abort', onAbort, { once: true });
     if (signal.aborted) onAbort();
-    const end = await stream.ended;
+    let end = await stream.ended;
+    // An action.requested decision is answered (or closed by the deadline or an interrupt) before the end is recorded.
+    if (session.requestedActions.size > 0) {
+      await Promise.allSettled([...session.requestedActions]);
+      if (end.ok && Date.now() >= deadlineAt) {
+        end = {
+          ok: false,
+          error: oarError('runner_timeout', 'the run passed its deadline waiting for a platform action decision', {
+            retryable: true,
+          }),
+        };
+      }
+    }
     clearTimeout(timer);
     signal.removeEventListener('abort', onAbort);
     session.end();
@@ -381,6 +413,8 @@ async function runOnce(
     // Calls the runner made before it heard of the end get their (refusing) answer, then it is closed.
     await connection.peer.settled(1_000);
     runController.abort(new Error('the run ended'));
+    // Questions nobody answered are closed now, before the turn's end (their calls stop waiting with the run).
+    if (!isClosing(signal)) await expireDecisions(session, [...session.openDecisions], 'the runner run ended');
     await Promise.race([stream.drained(), new Promise((resolve) => setTimeout(resolve, 1_000))]);
     engine.deltas?.end();
     if (signal.aborted) {

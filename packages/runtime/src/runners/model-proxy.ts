@@ -1,6 +1,8 @@
 import type { LanguageModelV3FunctionTool, LanguageModelV3Prompt } from '@ai-sdk/provider';
 import {
   type ChatMessage,
+  MODEL_EXTRA_ARGS,
+  ModelExtraArgsSchema,
   type ModelInvokeArgs,
   ModelInvokeArgsSchema,
   type ModelInvokeResult,
@@ -8,7 +10,7 @@ import {
 } from '@oar/runner-sdk';
 import { MODEL_CALL_DEFAULTS } from '../binding.js';
 import { costRecorded } from '../runner/cost.js';
-import { callModel, type ModelHandle } from '../runner/model-call.js';
+import { callModel, type GenerationSettings, type ModelHandle } from '../runner/model-call.js';
 import { checkRunnerBudget } from './budget-check.js';
 import type { AuditTarget } from './proxy.js';
 import { apiError, type RunSession } from './run-session.js';
@@ -38,6 +40,7 @@ export async function modelCall(
   const args = parsed.data;
   audit.resource = args.model_id;
   audit.scope = 'model';
+  const settings = generationSettings(args.extra_args, op);
   const { access } = session;
   if (!access.modelOps.includes(op)) throw apiError('unauthorized', `models.${op} is not granted to this run`);
   if (!access.models.includes(args.model_id)) {
@@ -47,7 +50,7 @@ export async function modelCall(
   }
   const handle = await resolveModel(session, args.model_id);
   const ids = { threadId: session.ids.threadId, turnId: session.ids.turnId };
-  const prompt = toPrompt(args);
+  const prompt = { ...toPrompt(args), settings };
   // About four characters a token, as the protocol loop's estimate before a call.
   await checkRunnerBudget(session, handle, Math.ceil(JSON.stringify(payload).length / 4));
   await session.record(
@@ -154,6 +157,45 @@ export async function modelCall(
     return null;
   }
   return answer;
+}
+
+/**
+ * `extra_args` → the provider call's generation settings. Only the allow-list of ModelExtraArgsSchema passes
+ * (temperature, top_p, top_k, max_tokens / max_output_tokens, stop, seed, presence_penalty, frequency_penalty): an
+ * unknown key is `invalid_argument` naming it, so a runner never reaches provider options the host did not vet.
+ */
+export function generationSettings(extra: Record<string, unknown> | null | undefined, op: string): GenerationSettings {
+  if (!extra) return {};
+  const unknown = Object.keys(extra).filter((key) => !(MODEL_EXTRA_ARGS as string[]).includes(key));
+  if (unknown.length) {
+    throw apiError(
+      'invalid_argument',
+      `models.${op} extra_args does not take ${unknown.map((k) => `"${k.slice(0, 64)}"`).join(', ')}`,
+      {
+        keys: unknown.map((k) => k.slice(0, 64)),
+        allowed: MODEL_EXTRA_ARGS,
+      },
+    );
+  }
+  const parsed = ModelExtraArgsSchema.safeParse(extra);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw apiError('invalid_argument', `models.${op} extra_args.${issue?.path.join('.')}: ${issue?.message}`, {
+      keys: [String(issue?.path[0] ?? '')],
+    });
+  }
+  const x = parsed.data;
+  const max = x.max_output_tokens ?? x.max_tokens;
+  return {
+    ...(x.temperature !== undefined ? { temperature: x.temperature } : {}),
+    ...(x.top_p !== undefined ? { topP: x.top_p } : {}),
+    ...(x.top_k !== undefined ? { topK: x.top_k } : {}),
+    ...(max !== undefined ? { maxOutputTokens: max } : {}),
+    ...(x.stop !== undefined ? { stopSequences: typeof x.stop === 'string' ? [x.stop] : x.stop } : {}),
+    ...(x.seed !== undefined ? { seed: x.seed } : {}),
+    ...(x.presence_penalty !== undefined ? { presencePenalty: x.presence_penalty } : {}),
+    ...(x.frequency_penalty !== undefined ? { frequencyPenalty: x.frequency_penalty } : {}),
+  };
 }
 
 async function resolveModel(session: RunSession, modelId: string): Promise<ModelHandle> {

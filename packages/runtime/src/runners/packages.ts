@@ -1,5 +1,7 @@
+import { existsSync, realpathSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
 import { pointer } from '@oar/protocol';
 import { type AgentRunnerManifest, AgentRunnerManifestSchema, ListAgentRunnersResponseSchema } from '@oar/runner-sdk';
 import { z } from 'zod';
@@ -11,9 +13,22 @@ import { type ProcessSpec, processTransport, type RunnerConnection, type RunnerT
 /** The file that makes a directory a runner package. */
 export const RUNNER_PACKAGE_FILE = 'oar-runner.json';
 
+/** The `package.json` field that makes a directory (typically an installed npm package) a runner package. */
+export const RUNNER_PACKAGE_FIELD = 'oarRunner';
+
 /**
- * A runner package: a directory with `oar-runner.json` naming its plugin (`author/name`, the middle of every runner
- * id it may claim) and how to start it. `node` as the command is this host's own Node binary.
+ * A `runners.packages` entry naming an installed npm package (`npm:@acme/oar-runner-foo`) instead of a directory.
+ * The prefix is explicit so an entry is never ambiguous: `foo` is always the directory `./foo`, `npm:foo` the package.
+ */
+export const NPM_ENTRY_PREFIX = 'npm:';
+
+/** npm's rules for a package name (lower case, URL-safe, optionally scoped); checked before any resolution. */
+export const NPM_PACKAGE_NAME = /^(?:@[a-z0-9-~][a-z0-9-._~]*\/)?[a-z0-9-~][a-z0-9-._~]*$/;
+
+/**
+ * A runner package: a directory with `oar-runner.json` (or these fields under package.json's `oarRunner`) naming its
+ * plugin (`author/name`, the middle of every runner id it may claim) and how to start it. `node` as the command is
+ * this host's own Node binary.
  */
 export const RunnerPackageSchema = z.strictObject({
   plugin: z.string().regex(/^[A-Za-z0-9_.-]+\/[A-Za-z0-9_.-]+$/, 'plugins are named author/name'),
@@ -38,25 +53,89 @@ export interface RunnerDiagnostic {
   reason: string;
 }
 
-/** Read a package's `oar-runner.json`; a missing or bad file is a diagnostic, not an exception. */
-export async function readRunnerPackage(dir: string): Promise<RunnerPackage | RunnerDiagnostic> {
-  const abs = resolve(dir);
+/**
+ * Where a `runners.packages` entry lives: a directory (relative to `baseDir`, the config file's directory), or for
+ * `npm:<name>` the installed package's directory, found with Node's own resolution from `baseDir`
+ * (`<baseDir>/node_modules`, then each parent's). Nothing is installed and the network is never used: a package
+ * that is not there is a diagnostic naming it.
+ */
+export function resolveRunnerPackageEntry(entry: string, baseDir: string): { dir: string } | RunnerDiagnostic {
+  if (!entry.startsWith(NPM_ENTRY_PREFIX)) return { dir: resolve(baseDir, entry) };
+  const name = entry.slice(NPM_ENTRY_PREFIX.length);
+  if (!NPM_PACKAGE_NAME.test(name)) {
+    return { package: entry, pointer: '', reason: `"${name}" is not an npm package name` };
+  }
+  // createRequire wants a file name; it need not exist (the project may have no package.json).
+  const require = createRequire(join(resolve(baseDir), 'package.json'));
+  try {
+    return { dir: dirname(require.resolve(`${name}/package.json`)) };
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    // A package whose `exports` hides its package.json is still installed: find its directory on the same paths.
+    if (code === 'ERR_PACKAGE_PATH_NOT_EXPORTED') {
+      for (const modules of require.resolve.paths(name) ?? []) {
+        if (existsSync(join(modules, name, 'package.json'))) return { dir: realpathSync(join(modules, name)) };
+      }
+    }
+    const reason =
+      code === 'MODULE_NOT_FOUND'
+        ? `npm package ${name} is not installed in ${join(resolve(baseDir), 'node_modules')} or a parent's node_modules`
+        : `cannot resolve npm package ${name} from ${resolve(baseDir)}: ${(error as Error).message}`;
+    return { package: entry, pointer: '', reason };
+  }
+}
+
+/**
+ * Read a runner package: its `oar-runner.json`, or else the `oarRunner` field of its `package.json` (so an npm
+ * package needs no extra file). `entry` is a directory or an `npm:` entry, resolved from `baseDir`. A missing or bad
+ * manifest is a diagnostic, not an exception.
+ */
+export async function readRunnerPackage(
+  entry: string,
+  baseDir = process.cwd(),
+): Promise<RunnerPackage | RunnerDiagnostic> {
+  const where = resolveRunnerPackageEntry(entry, baseDir);
+  if ('reason' in where) return where;
+  const abs = where.dir;
+  // Diagnostics name the package as configured when it is an npm one (its directory is an install detail).
+  const name = entry.startsWith(NPM_ENTRY_PREFIX) ? entry : abs;
   let json: unknown;
+  let source = RUNNER_PACKAGE_FILE;
+  // The pointer is into the file that held the manifest: package.json's is under its oarRunner field.
+  let at: string[] = [];
   try {
     json = JSON.parse(await readFile(join(abs, RUNNER_PACKAGE_FILE), 'utf8'));
   } catch (error) {
-    return { package: abs, pointer: '', reason: `cannot read ${RUNNER_PACKAGE_FILE}: ${(error as Error).message}` };
+    // Only a missing file falls back to package.json: a broken oar-runner.json is an error, never silently replaced.
+    const field = (error as NodeJS.ErrnoException).code === 'ENOENT' ? await packageJsonField(abs) : undefined;
+    if (field === undefined) {
+      const reason = `cannot read ${RUNNER_PACKAGE_FILE}: ${(error as Error).message}; and package.json has no "${RUNNER_PACKAGE_FIELD}" field`;
+      return { package: name, pointer: '', reason };
+    }
+    json = field;
+    source = `package.json "${RUNNER_PACKAGE_FIELD}"`;
+    at = [RUNNER_PACKAGE_FIELD];
   }
   const parsed = RunnerPackageSchema.safeParse(json);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     return {
-      package: abs,
-      pointer: pointer((issue?.path ?? []) as (string | number)[]),
-      reason: `${RUNNER_PACKAGE_FILE}: ${issue?.message ?? 'invalid'}`,
+      package: name,
+      pointer: pointer([...at, ...((issue?.path ?? []) as (string | number)[])]),
+      reason: `${source}: ${issue?.message ?? 'invalid'}`,
     };
   }
   return { ...parsed.data, dir: abs };
+}
+
+/** The `oarRunner` field of a directory's package.json; undefined when there is no such file or field. */
+async function packageJsonField(dir: string): Promise<unknown> {
+  try {
+    const json = JSON.parse(await readFile(join(dir, 'package.json'), 'utf8')) as Record<string, unknown> | null;
+    return json && typeof json === 'object' ? json[RUNNER_PACKAGE_FIELD] : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** The child process of a package, with exactly `env` as its environment. */
@@ -152,15 +231,20 @@ export async function listPackageRunners(
  * others. The processes are closed again; a run starts its own.
  */
 export async function discoverRunners(
-  dirs: readonly string[],
+  entries: readonly string[],
   env: Record<string, string | undefined>,
-  transportOf: (pkg: RunnerPackage) => RunnerTransport = (pkg) =>
-    processTransport(packageProcess(pkg, runnerEnv([], env))),
+  options: {
+    /** What relative directories and npm packages are resolved from: the config file's directory. */
+    baseDir?: string;
+    transportOf?: (pkg: RunnerPackage) => RunnerTransport;
+  } = {},
 ): Promise<{ runners: DiscoveredRunner[]; diagnostics: RunnerDiagnostic[] }> {
+  const transportOf =
+    options.transportOf ?? ((pkg: RunnerPackage) => processTransport(packageProcess(pkg, runnerEnv([], env))));
   const runners: DiscoveredRunner[] = [];
   const diagnostics: RunnerDiagnostic[] = [];
-  for (const dir of dirs) {
-    const pkg = await readRunnerPackage(dir);
+  for (const entry of entries) {
+    const pkg = await readRunnerPackage(entry, options.baseDir);
     if ('reason' in pkg) {
       diagnostics.push(pkg);
       continue;
@@ -196,17 +280,22 @@ export async function discoverRunners(
 }
 
 /** The package of a runner id among the configured ones, by its plugin name (no process is started). */
-export async function packageOfRunner(dirs: readonly string[], runnerId: string): Promise<RunnerPackage | undefined> {
-  for (const dir of dirs) {
-    const pkg = await readRunnerPackage(dir);
+export async function packageOfRunner(
+  entries: readonly string[],
+  runnerId: string,
+  baseDir?: string,
+): Promise<RunnerPackage | undefined> {
+  for (const entry of entries) {
+    const pkg = await readRunnerPackage(entry, baseDir);
     if (!('reason' in pkg) && runnerId.startsWith(`plugin:${pkg.plugin}/`)) return pkg;
   }
   return undefined;
 }
 
 /**
- * A runner binding as a session records it: its package resolved to an absolute directory (given, or found among
- * the configured packages by the id's plugin). An id no configured package can provide is `unknown_runner`.
+ * A runner binding as a session records it: its package resolved to an absolute directory (given — a directory or
+ * an `npm:` entry —, or found among the configured packages by the id's plugin), so any worker starts the same code
+ * without resolving again. An id no configured package can provide is `unknown_runner`.
  */
 export async function boundRunner(
   runner: RunnerBinding,
@@ -214,12 +303,23 @@ export async function boundRunner(
   baseDir: string,
 ): Promise<RunnerBinding> {
   if (runner.package) {
-    return runner.package.startsWith('inprocess:') ? runner : { ...runner, package: resolve(baseDir, runner.package) };
+    if (runner.package.startsWith('inprocess:')) return runner;
+    const where = resolveRunnerPackageEntry(runner.package, baseDir);
+    if ('reason' in where) {
+      throw new OarRuntimeError('unknown_runner', `${runner.id}: ${where.reason}`, {
+        details: { runnerId: runner.id, package: runner.package },
+      });
+    }
+    return { ...runner, package: where.dir };
   }
-  const pkg = await packageOfRunner(packages, runner.id);
+  const pkg = await packageOfRunner(packages, runner.id, baseDir);
   if (!pkg) {
     throw new OarRuntimeError('unknown_runner', `no configured runner package provides ${runner.id}`, {
-      details: { runnerId: runner.id, packages: [...packages], hint: 'add its directory to runners.packages' },
+      details: {
+        runnerId: runner.id,
+        packages: [...packages],
+        hint: 'add its directory (or npm:<package>) to runners.packages',
+      },
     });
   }
   return { ...runner, package: pkg.dir };

@@ -7,10 +7,12 @@ import {
   type RequestStream,
   toWireError,
 } from '@oar/runner-sdk';
-import { artifactRead, eventsCall, historyPage, stateCall } from './context-apis.js';
+import { artifactRead, eventsCall, historyPage, historySearch, stateCall } from './context-apis.js';
 import { knowledgeRetrieve } from './knowledge.js';
 import { modelCall } from './model-proxy.js';
+import { requestPlatformAction } from './platform-actions.js';
 import { apiError, type RunSession } from './run-session.js';
+import { MAX_STORAGE_SET_PAYLOAD_BYTES, storageCall } from './storage.js';
 import { toolCall, toolDetail } from './tool-proxy.js';
 
 /** The largest proxy request the host reads (its payload as JSON). */
@@ -36,26 +38,24 @@ const HANDLERS: Record<string, ApiHandler> = {
   'tools.call': (s, p, _st, a) => toolCall(s, p, a),
   'knowledge.retrieve': (s, p, _st, a) => knowledgeRetrieve(s, p, a),
   'history.page': (s, p, _st, a) => historyPage(s, p, a),
+  'history.search': (s, p, _st, a) => historySearch(s, p, a),
   'events.get': (s, p, _st, a) => eventsCall(s, p, a, 'get'),
   'events.page': (s, p, _st, a) => eventsCall(s, p, a, 'page'),
   'artifacts.metadata': (s, p, _st, a) => artifactRead(s, p, a, 'metadata'),
   'artifacts.read_range': (s, p, _st, a) => artifactRead(s, p, a, 'read'),
+  'artifacts.open_stream': (s, p, st, a) => artifactRead(s, p, a, 'stream', st),
   'state.get': (s, p, _st, a) => stateCall(s, p, a, 'get'),
   'state.set': (s, p, _st, a) => stateCall(s, p, a, 'set'),
   'state.delete': (s, p, _st, a) => stateCall(s, p, a, 'delete'),
+  'storage.get': (s, p, _st, a) => storageCall(s, p, a, 'get'),
+  'storage.set': (s, p, _st, a) => storageCall(s, p, a, 'set'),
+  'storage.delete': (s, p, _st, a) => storageCall(s, p, a, 'delete'),
+  'storage.list': (s, p, _st, a) => storageCall(s, p, a, 'list'),
+  'platform.request_action': (s, p, _st, a) => requestPlatformAction(s, p, a),
 };
 
 /** Spec actions this host does not implement yet: refused as `not_found`, audited like any call. */
-const NOT_BUILT = new Set([
-  'models.rerank',
-  'history.search',
-  'artifacts.open_stream',
-  'storage.get',
-  'storage.set',
-  'storage.delete',
-  'storage.list',
-  'platform.request_action',
-]);
+const NOT_BUILT = new Set(['models.rerank']);
 
 /**
  * The per-run authorized API proxy: the handler of runner → host requests on the connection `session` was started
@@ -111,10 +111,10 @@ async function authorizedCall(
     throw apiError('rate_limited', `more than ${session.access.callsPerMinute} calls in a minute`, {}, true);
   }
   const size = Buffer.byteLength(JSON.stringify(parsed.data.payload));
-  if (size > MAX_API_PAYLOAD_BYTES) {
-    throw apiError('payload_too_large', `the payload is ${size} bytes; the limit is ${MAX_API_PAYLOAD_BYTES}`, {
-      limit: MAX_API_PAYLOAD_BYTES,
-    });
+  // storage.set carries a value of up to 1 MiB (base64 for bytes); every other action's payload is small.
+  const limit = action === 'storage.set' ? MAX_STORAGE_SET_PAYLOAD_BYTES : MAX_API_PAYLOAD_BYTES;
+  if (size > limit) {
+    throw apiError('payload_too_large', `the payload is ${size} bytes; the limit is ${limit}`, { limit });
   }
   const handler = HANDLERS[action];
   if (!handler) {

@@ -3,7 +3,8 @@ import { AgentRunResultSchema, RESULT_TYPES, ResultDataSchemas, type ResultType 
 import type { EventDraft } from '../log/event-log.js';
 import { artifactCreated } from '../runner/action-context.js';
 import { stateChange } from './context-apis.js';
-import type { RunSession } from './run-session.js';
+import { requestedAction } from './platform-actions.js';
+import { type RunSession, runnerStatus } from './run-session.js';
 
 /** The largest single result (its JSON), as the spec's reference host. */
 export const MAX_RESULT_BYTES = 1_000_000;
@@ -11,6 +12,18 @@ export const MAX_RESULT_BYTES = 1_000_000;
 export const MAX_RESULTS = 20_000;
 /** Warnings recorded per run for ignored results; further ones are counted in the run's end. */
 const MAX_WARNINGS = 20;
+
+/**
+ * The manifest capability (spec 3.3) each result type needs: a result the manifest does not declare is ignored with
+ * a `runtime.warning` (`capability_not_declared`), never applied. `artifact.created` and the terminal results need
+ * none (the spec ties no capability to them); `action.requested` is checked by its own path (platform-actions.ts).
+ */
+const RESULT_CAPABILITIES: Partial<Record<ResultType, 'streaming' | 'tool_calling' | 'stateful_session'>> = {
+  'message.delta': 'streaming',
+  'tool.call.started': 'tool_calling',
+  'tool.call.completed': 'tool_calling',
+  'state.updated': 'stateful_session',
+};
 
 /** How a run ended, as the result stream said. */
 export type RunEnd = { ok: true; answer: string } | { ok: false; error: OarError };
@@ -21,8 +34,8 @@ export type RunEnd = { ok: true; answer: string } | { ok: false; error: OarError
  * `tool.call.*` → `run.status` (phase `runner_tool`, linked to the proxy call it names), `artifact.created` → the
  * artifact store + `artifact.changed`, `state.updated` → checked host-owned state (`thread.updated`),
  * `run.completed` / `run.failed` → the end. Duplicates (a sequence already seen) are dropped; unknown types,
- * results after the end, and requests this host does not execute (`action.requested`) are ignored with a
- * recorded `runtime.warning`. A result that breaks the protocol (invalid, oversized, another run's, a flood)
+ * and results after the end are ignored with a recorded `runtime.warning`; `action.requested` is a durable
+ * decision (platform-actions.ts). A result that breaks the protocol (invalid, oversized, another run's, a flood)
  * fails the run.
  */
 export class ResultStream {
@@ -140,6 +153,15 @@ export class ResultStream {
       });
       return;
     }
+    const capability = RESULT_CAPABILITIES[type];
+    if (capability && this.session.capabilities[capability] !== true) {
+      await this.warn(`${type} needs the capability ${capability}, which the manifest does not declare; ignored`, {
+        reason: 'capability_not_declared',
+        type,
+        capability,
+      });
+      return;
+    }
     await this.apply(type, data.data as Record<string, unknown>);
   }
 
@@ -202,11 +224,15 @@ export class ResultStream {
         return;
       }
       case 'action.requested':
-        // Platform actions need manifest, binding and an approval; this host executes none yet, and never silently.
-        await this.warn(`action.requested ${String(data.action).slice(0, 64)} was not executed`, {
-          reason: 'action_not_supported',
-          action: String(data.action).slice(0, 64),
-        });
+        // A durable decision the run does not wait for (platform-actions.ts); one that cannot be asked is a warning.
+        void requestedAction(session, data).then((refused) =>
+          refused
+            ? this.warn(`action.requested ${String(data.action).slice(0, 64)} was not executed: ${refused}`, {
+                reason: 'action_refused',
+                action: String(data.action).slice(0, 64),
+              }).catch(() => undefined)
+            : undefined,
+        );
         return;
       case 'run.completed': {
         const message = (data.message as { content?: string } | undefined)?.content;
@@ -237,18 +263,4 @@ export class ResultStream {
     });
     await this.session.record([{ type: 'runtime.warning', ...this.session.ids, payload: { ...warning } }]);
   }
-}
-
-/** A `run.status` about the runner run (its start, access, tool facts, end). */
-export function runnerStatus(
-  session: Pick<RunSession, 'ids' | 'runnerId'>,
-  title: string,
-  runner: Record<string, unknown>,
-): EventDraft {
-  const { phase, ...rest } = runner;
-  return {
-    type: 'run.status',
-    ...session.ids,
-    payload: { phase, title, runner: { runId: session.ids.runId, runnerId: session.runnerId, ...rest } },
-  };
 }

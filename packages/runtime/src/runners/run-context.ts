@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { AgentRunContextInput, AgentRunnerManifest, Message } from '@oar/runner-sdk';
-import type { ThreadView, TurnState } from '../read-models/thread-state.js';
+import type { AgentRunContextInput, AgentRunnerManifest, ArtifactRef, Message } from '@oar/runner-sdk';
+import type { ThreadView, TurnAttachment, TurnState } from '../read-models/thread-state.js';
 import { availableApis, type RunAccess } from './access.js';
 import { stateSnapshot, transcriptOf } from './context-apis.js';
 
@@ -17,7 +17,33 @@ export interface RunContextInput {
   traceId: string;
   tools: { name: string; description: string; inputSchema: Record<string, unknown> }[];
   workspaceId: string;
-  actor?: { type?: string; id?: string; name?: string };
+  /**
+   * Who the turn acts for: the session's recorded actor (`user:ada` locally, `api_key:key_1` behind the server),
+   * the same identity a business tool's credential names. Unknown (a session recorded before actors) → null.
+   */
+  actor?: string;
+}
+
+/**
+ * The spec's ActorContext of an OAR actor: its kind is the part before the first colon (`user`, `api_key`), its id
+ * the whole actor, its name the rest. No actor recorded: an honest unknown (null id and name), never an invented one.
+ */
+export function actorContext(actor: string | undefined): AgentRunContextInput['actor'] {
+  if (!actor) return { actor_type: 'user', actor_id: null, actor_name: null };
+  const colon = actor.indexOf(':');
+  return colon > 0
+    ? { actor_type: actor.slice(0, colon), actor_id: actor, actor_name: actor.slice(colon + 1) }
+    : { actor_type: 'user', actor_id: actor, actor_name: actor };
+}
+
+/** ArtifactRefs (the runner SDK's shape, snake_case on the wire) of a turn's attachments. */
+export function attachmentRefs(attachments: readonly TurnAttachment[]): ArtifactRef[] {
+  return attachments.map((a) => ({
+    artifact_id: a.artifactId,
+    name: a.name,
+    mime_type: a.mimeType,
+    size: a.size,
+  }));
 }
 
 /**
@@ -47,15 +73,27 @@ export function buildRunContext(input: RunContextInput): AgentRunContextInput {
       data: { turn_id: turn.turnId, input_bytes: Buffer.byteLength(turn.input) },
     },
     conversation: { conversation_id: thread.threadId, thread_id: thread.threadId, workspace_id: input.workspaceId },
-    actor: {
-      actor_type: input.actor?.type ?? 'user',
-      actor_id: input.actor?.id ?? null,
-      actor_name: input.actor?.name ?? null,
-    },
+    actor: actorContext(input.actor),
     subject: { subject_type: 'message', subject_id: turn.turnId },
-    input: { text: turn.input, contents: [{ type: 'text', text: turn.input }], attachments: [] },
+    input: {
+      text: turn.input,
+      contents: [{ type: 'text', text: turn.input }],
+      // Refs the runner reads with artifacts.*: a file is never inlined.
+      attachments: attachmentRefs(turn.attachments ?? []),
+    },
     delivery: { surface: 'oar', supports_streaming: true },
-    resources: { models, tools, knowledge_bases: access.knowledgeBases.map((id) => ({ kb_id: id })), files: [] },
+    resources: {
+      models,
+      tools,
+      knowledge_bases: access.knowledgeBases.map((id) => ({ kb_id: id })),
+      files: [],
+      // The storage areas granted (storage.*): the same frozen access every call is checked against.
+      storage: {
+        plugin_storage: access.storage.includes('plugin'),
+        workspace_storage: access.storage.includes('workspace'),
+        binding_storage: access.storage.includes('binding'),
+      },
+    },
     context: {
       conversation_id: thread.threadId,
       thread_id: thread.threadId,

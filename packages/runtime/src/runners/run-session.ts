@@ -1,4 +1,4 @@
-import type { AgentApiErrorCode } from '@oar/runner-sdk';
+import type { AgentApiErrorCode, AgentRunnerCapabilities } from '@oar/runner-sdk';
 import { PeerError } from '@oar/runner-sdk';
 import type { AgentConfig, Engine } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
@@ -26,7 +26,16 @@ export class RunSession {
   readonly proxyToolCalls = new Set<string>();
   /** Artifacts this run stored (tool outputs, artifact.created results). */
   readonly artifactIds = new Set<string>();
+  /** Decisions this run asked for that have no answer yet (runners/decisions.ts): closed when the run ends. */
+  readonly openDecisions = new Set<string>();
+  /** Platform actions requested by `action.requested` results, still waiting for their decision. */
+  readonly requestedActions = new Set<Promise<unknown>>();
   private readonly callTimes: number[] = [];
+  /**
+   * The manifest's capabilities, set by the host once the manifest is read: a result they do not declare (a
+   * `message.delta` without `streaming`…) is ignored with a warning, never applied (results.ts).
+   */
+  capabilities: Partial<AgentRunnerCapabilities> = {};
 
   constructor(
     readonly engine: Engine,
@@ -75,4 +84,18 @@ export function apiError(
   retryable = false,
 ): PeerError {
   return new PeerError({ code, message, retryable, details });
+}
+
+/** A `run.status` about the runner run (its start, access, tool facts, end). */
+export function runnerStatus(
+  session: Pick<RunSession, 'ids' | 'runnerId'>,
+  title: string,
+  runner: Record<string, unknown>,
+): EventDraft {
+  const { phase, ...rest } = runner;
+  return {
+    type: 'run.status',
+    ...session.ids,
+    payload: { phase, title, runner: { runId: session.ids.runId, runnerId: session.runnerId, ...rest } },
+  };
 }

@@ -17,6 +17,11 @@ export const RunnerPolicySchema = z.strictObject({
   events: z.array(z.enum(EVENT_OPS)).optional(),
   artifacts: z.array(z.enum(ARTIFACT_OPS)).optional(),
   storage: z.array(z.enum(STORAGE_AREAS)).optional(),
+  /**
+   * Platform actions (platform.request_action, action.requested) the runner may ask for; none when omitted. Each
+   * must also be in the manifest's permissions.platform_api, and every request still waits for an approval.
+   */
+  platformActions: z.array(z.string().min(1).max(128)).optional(),
   /** false: no host-owned state (state.* and state.updated are refused). Default true. */
   state: z.boolean().optional(),
   /** Environment variable NAMES the runner process gets besides PATH (values are read when it starts). */

@@ -2,11 +2,12 @@ import { randomUUID } from 'node:crypto';
 import type { Action, OarError } from '@oar/protocol';
 import { ToolCallArgsSchema, type ToolCallResult } from '@oar/runner-sdk';
 import { toOarError } from '../errors.js';
-import { invokeTool, toolPermissionRequest } from '../executors/tool.js';
+import { deniedByUpdatedBinding, invokeTool, pathsBeyondApproval, toolPermissionRequest } from '../executors/tool.js';
 import type { EventDraft } from '../log/event-log.js';
-import { evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import { approvalScope, evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
 import type { RunAction, RunState } from '../read-models/thread-state.js';
 import { type ActionContext, artifactCreated } from '../runner/action-context.js';
+import { awaitDecision } from './decisions.js';
 import type { AuditTarget } from './proxy.js';
 import { apiError, type RunSession } from './run-session.js';
 
@@ -34,8 +35,8 @@ export async function toolDetail(
 
 /**
  * tools.call through the governed tool path: the tool's own input schema and checks, the permission policy
- * (`permission.evaluated`; a deny or an ask refuses the call as `unauthorized` — a runner never bypasses the
- * permission engine, and waiting for an approval inside a runner call is not built yet), then the call bracketed by
+ * (`permission.evaluated`; a deny refuses the call as `unauthorized` — a runner never bypasses the permission engine;
+ * an ask is a durable decision the call waits for, runners/decisions.ts), then the call bracketed by
  * `tool.started` … `tool.result` / `tool.failed` (durable when not idempotent), with the workspace confinement,
  * timeout and interrupt of every tool, and its full output stored as an artifact.
  */
@@ -63,7 +64,7 @@ export async function toolCall(
   const toolCallId = `${session.ids.runId}.call_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
   const ids = { ...session.ids, stepId: toolCallId, toolCallId };
   const runnerFacts = { runner: { runId: session.ids.runId, runnerId: session.runnerId } };
-  const request = await toolPermissionRequest(tool, input.input, engine.workspaceRoot);
+  let request = await toolPermissionRequest(tool, input.input, engine.workspaceRoot);
   const grants = await engine.grants(session.sessionId);
   const evaluation = evaluatePermission(request, {
     ...engine.permissions,
@@ -75,22 +76,76 @@ export async function toolCall(
     ...ids,
     payload: { ...toPermissionEvaluatedPayload(evaluation, request), ...runnerFacts },
   };
-  if (evaluation.decision !== 'allow') {
+  if (evaluation.decision === 'deny') {
     await session.record([evaluated]);
-    throw apiError(
-      'unauthorized',
-      `permission ${evaluation.decision === 'deny' ? 'denied' : 'requires an approval'}: ${evaluation.reason}`,
+    throw apiError('unauthorized', `permission denied: ${evaluation.reason}`, {
+      decision: 'deny',
+      reason: evaluation.reason,
+    });
+  }
+  let before: EventDraft[] = [evaluated];
+  if (evaluation.decision === 'ask') {
+    // A durable question, answered by `oar respond` while the call waits (until the run's deadline).
+    const prompt = `Runner ${session.runnerId} asks to run ${name}${
+      request.paths.length ? ` on ${request.paths.join(', ')}` : ''
+    }. ${evaluation.reason}`;
+    const answer = await awaitDecision(session, {
+      actionType: 'tool_approval',
+      toolName: name,
+      prompt,
+      decisions: evaluation.decisions ?? ['approve', 'deny'],
+      scope: approvalScope(request, engine.workspaceRoot),
+      input: input.input as Record<string, unknown>,
+      toolCallId,
+      before: [evaluated],
+    });
+    if (answer.decision === 'deny') {
+      throw apiError(
+        'unauthorized',
+        `permission denied by ${answer.resolvedBy ?? 'user'}${answer.reason ? `: ${answer.reason}` : ''}`,
+        {
+          decision: 'deny',
+          action_id: answer.actionId,
+        },
+      );
+    }
+    // Approved for what it showed: a path the call touches now and the question did not show (a link retargeted
+    // while it waited) is refused, and so is a call the binding, updated meanwhile, denies.
+    const now = await toolPermissionRequest(tool, input.input, engine.workspaceRoot);
+    const beyond = pathsBeyondApproval(request.paths, now.paths);
+    if (beyond.length > 0) {
+      throw apiError('unauthorized', `the call now touches ${beyond.join(', ')}, which the approval did not cover`, {
+        decision: 'deny',
+        action_id: answer.actionId,
+      });
+    }
+    const denied = await deniedByUpdatedBinding(engine, session.sessionId, now);
+    if (denied) {
+      throw apiError('unauthorized', `permission denied: ${denied.reason}`, {
+        decision: 'deny',
+        action_id: answer.actionId,
+      });
+    }
+    request = now;
+    before = [
       {
-        decision: evaluation.decision,
-        reason: evaluation.reason,
+        type: 'permission.evaluated',
+        ...ids,
+        payload: {
+          decision: 'allow',
+          source: 'human',
+          reason: `approved by respond_action (${answer.actionId})`,
+          toolName: name,
+          ...runnerFacts,
+        },
       },
-    );
+    ];
   }
   session.proxyToolCalls.add(toolCallId);
   const idempotent = tool.isIdempotent;
   await session.record(
     [
-      evaluated,
+      ...before,
       {
         type: 'tool.started',
         ...ids,

@@ -194,5 +194,22 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0007_runner_storage': {
+      async up(db: Kysely<unknown>) {
+        // A runner's storage.* (runners/storage.ts): values by area and owner (the plugin, workspace or binding the
+        // area belongs to), JSON text or base64 of bytes, with the decoded size kept so a quota is one sum.
+        await db.schema
+          .createTable('oar_runner_storage')
+          .addColumn('area', 'text', (c) => c.notNull())
+          .addColumn('owner', 'text', (c) => c.notNull())
+          .addColumn('key', 'text', (c) => c.notNull())
+          .addColumn('encoding', 'text', (c) => c.notNull())
+          .addColumn('value', 'text', (c) => c.notNull())
+          .addColumn('size', 'integer', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('oar_runner_storage_pk', ['area', 'owner', 'key'])
+          .execute();
+      },
+    },
   };
 }

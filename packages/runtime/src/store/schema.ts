@@ -17,6 +17,22 @@ export interface Database {
   oar_provider_slots: ProviderSlotsTable;
   oar_provider_starts: ProviderStartsTable;
   oar_provider_pauses: ProviderPausesTable;
+  oar_runner_storage: RunnerStorageTable;
+}
+
+/** Migration 0007: a runner's storage.* values (runners/storage.ts), by area, owner and key. */
+export interface RunnerStorageTable {
+  /** plugin | workspace | binding */
+  area: string;
+  /** Whose area: the workspace and plugin, the workspace, or the workspace, session, agent and runner. */
+  owner: string;
+  key: string;
+  /** json: `value` is JSON text; base64: `value` is base64 of the bytes. */
+  encoding: string;
+  value: string;
+  /** The value's size in bytes (the JSON text's, or the decoded bytes'): what the area's quota sums. */
+  size: number;
+  updated_at: string;
 }
 
 /** A model call running under a limited key (shared provider limits): held until released or expired. */

@@ -1,17 +1,21 @@
-import { type OarError, oarError } from '@oar/protocol';
-import { getArtifactText, type PendingArtifact, prepareArtifact } from '../artifacts.js';
+import { type ActionDecision, type OarError, oarError } from '@oar/protocol';
+import { getArtifact, getArtifactText, type PendingArtifact, prepareArtifact } from '../artifacts.js';
 import type { BoundConfig, Engine } from '../engine.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
 import { newId } from '../ids.js';
+import { resolutionOf } from '../log/decision-log.js';
 import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
 import type { LiveChannel, LiveDelta } from '../log/live.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
+import type { Redactor } from '../redaction/redactor.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Limiter, ProviderLimiter } from '../runner/provider-limits.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
+import { RevealedObservations } from '../runner/revealed.js';
 import { advance, failTurn } from '../runner/thread-runner.js';
+import { RunnerStorage } from '../runners/storage.js';
 import { isStoreFault } from '../store/faults.js';
 import {
   claimLease,
@@ -548,6 +552,8 @@ class ThreadEngine implements Engine {
   private config: BoundConfig | undefined;
   /** Facts recorded since the last commit point (see `append`); replaced, never emptied in place, at a commit. */
   private staged: EventDraft[] = [];
+  /** The redactor that cleaned every staged fact; null when they were cleaned by different ones (see `write`). */
+  private stagedRedactor: Redactor | null | undefined;
   /** The last working view: built from `committed` and the first `applied` facts of `staged` (see `workingView`). */
   private working: { committed: ThreadView; staged: EventDraft[]; applied: number; view: ThreadView } | undefined;
   /** The last commit asked for (commits run in order; reads wait for them). */
@@ -560,6 +566,8 @@ class ThreadEngine implements Engine {
   readonly threadId: string;
   /** The delta sink of this thread's model calls. */
   readonly deltas: ThreadDeltas;
+  /** Unredacted observations for this thread's model context (runner/revealed.ts): gone with this tenure. */
+  readonly revealed = new RevealedObservations();
 
   constructor(
     private readonly worker: Worker,
@@ -688,6 +696,17 @@ class ThreadEngine implements Engine {
     return this.deps.log.read(sessionId, options);
   }
 
+  async resolvedDecision(sessionId: string, actionId: string) {
+    const event = await resolutionOf(this.deps.log.store.db, sessionId, actionId);
+    if (!event) return undefined;
+    const payload = event.payload as { decision: ActionDecision; reason?: string; resolvedBy?: string };
+    return {
+      decision: payload.decision,
+      ...(payload.reason !== undefined ? { reason: payload.reason } : {}),
+      ...(payload.resolvedBy !== undefined ? { resolvedBy: payload.resolvedBy } : {}),
+    };
+  }
+
   async session(sessionId: string) {
     return (await this.deps.log.readModels(sessionId, [])).session;
   }
@@ -733,7 +752,19 @@ class ThreadEngine implements Engine {
       if (pending && pending.row.session_id === sessionId) return new TextDecoder().decode(pending.row.bytes);
       return getArtifactText(this.deps.log.store.db, sessionId, artifactId);
     },
+    read: async (sessionId: string, artifactId: string) => {
+      const pending = this.pendingArtifacts.get(artifactId);
+      if (pending && pending.row.session_id === sessionId) {
+        return { ...pending.stored, bytes: new Uint8Array(pending.row.bytes), createdAt: pending.row.created_at };
+      }
+      return getArtifact(this.deps.log.store.db, sessionId, artifactId);
+    },
   };
+
+  /** A runner's storage.* values, straight to the store (not facts of the session: see runners/storage.ts). */
+  get runnerStorage(): RunnerStorage {
+    return new RunnerStorage(this.deps.log.store);
+  }
 
   /** The pending artifacts these events reference (by id, anywhere in their payloads). */
   private referencedArtifacts(
@@ -741,10 +772,15 @@ class ThreadEngine implements Engine {
     drafts: EventDraft[],
   ): (PendingArtifact & { redaction?: EventDraft })[] {
     if (this.pendingArtifacts.size === 0) return [];
-    const text = JSON.stringify(drafts);
-    return [...this.pendingArtifacts.values()].filter(
-      (pending) => pending.row.session_id === sessionId && text.includes(pending.stored.artifactId),
-    );
+    const pending = [...this.pendingArtifacts.values()].filter((p) => p.row.session_id === sessionId);
+    if (pending.length === 0) return [];
+    // A walk of the strings, not a search of JSON.stringify(drafts): the same answer (an id has no character JSON
+    // escapes, so it is found in the text only inside one key or string), without building a step's facts as text
+    // once more (that copy cost as much as the log's own serialization of them).
+    const found = new Set<string>();
+    const ids = pending.map((p) => p.stored.artifactId);
+    mentions(drafts, ids, found);
+    return pending.filter((p) => found.has(p.stored.artifactId));
   }
 
   /**
@@ -776,8 +812,11 @@ class ThreadEngine implements Engine {
       return;
     }
     // Cleaned now, not only when written: the working truth feeds the next model call, which must see what the
-    // log will hold (the log cleans again on write; a clean text has nothing left to find).
-    this.staged.push(...this.deps.log.clean(drafts, this.config?.redactor ?? this.deps.log.redactor));
+    // log will hold. The log skips its own pass when they are written with the same redactor (`cleanedBy`).
+    const redactor = this.config?.redactor ?? this.deps.log.redactor;
+    if (this.staged.length === 0) this.stagedRedactor = redactor;
+    else if (this.stagedRedactor !== redactor) this.stagedRedactor = null;
+    this.staged.push(...this.deps.log.clean(drafts, redactor));
     if (options.durable) await this.commit();
     else this.lingerSoon();
   }
@@ -799,10 +838,12 @@ class ThreadEngine implements Engine {
     this.linger = undefined;
     const staged = this.staged;
     if (staged.length === 0) return;
+    const cleanedBy = this.stagedRedactor ?? undefined;
     this.staged = [];
+    this.stagedRedactor = undefined;
     // If the write fails the staged facts go with it rather than being re-staged behind later facts: what was
     // lost is redone by whoever drives the thread next (read-only and idempotent work only; the rest is durable).
-    await this.write(this.sessionId, staged);
+    await this.write(this.sessionId, staged, undefined, cleanedBy);
   }
 
   private lingerSoon(): void {
@@ -831,16 +872,59 @@ class ThreadEngine implements Engine {
     clearTimeout(this.linger);
   }
 
-  private async write(sessionId: string, drafts: EventDraft[], guard?: AppendGuard): Promise<void> {
+  /** `cleanedBy`: the redactor that already cleaned `drafts` (staged facts), so the log need not again. */
+  private async write(
+    sessionId: string,
+    drafts: EventDraft[],
+    guard?: AppendGuard,
+    cleanedBy?: Redactor,
+  ): Promise<void> {
     const artifacts = this.referencedArtifacts(sessionId, drafts);
     const redactions = artifacts.flatMap((artifact) => (artifact.redaction ? [artifact.redaction] : []));
-    await this.deps.log.append(sessionId, [...drafts, ...redactions], {
-      fence: this.fence,
-      // Before the first step is prepared (recovery, a failure to bind) the log's own redactor applies.
-      ...(this.config ? { redactor: this.config.redactor } : {}),
-      ...(guard ? { guard } : {}),
-      ...(artifacts.length > 0 ? { artifacts } : {}),
-    });
+    // Before the first step is prepared (recovery, a failure to bind) the log's own redactor applies.
+    const redactor = this.config?.redactor ?? this.deps.log.redactor;
+    const clean = cleanedBy === redactor;
+    await this.deps.log.append(
+      sessionId,
+      // The artifacts' redaction facts were not staged, so not cleaned yet: cleaned here when the rest is not.
+      clean ? [...drafts, ...this.deps.log.clean(redactions, redactor)] : [...drafts, ...redactions],
+      {
+        fence: this.fence,
+        ...(this.config ? { redactor: this.config.redactor } : {}),
+        ...(clean ? { cleanedBy: redactor } : {}),
+        ...(guard ? { guard } : {}),
+        ...(artifacts.length > 0 ? { artifacts } : {}),
+      },
+    );
     for (const artifact of artifacts) this.pendingArtifacts.delete(artifact.stored.artifactId);
+  }
+}
+
+/**
+ * Adds to `found` each of `ids` that occurs in a key or a string of `value` (JSON-shaped facts); a value that is no
+ * plain object, array or primitive is searched as its JSON text, as `JSON.stringify` would write it.
+ */
+function mentions(value: unknown, ids: readonly string[], found: Set<string>): void {
+  if (found.size === ids.length) return;
+  if (typeof value === 'string') {
+    for (const id of ids) if (value.includes(id)) found.add(id);
+    return;
+  }
+  if (value === null || typeof value !== 'object') return;
+  if (Array.isArray(value)) {
+    for (const item of value) mentions(item, ids, found);
+    return;
+  }
+  const proto = Object.getPrototypeOf(value);
+  if ((proto !== Object.prototype && proto !== null) || typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    const text = JSON.stringify(value);
+    if (text !== undefined) mentions(text, ids, found);
+    return;
+  }
+  for (const [key, item] of Object.entries(value)) {
+    // JSON leaves these keys out.
+    if (item === undefined || typeof item === 'function' || typeof item === 'symbol') continue;
+    mentions(key, ids, found);
+    mentions(item, ids, found);
   }
 }

@@ -358,7 +358,14 @@ function configArb(noise: number) {
       mcp: maybe(fc.record({ servers: fc.array(mcpServer, { maxLength: 2 }) }, { requiredKeys: [] })),
       runners: maybe(
         fc.record({
-          packages: fc.array(maybe(fc.constantFrom('/nonexistent/runner', '.'), fc.string()), { maxLength: 2 }),
+          // Directories and npm: entries (a valid name, an invalid one, one that is not installed).
+          packages: fc.array(
+            maybe(
+              fc.constantFrom('/nonexistent/runner', '.', 'npm:@acme/oar-runner-x', 'npm:left-pad', 'npm:Not A Name'),
+              fc.string(),
+            ),
+            { maxLength: 2 },
+          ),
         }),
       ),
       ...(noise > 0 ? { extra: anything } : {}),

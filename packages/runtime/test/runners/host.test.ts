@@ -1,12 +1,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuntimeEvent } from '@oar/protocol';
-import { AgentAPIError, type AgentRunContext, defineRunner, type RunTools } from '@oar/runner-sdk';
+import type { AgentAPIError } from '@oar/runner-sdk';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type ModelScript, type RunnerBinding, registerInProcessRunner } from '../../src/index.js';
+import type { ModelScript, RunnerBinding } from '../../src/index.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, allEvents, answer, ofType, payload, waitFor } from '../engine/helpers.js';
 import { tempDir } from '../support/temp-dirs.js';
+import { audits, codeOf, inProcess } from './probe.js';
 
 /**
  * The runner host's security matrix and failure modes (issue section 10, docs/runners.md): each refusal is an
@@ -26,42 +27,6 @@ afterEach(async () => {
 
 const ANSWER: ModelScript = { steps: [{ text: 'model says hi' }, { text: 'model again' }] };
 
-type Probe = (ctx: AgentRunContext, tools: RunTools) => Promise<void>;
-
-/** An in-process runner whose run is `probe`, registered under a fresh name; returns its binding. */
-function inProcess(
-  probe: Probe,
-  manifest: Record<string, unknown> = {},
-  binding: Partial<RunnerBinding> = {},
-): RunnerBinding {
-  const name = `probe${Math.random().toString(36).slice(2, 8)}`;
-  registerInProcessRunner(
-    name,
-    defineRunner({
-      runners: [
-        {
-          manifest: {
-            id: 'plugin:test/probe/probe',
-            name: 'probe',
-            label: { en_US: 'Probe' },
-            capabilities: {},
-            permissions: {
-              models: ['invoke', 'stream'],
-              tools: ['detail', 'call'],
-              history: ['page'],
-              artifacts: ['metadata', 'read'],
-            },
-            context: {},
-            ...manifest,
-          },
-          run: probe,
-        },
-      ],
-    }),
-  );
-  return { id: 'plugin:test/probe/probe', package: `inprocess:${name}`, config: {}, ...binding };
-}
-
 async function turnOn(runner: RunnerBinding, script: ModelScript = ANSWER, input = 'go') {
   const h = await harness(script, { mainAgent: { name: 'main', runner } });
   opened.push(h);
@@ -71,34 +36,9 @@ async function turnOn(runner: RunnerBinding, script: ModelScript = ANSWER, input
   return { h, sessionId, events: await allEvents(h, sessionId) };
 }
 
-const audits = (events: RuntimeEvent[]) =>
-  events
-    .filter((e) => payload(e).phase === 'runner_api')
-    .map(
-      (e) =>
-        payload(e).runner as {
-          action: string;
-          result: string;
-          code?: string;
-          resource: string | null;
-          runId: string | null;
-        },
-    );
-
 const turnEnd = (events: RuntimeEvent[]) => events.find((e) => e.type === 'turn.completed' || e.type === 'turn.failed');
 const turnError = (events: RuntimeEvent[]) =>
   (payload(turnEnd(events)).error ?? {}) as { code?: string; message?: string };
-
-/** Call `fn` and return the AgentAPIError code it fails with (or 'ok'). */
-async function codeOf(fn: () => Promise<unknown>): Promise<string> {
-  try {
-    await fn();
-    return 'ok';
-  } catch (error) {
-    if (error instanceof AgentAPIError) return error.code;
-    throw error;
-  }
-}
 
 describe('the per-run API proxy refuses what the run was not granted', () => {
   it('answers the granted calls and audits them with run, runner, action and resource', async () => {
@@ -129,7 +69,8 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
           codes.tool = await codeOf(() => api.tools.call('write', { filePath: 'x.txt', content: 'x' }));
           codes.history = await codeOf(() => api.history.page({ conversation_id: 'thr_someone_else' }));
           codes.artifact = await codeOf(() => api.artifacts.read_range('art_not_in_this_session'));
-          codes.notBuilt = await codeOf(() => api.call('storage.get', { area: 'plugin', key: 'k' }));
+          codes.notBuilt = await codeOf(() => api.call('models.rerank', { model_id: 'default', query: 'q' }));
+          codes.storage = await codeOf(() => api.storage.get('plugin', 'k'));
           codes.detail = await codeOf(() => api.tools.get_detail('write'));
           expect(ctx.resources.tools.map((t) => t.tool_name)).toEqual(['read']);
         },
@@ -143,6 +84,7 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
       history: 'unauthorized',
       artifact: 'not_found',
       notBuilt: 'not_found',
+      storage: 'unauthorized',
       detail: 'not_found',
     });
     expect(audits(events)).toEqual([
@@ -155,7 +97,13 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
         resource: 'thr_someone_else',
       }),
       expect.objectContaining({ action: 'artifacts.read_range', result: 'refused', code: 'not_found' }),
-      expect.objectContaining({ action: 'storage.get', result: 'refused', code: 'not_found' }),
+      expect.objectContaining({ action: 'models.rerank', result: 'refused', code: 'not_found' }),
+      expect.objectContaining({
+        action: 'storage.get',
+        result: 'refused',
+        code: 'unauthorized',
+        scope: 'storage:plugin',
+      }),
       expect.objectContaining({ action: 'tools.get_detail', result: 'refused', code: 'not_found' }),
     ]);
     // Nothing ran: no model call, no tool call.
@@ -439,14 +387,17 @@ describe('the result stream', () => {
 
   it('records state.updated (checked) and artifacts, and hands the state to the next run', async () => {
     const states: unknown[] = [];
-    const runner = inProcess(async (ctx, { emit, api }) => {
-      states.push(ctx.state.conversation);
-      await emit('state.updated', { scope: 'conversation', key: 'external.session_id', value: 'ext-1' });
-      await emit('state.updated', { scope: 'nowhere', key: 'x', value: 1 });
-      await emit('artifact.created', { name: 'report.txt', content: 'a report' });
-      await emit('message.completed', { message: { role: 'assistant', content: 'ok' } });
-      states.push((await api.state.get('conversation', 'external.session_id')).value);
-    });
+    const runner = inProcess(
+      async (ctx, { emit, api }) => {
+        states.push(ctx.state.conversation);
+        await emit('state.updated', { scope: 'conversation', key: 'external.session_id', value: 'ext-1' });
+        await emit('state.updated', { scope: 'nowhere', key: 'x', value: 1 });
+        await emit('artifact.created', { name: 'report.txt', content: 'a report' });
+        await emit('message.completed', { message: { role: 'assistant', content: 'ok' } });
+        states.push((await api.state.get('conversation', 'external.session_id')).value);
+      },
+      { capabilities: { stateful_session: true } },
+    );
     const { h, sessionId, events } = await turnOn(runner);
     expect(ofType(events, 'runtime.warning').map((e) => payload(e).details)).toEqual([
       expect.objectContaining({ reason: 'state_refused' }),

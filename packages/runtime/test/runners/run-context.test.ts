@@ -6,7 +6,7 @@ import { OarConfigSchema } from '../../src/config.js';
 import type { ThreadView, TurnState } from '../../src/read-models/thread-state.js';
 import { computeAccess } from '../../src/runners/access.js';
 import { checkRunnerConfig } from '../../src/runners/config-check.js';
-import { buildRunContext } from '../../src/runners/run-context.js';
+import { buildRunContext, type RunContextInput } from '../../src/runners/run-context.js';
 
 /** The event-first run context, the effective access and the binding-config check (docs/runners.md). */
 
@@ -56,7 +56,7 @@ const thread = {
   runs: new Map(),
 } as unknown as ThreadView;
 
-function contextFor(m: AgentRunnerManifest) {
+function contextFor(m: AgentRunnerManifest, extra: Partial<RunContextInput> = {}) {
   const access = computeAccess(m, undefined, { models: ['default'], tools: ['read'], knowledgeBases: [] });
   const ctx = buildRunContext({
     thread,
@@ -69,6 +69,7 @@ function contextFor(m: AgentRunnerManifest) {
     traceId: 'trace',
     tools: [{ name: 'read', description: 'reads', inputSchema: { type: 'object' } }],
     workspaceId: 'default',
+    ...extra,
   });
   return AgentRunContextSchema.parse(ctx);
 }
@@ -89,10 +90,10 @@ describe('the run context of a ten-turn thread', () => {
     expect(ctx.state.conversation).toEqual({ 'external.session_id': 'abc' });
     expect(ctx.runtime.deadline_at).toBe(Date.parse('2026-01-01T01:00:00Z') / 1000);
     expect(ctx.config).toEqual({ a: 1 });
-    // available_apis match the grant and what the host implements (search is not built: false).
+    // available_apis match the grant and what the host implements.
     expect(ctx.context.available_apis).toMatchObject({
       history_page: true,
-      history_search: false,
+      history_search: true,
       artifact_read: true,
     });
     expect(ctx.resources.tools.map((t) => t.tool_name)).toEqual(['read']);
@@ -122,6 +123,39 @@ describe('the run context of a ten-turn thread', () => {
     expect(small.context.inline_policy.delivered_count).toBe(small.bootstrap?.messages.length);
     const all = contextFor(manifest({ bootstrap: 'recent_tail', max_inline_events: 100, max_inline_bytes: 1_000_000 }));
     expect(all.context.inline_policy).toMatchObject({ delivered_count: 20, messages_complete: true, reason: null });
+  });
+});
+
+describe('who the turn acts for, and what came with it', () => {
+  it('names the session actor: its kind, its whole id and its name', () => {
+    expect(contextFor(manifest(), { actor: 'user:ada' }).actor).toMatchObject({
+      actor_type: 'user',
+      actor_id: 'user:ada',
+      actor_name: 'ada',
+    });
+    // Behind the server a session acts for the API key that created it.
+    expect(contextFor(manifest(), { actor: 'api_key:key_1' }).actor).toMatchObject({
+      actor_type: 'api_key',
+      actor_id: 'api_key:key_1',
+      actor_name: 'key_1',
+    });
+    // A session recorded before actors: an honest unknown, not an invented id.
+    expect(contextFor(manifest()).actor).toMatchObject({ actor_type: 'user', actor_id: null, actor_name: null });
+  });
+
+  it("hands a turn's files over as artifact refs (none when the turn has none)", () => {
+    expect(contextFor(manifest()).input.attachments).toEqual([]);
+    const attachments = [
+      { artifactId: 'art_1', name: 'report.pdf', mimeType: 'application/pdf', size: 2048, uri: 'artifact://art_1' },
+      { artifactId: 'art_2', name: 'notes.txt', mimeType: 'text/plain', size: 5, uri: 'artifact://art_2' },
+    ];
+    const ctx = contextFor(manifest(), { turn: { ...(thread.turns[10] as TurnState), attachments } });
+    expect(ctx.input.attachments).toEqual([
+      { artifact_id: 'art_1', name: 'report.pdf', mime_type: 'application/pdf', size: 2048 },
+      { artifact_id: 'art_2', name: 'notes.txt', mime_type: 'text/plain', size: 5 },
+    ]);
+    // Refs only: the text stays the input, no file content is inlined.
+    expect(ctx.input.contents).toEqual([{ type: 'text', text: thread.turns[10]?.input }]);
   });
 });
 

@@ -115,6 +115,7 @@ describeStores('store contract', (factory) => {
         '0004_session_changes',
         '0005_workspaces',
         '0006_provider_limits',
+        '0007_runner_storage',
       ]);
 
       const again = await db.open();

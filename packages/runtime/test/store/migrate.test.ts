@@ -26,6 +26,7 @@ const ALL_MIGRATIONS = [
   '0004_session_changes',
   '0005_workspaces',
   '0006_provider_limits',
+  '0007_runner_storage',
 ];
 
 async function appliedMigrations(store: Store): Promise<string[]> {

@@ -1,6 +1,6 @@
 import { type AGUIEvent, EventType } from '@ag-ui/core';
 import type { OarError, RuntimeEvent } from '@oar/protocol';
-import { type ApiKeyRecord, isLiveEvent, notFound, OarRuntimeError, toOarError } from '@oar/runtime';
+import { type ApiKeyRecord, isLiveEvent, notFound, OarRuntimeError, resolutionOf, toOarError } from '@oar/runtime';
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { ownSession } from '../auth.js';
@@ -175,15 +175,8 @@ async function turnStart(deps: ServerDeps, target: AguiTarget, turnId: string): 
 
 /** The decision a resume entry answers was resolved already, or never existed: the runtime's own error. */
 async function notPending(deps: ServerDeps, sessionId: string, actionId: string, pending: string[]) {
-  const rows = await deps.runtime.store.db
-    .selectFrom('oar_events')
-    .select(['body'])
-    .where('session_id', '=', sessionId)
-    .where('type', '=', 'action.resolved')
-    .execute();
-  for (const row of rows) {
-    const event = JSON.parse(row.body) as RuntimeEvent & { actionId?: string };
-    if (event.actionId !== actionId) continue;
+  const event = await resolutionOf(deps.runtime.store.db, sessionId, actionId);
+  if (event) {
     const payload = event.payload as { decision?: string; resolvedBy?: string };
     return new OarRuntimeError(
       'decision_already_resolved',
@@ -297,7 +290,8 @@ export function aguiStream(
         settling = true;
         void (async () => {
           try {
-            await runtime.settled(sessionId);
+            // A runner's question ends the run as an interrupt at once: the runner waits for the resume, alive.
+            await runtime.settled(sessionId, { orAsked: new Set() });
           } catch {
             await new Promise((resolve) => setTimeout(resolve, 500));
           }

@@ -1,5 +1,5 @@
 import { ACTION_DECISIONS, SessionSnapshotSchema, ThreadReadModelSchema } from '@oar/protocol';
-import { BindingUpdateSchema, notFound } from '@oar/runtime';
+import { BindingUpdateSchema, MAX_TURN_ATTACHMENTS, notFound, TurnAttachmentInputSchema } from '@oar/runtime';
 import { z } from 'zod';
 import { httpError } from '../errors.js';
 import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams, SessionSummary } from '../route.js';
@@ -30,6 +30,8 @@ const SubmitTurnBody = z.strictObject({
   turnId: Id.optional(),
   ifBusy: z.enum(['enqueue', 'reject', 'interrupt']).optional(),
   source: Text.max(64).optional(),
+  /** Files for the turn ({name, mimeType?, text | base64}); the body limit (`maxBodyBytes`) bounds them all. */
+  attachments: z.array(TurnAttachmentInputSchema).max(MAX_TURN_ATTACHMENTS).optional(),
 });
 
 const SubmitTurnResult = z.object({

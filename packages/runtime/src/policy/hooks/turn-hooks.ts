@@ -24,9 +24,12 @@ export async function beforeModelCall(
   signal: AbortSignal,
 ): Promise<ModelHookVerdict> {
   if (hooksAt(engine.binding.hooks, 'before_model_call', { agent: thread.agent }).length === 0) return { context };
+  // A context that shows reads unredacted (runner/revealed.ts) is for the model provider only: a hook is another
+  // reader, so it gets the redacted form — and a rewrite, built from that, is what is sent then.
+  const shown = (text: string) => (context.revealed ? engine.redactor.redactText(text) : text);
   const messages: HookMessage[] = [
-    { role: 'system', content: context.system },
-    { role: 'user', content: context.transcript.text },
+    { role: 'system', content: shown(context.system) },
+    { role: 'user', content: shown(context.transcript.text) },
   ];
   const verdict = await runHooks('before_model_call', {
     engine,

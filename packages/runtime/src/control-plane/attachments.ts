@@ -1,0 +1,114 @@
+import { z } from 'zod';
+import { DEFAULT_MAX_ARTIFACT_BYTES, type PendingArtifact, prepareArtifact } from '../artifacts.js';
+import { OarRuntimeError } from '../errors.js';
+import type { EventDraft } from '../log/event-log.js';
+import type { TurnAttachment } from '../read-models/thread-state.js';
+import type { Redactor } from '../redaction/redactor.js';
+import { RedactionTally, redactionFact } from '../redaction/tally.js';
+import { artifactCreated } from '../runner/action-context.js';
+
+/**
+ * Files attached to a turn (docs/engine.md "Turn attachments"): each is stored as an artifact of the session — redacted
+ * like every output, in the same transaction as the `turn.submitted` that names it, so a failed submit leaves no row
+ * — and recorded on the turn as `{artifactId, name, mimeType, size, uri}`. The protocol loop shows the model each
+ * one's ref (it reads them with `expand_ref`); a runner gets them as the run context's `input.attachments`.
+ */
+
+/** The most files one turn carries. */
+export const MAX_TURN_ATTACHMENTS = 16;
+
+/** A file as a caller attaches it: its text, or its bytes as base64. */
+export const TurnAttachmentInputSchema = z.strictObject({
+  name: z.string().min(1).max(200),
+  mimeType: z.string().min(1).max(200).optional(),
+  text: z.string().optional(),
+  base64: z.string().optional(),
+});
+export type TurnAttachmentInput = z.infer<typeof TurnAttachmentInputSchema>;
+
+const MIME = /^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*\/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*$/;
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+// A name is shown to the model and to people: one file name, no path, no control characters.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it refuses
+const BAD_NAME = /[/\\\u0000-\u001f\u007f]/;
+
+function invalid(index: number, field: string, message: string): OarRuntimeError {
+  return new OarRuntimeError('invalid_input', `attachment ${index + 1}: ${message}`, {
+    details: { field: `attachments/${index}/${field}` },
+  });
+}
+
+export interface PreparedAttachments {
+  /** The artifact rows, written with the submit. */
+  artifacts: PendingArtifact[];
+  /** What the turn records. */
+  recorded: TurnAttachment[];
+  /** `artifact.changed` (and `output.redacted` where a secret was found) for each, after the `turn.submitted`. */
+  facts: (ids: { threadId: string; turnId: string }) => EventDraft[];
+}
+
+/** Check, redact and describe a turn's attachments; nothing is written yet. */
+export function prepareAttachments(
+  sessionId: string,
+  attachments: readonly TurnAttachmentInput[],
+  redactor: Redactor,
+  maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
+): PreparedAttachments {
+  if (attachments.length > MAX_TURN_ATTACHMENTS) {
+    throw new OarRuntimeError(
+      'invalid_input',
+      `a turn carries at most ${MAX_TURN_ATTACHMENTS} attachments (${attachments.length} given)`,
+      { details: { field: 'attachments', limit: MAX_TURN_ATTACHMENTS } },
+    );
+  }
+  const prepared = attachments.map((attachment, index) => {
+    const name = attachment.name.trim();
+    if (!name || BAD_NAME.test(name)) {
+      throw invalid(index, 'name', 'a name is one file name, without a path or control characters');
+    }
+    if ((attachment.text === undefined) === (attachment.base64 === undefined)) {
+      throw invalid(index, 'text', 'give exactly one of text or base64');
+    }
+    if (attachment.mimeType !== undefined && !MIME.test(attachment.mimeType)) {
+      throw invalid(index, 'mimeType', `"${attachment.mimeType.slice(0, 80)}" is not a MIME type`);
+    }
+    const base64 = attachment.base64?.replace(/\s+/g, '');
+    if (base64 !== undefined && (base64.length % 4 !== 0 || !BASE64.test(base64))) {
+      throw invalid(index, 'base64', 'not valid base64');
+    }
+    const tally = new RedactionTally();
+    const mime = attachment.mimeType ?? (base64 === undefined ? 'text/plain' : 'application/octet-stream');
+    const content =
+      base64 === undefined
+        ? { text: redactor.redactText(attachment.text ?? '', tally) }
+        : { bytes: redactor.redactBytes(new Uint8Array(Buffer.from(base64, 'base64')), tally) };
+    let pending: PendingArtifact;
+    try {
+      pending = prepareArtifact(sessionId, { ...content, mime, name }, maxBytes);
+    } catch (error) {
+      if (error instanceof OarRuntimeError) {
+        throw new OarRuntimeError(error.code, `attachment ${index + 1} (${name}): ${error.message}`, {
+          details: { ...error.error.details, field: `attachments/${index}` },
+        });
+      }
+      throw error;
+    }
+    const redaction = redactionFact(tally, { sink: 'artifact', artifactId: pending.stored.artifactId });
+    return { pending, redaction };
+  });
+  return {
+    artifacts: prepared.map((p) => p.pending),
+    recorded: prepared.map(({ pending: { stored } }) => ({
+      artifactId: stored.artifactId,
+      name: stored.name ?? '',
+      mimeType: stored.mime,
+      size: stored.size,
+      uri: stored.uri,
+    })),
+    facts: (ids) =>
+      prepared.flatMap(({ pending, redaction }) => [
+        artifactCreated(ids, pending.stored),
+        ...(redaction ? [{ type: 'output.redacted', ...ids, payload: redaction } as EventDraft] : []),
+      ]),
+  };
+}
