@@ -1,8 +1,10 @@
 import { basename, extname } from 'node:path';
 import { jsonTextTooDeep, MAX_JSON_DEPTH, MAX_OUTPUT_CHARS, type OarError, oarError } from '@oar/protocol';
 import {
+  checkAttachments,
   INPUT_FILE_LIMITS,
   inputTooLarge,
+  MAX_TURN_ATTACHMENTS,
   OarRuntimeError,
   processRedactor,
   type Redactor,
@@ -81,31 +83,46 @@ const MIME_BY_EXTENSION: Record<string, string> = {
  * keeps its text), anything else as base64 bytes. Each is bounded before it is read whole.
  */
 export async function readAttachments(files: readonly string[]): Promise<TurnAttachmentInput[]> {
-  const decoder = new TextDecoder('utf-8', { fatal: true });
-  return Promise.all(
-    files.map(async (file) => {
-      let bytes: Buffer;
-      try {
-        bytes = await readBoundedBytes(file, INPUT_FILE_LIMITS.attachment, 'an attached file');
-      } catch (error) {
-        if (error instanceof OarRuntimeError && error.code === 'input_too_large') throw new UsageError(error.error);
-        throw unreadable(file, error);
-      }
-      const name = basename(file);
-      const extension = extname(name).slice(1).toLowerCase();
-      const known = MIME_BY_EXTENSION[extension];
-      let text: string | undefined;
-      try {
-        text = decoder.decode(bytes);
-      } catch {
-        text = undefined;
-      }
-      if (text !== undefined && (known === undefined || !/^(image|application\/pdf)/.test(known))) {
-        return { name, mimeType: known ?? 'text/plain', text };
-      }
-      return { name, mimeType: known ?? 'application/octet-stream', base64: bytes.toString('base64') };
-    }),
-  );
+  if (files.length > MAX_TURN_ATTACHMENTS) {
+    throw new UsageError(
+      oarError('invalid_input', `a turn carries at most ${MAX_TURN_ATTACHMENTS} attachments (${files.length} given)`, {
+        details: { field: 'attachments', limit: MAX_TURN_ATTACHMENTS },
+      }),
+    );
+  }
+  // One after another: at most one file's bytes are being read at a time.
+  const attachments: TurnAttachmentInput[] = [];
+  for (const file of files) attachments.push(await readAttachment(file));
+  try {
+    checkAttachments(attachments);
+  } catch (error) {
+    if (error instanceof OarRuntimeError) throw new UsageError(error.error);
+    throw error;
+  }
+  return attachments;
+}
+
+/** One `--attach` file: text when it is valid UTF-8 (and not an image or a PDF), bytes otherwise. */
+async function readAttachment(file: string): Promise<TurnAttachmentInput> {
+  let bytes: Buffer;
+  try {
+    bytes = await readBoundedBytes(file, INPUT_FILE_LIMITS.attachment, 'an attached file');
+  } catch (error) {
+    if (error instanceof OarRuntimeError && error.code === 'input_too_large') throw new UsageError(error.error);
+    throw unreadable(file, error);
+  }
+  const name = basename(file);
+  const known = MIME_BY_EXTENSION[extname(name).slice(1).toLowerCase()];
+  let text: string | undefined;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    text = undefined;
+  }
+  if (text !== undefined && (known === undefined || !/^(image\/|application\/pdf)/.test(known))) {
+    return { name, mimeType: known ?? 'text/plain', text };
+  }
+  return { name, mimeType: known ?? 'application/octet-stream', base64: bytes.toString('base64') };
 }
 
 function unreadable(file: string, error: unknown): UsageError {

@@ -7,7 +7,7 @@ import {
   type ThreadReadModel,
   uiSchemaOfToolAgentOutput,
 } from '@oar/protocol';
-import { OarRuntimeError, type Runtime } from '@oar/runtime';
+import { type AskedWatch, OarRuntimeError, type Runtime } from '@oar/runtime';
 import { renderEvent } from './render.js';
 
 export type ApprovalMode = 'ask' | 'approve' | 'deny' | 'leave';
@@ -256,6 +256,21 @@ async function askText(question: string): Promise<string> {
 }
 
 /**
+ * An answer to a runner's question may come after the runtime closed it (its deadline passed, the run ended, while
+ * the prompt waited): that is no failure of `oar run` — the turn's own outcome is what it reports.
+ */
+async function answered(respond: Promise<unknown>, request: { runnerId?: string }): Promise<void> {
+  try {
+    await respond;
+  } catch (error) {
+    const late =
+      error instanceof OarRuntimeError && ['decision_already_resolved', 'action_not_found'].includes(error.code);
+    if (!late || request.runnerId === undefined) throw error;
+    process.stderr.write(`  ${error.message}\n`);
+  }
+}
+
+/**
  * Drive a session until every thread is done or waits for a decision nobody here can make. Pending decisions are
  * answered by the approval mode: interactively in a TTY, or by --approve-all / --deny-all (with a visible note).
  */
@@ -267,14 +282,14 @@ export async function driveSession(
 ): Promise<DriveResult> {
   // Questions of live runner runs seen so far: such a run waits for its answer while it runs, so the drive stops
   // for each new one (to answer it, or to say how) instead of waiting for a session that cannot settle without it.
-  const asked = new Set<string>();
+  const asked: AskedWatch = { known: new Set<string>(), cursor: 0 };
   for (;;) {
     await runtime.settled(sessionId, { orAsked: asked });
     // What settled is committed: a dropped connection here must not turn a finished turn into a store error.
     const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
     const pending = snapshot.threads.flatMap((t) => t.pendingRequests);
-    const fresh = pending.filter((p) => p.runnerId !== undefined && !asked.has(p.actionId));
-    for (const p of fresh) asked.add(p.actionId);
+    const fresh = pending.filter((p) => p.runnerId !== undefined && !asked.known.has(p.actionId));
+    for (const p of fresh) asked.known.add(p.actionId);
     if (options.approvals === 'leave' && fresh.length > 0) {
       await options.printer?.flush();
       if (!options.json) {
@@ -331,20 +346,23 @@ export async function driveSession(
         } else {
           const shown = (detail?.lines ?? []).map((line) => `\n  ${line}`).join('');
           const { decision } = await ask(`${request.prompt ?? 'Approve?'}${shown}`, choices);
-          await runtime.respondAction({ sessionId, actionId: request.actionId, decision });
+          await answered(runtime.respondAction({ sessionId, actionId: request.actionId, decision }), request);
         }
         continue;
       }
       const decision: ActionDecision = options.approvals === 'approve' ? 'approve' : 'deny';
       if (!options.json) process.stdout.write(`  ${options.autoNote ?? `auto-${decision}d (--${decision}-all)`}\n`);
-      await runtime.respondAction({
-        sessionId,
-        actionId: request.actionId,
-        decision,
-        reason: options.autoNote ?? `--${decision}-all`,
-        resolvedBy: 'cli-auto',
-        ...(detail?.question ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
-      });
+      await answered(
+        runtime.respondAction({
+          sessionId,
+          actionId: request.actionId,
+          decision,
+          reason: options.autoNote ?? `--${decision}-all`,
+          resolvedBy: 'cli-auto',
+          ...(detail?.question ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
+        }),
+        request,
+      );
     }
   }
 }

@@ -38,6 +38,7 @@ export {
 } from './binding.js';
 export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
 export {
+  checkAttachments,
   MAX_TURN_ATTACHMENTS,
   type TurnAttachmentInput,
   TurnAttachmentInputSchema,
@@ -160,7 +161,7 @@ export {
   type SlotWait,
 } from './runner/provider-limits.js';
 export * from './runners/index.js';
-export { Runtime, type RuntimeOptions } from './runtime.js';
+export { type AskedWatch, Runtime, type RuntimeOptions } from './runtime.js';
 export { type Fence, type LeaseHolder, LeaseLostError, ownerName } from './store/leases.js';
 export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';
 export {

@@ -38,6 +38,7 @@ import { absoluteModelChoice, type ModelChoice, type ModelsConfig } from './mode
 import { HooksSchema } from './policy/hooks/schema.js';
 import { type PermissionsConfig, PermissionsConfigSchema } from './policy/permission-schema.js';
 import { bindingOf, type SessionState } from './read-models/session.js';
+import type { ThreadState } from './read-models/thread-state.js';
 import type { ModelHandle } from './runner/model-call.js';
 import { resolveChain } from './runner/model-chain.js';
 import { ProviderLimiter, type ProviderLimits } from './runner/provider-limits.js';
@@ -609,7 +610,7 @@ export class Runtime {
    * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
    * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
    */
-  async settled(sessionId?: string, options: { orAsked?: ReadonlySet<string> } = {}): Promise<void> {
+  async settled(sessionId?: string, options: { orAsked?: AskedWatch } = {}): Promise<void> {
     const outages = { count: 0 };
     const stop = new AbortController();
     // A runner run asks its questions while it runs (docs/runners.md "Decisions"): whoever answers them must hear
@@ -627,24 +628,24 @@ export class Runtime {
     }
   }
 
-  /** Resolves with 'asked' once the session has a pending decision of a live runner run that is not in `known`. */
-  private async askedBy(
-    sessionId: string,
-    known: ReadonlySet<string>,
-    signal: AbortSignal,
-  ): Promise<'asked' | 'stopped'> {
-    // Cheap while nothing is asked: only the questions after the last look are read (by the log's primary key).
-    let cursor = 0;
+  /** Resolves with 'asked' once the session has a pending decision of a live runner run that is not known. */
+  private async askedBy(sessionId: string, watch: AskedWatch, signal: AbortSignal): Promise<'asked' | 'stopped'> {
+    // Cheap while nothing is asked: only the questions after the watch's last look are read (by the log's primary
+    // key), across calls — a question it passed is known or answered already.
+    const { known } = watch;
     while (!signal.aborted && !this.closed) {
-      const found = await questionsAfter(this.store.db, sessionId, cursor).catch(() => undefined);
-      if (found) cursor = found.sequence;
+      const found = await questionsAfter(this.store.db, sessionId, watch.cursor).catch(() => undefined);
       const fresh = (found?.questions ?? []).filter(
         (q) => (q.payload as { runner?: unknown }).runner !== undefined && !known.has(q.actionId ?? ''),
       );
-      if (fresh.length > 0) {
-        // Still pending? (one answered or closed since is nothing to stop for)
-        const threads = (await this.log.allReadModels(sessionId).catch(() => undefined))?.threads;
-        for (const thread of threads?.values() ?? []) {
+      // Still pending? (one answered or closed since is nothing to stop for). A failed read looks again later.
+      const threads =
+        fresh.length > 0
+          ? (await this.log.allReadModels(sessionId).catch(() => undefined))?.threads
+          : new Map<string, ThreadState>();
+      if (found && threads) {
+        watch.cursor = found.sequence;
+        for (const thread of threads.values()) {
           if (thread.pending.some((p) => p.runnerId !== undefined && !known.has(p.actionId))) return 'asked';
         }
       }
@@ -692,6 +693,15 @@ export class Runtime {
     await this.notifier.close();
     await this.host.mcp?.close();
   }
+}
+
+/**
+ * What `settled(…, {orAsked})` watches: the runner questions already seen (`known`), and how far the log was looked
+ * at. Kept by the caller across calls, so each look reads only what is new.
+ */
+export interface AskedWatch {
+  known: Set<string>;
+  cursor: number;
 }
 
 /** How many live events one subscriber may have waiting before the newest are dropped (live events are lossy). */

@@ -47,13 +47,11 @@ export interface PreparedAttachments {
   facts: (ids: { threadId: string; turnId: string }) => EventDraft[];
 }
 
-/** Check, redact and describe a turn's attachments; nothing is written yet. */
-export function prepareAttachments(
-  sessionId: string,
-  attachments: readonly TurnAttachmentInput[],
-  redactor: Redactor,
-  maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
-): PreparedAttachments {
+/**
+ * Check a turn's attachments without reading their content: the count, each name, one of text / base64, the MIME
+ * type, the base64 alphabet. A caller can check before it records anything else (`oar run` before the session).
+ */
+export function checkAttachments(attachments: readonly TurnAttachmentInput[]): void {
   if (attachments.length > MAX_TURN_ATTACHMENTS) {
     throw new OarRuntimeError(
       'invalid_input',
@@ -61,7 +59,7 @@ export function prepareAttachments(
       { details: { field: 'attachments', limit: MAX_TURN_ATTACHMENTS } },
     );
   }
-  const prepared = attachments.map((attachment, index) => {
+  attachments.forEach((attachment, index) => {
     const name = attachment.name.trim();
     if (!name || BAD_NAME.test(name)) {
       throw invalid(index, 'name', 'a name is one file name, without a path or control characters');
@@ -76,6 +74,21 @@ export function prepareAttachments(
     if (base64 !== undefined && (base64.length % 4 !== 0 || !BASE64.test(base64))) {
       throw invalid(index, 'base64', 'not valid base64');
     }
+  });
+}
+
+/** Check, redact and describe a turn's attachments; nothing is written yet. */
+export function prepareAttachments(
+  sessionId: string,
+  attachments: readonly TurnAttachmentInput[],
+  redactor: Redactor,
+  maxBytes = DEFAULT_MAX_ARTIFACT_BYTES,
+): PreparedAttachments {
+  checkAttachments(attachments);
+  const prepared = attachments.map((attachment, index) => {
+    // A name is shown and stored like any text: redacted too (a file named after a token is still a token).
+    const name = redactor.redactText(attachment.name.trim());
+    const base64 = attachment.base64?.replace(/\s+/g, '');
     const tally = new RedactionTally();
     const mime = attachment.mimeType ?? (base64 === undefined ? 'text/plain' : 'application/octet-stream');
     const content =

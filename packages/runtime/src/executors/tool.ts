@@ -127,7 +127,13 @@ export function pathsBeyondApproval(
  * run, the gate returns the evaluation to write in the same transaction as the action's start (one commit instead
  * of two, and the order is still evaluated → started); otherwise the status it stopped in (denied, or waiting).
  */
-export type GateResult = { stopped: RunActionStatus } | { allowed: EventDraft[] };
+export type GateResult =
+  | { stopped: RunActionStatus }
+  | {
+      allowed: EventDraft[];
+      /** An allow rule of the binding let the call run (not the mode, a grant or a person): reveal.ts may apply. */
+      byRule?: boolean;
+    };
 
 export async function gate(ctx: ActionContext, request: PermissionRequest, hooks?: HookVerdict): Promise<GateResult> {
   const { engine } = ctx;
@@ -180,7 +186,7 @@ export async function gate(ctx: ActionContext, request: PermissionRequest, hooks
     ...toolIds(ctx),
     payload: { ...toPermissionEvaluatedPayload(evaluation, request), graphActionId: ctx.action.id },
   };
-  if (evaluation.decision === 'allow') return { allowed: [evaluated] };
+  if (evaluation.decision === 'allow') return { allowed: [evaluated], byRule: evaluation.source === 'rule' };
   if (evaluation.decision === 'deny') {
     const error = oarError('permission_denied', `permission denied: ${evaluation.reason}`, {
       details: { reason: evaluation.reason },
@@ -496,7 +502,8 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const shaped = tool.defaultResultPolicy ? withDefaultPolicy(ctx, tool.defaultResultPolicy) : ctx;
   // A read a rule explicitly allows reaches the model unredacted (docs/security.md "What the model sees").
-  const reveal = revealsOutput(engine.permissions.rules, request) ? { reveal: { attempt } } : {};
+  // Only when an allow rule is what let the call run: an ask rule a person answered, a grant or the mode never do.
+  const reveal = gated.byRule && revealsOutput(engine.permissions.rules, request) ? { reveal: { attempt } } : {};
   if (!output.agentOutput) {
     return completeAction(shaped, tool.name, { ...output, text }, durationMs, { ...durable, ...reveal });
   }

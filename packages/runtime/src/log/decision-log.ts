@@ -15,7 +15,9 @@ export async function resolutionOf(db: Db, sessionId: string, actionId: string):
     .select(['body'])
     .where('session_id', '=', sessionId)
     .where('type', '=', 'action.resolved')
+    .orderBy('sequence')
     .execute();
+  // The first answer is the answer (a guard keeps a second from being written).
   for (const row of rows) {
     const event = JSON.parse(row.body) as RuntimeEvent;
     if ((event as { actionId?: string }).actionId === actionId) return event;

@@ -255,7 +255,7 @@ function isDelegatedTurn(thread: ThreadView, turn: TurnState): boolean {
 }
 
 export async function failTurn(
-  engine: Pick<Engine, 'append' | 'wake' | 'loadThread'>,
+  engine: Pick<Engine, 'append' | 'wake' | 'loadThread' | 'revealed'>,
   thread: ThreadView,
   turn: TurnState,
   error: OarError,
@@ -300,13 +300,15 @@ export async function failTurn(
  * without it.
  */
 async function endTurn(
-  engine: Pick<Engine, 'append' | 'wake' | 'loadThread'>,
+  engine: Pick<Engine, 'append' | 'wake' | 'loadThread' | 'revealed'>,
   thread: ThreadView,
   turn: TurnState,
   drafts: EventDraft[],
   end: DelegatedEnd,
   guard?: AppendGuard,
 ): Promise<void> {
+  // The turn's unredacted observations are of no use past it: they leave memory with it (runner/revealed.ts).
+  engine.revealed?.clear();
   for (let attempt = 1; ; attempt++) {
     const waits = attempt === 1 && (await parentWaits(engine, thread));
     const ended = delegationEnd(thread, turn, end, waits);

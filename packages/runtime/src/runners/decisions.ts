@@ -1,20 +1,25 @@
 import type { ActionDecision } from '@oar/protocol';
+import type { Engine } from '../engine.js';
 import { newId } from '../ids.js';
 import { type EventDraft, loadReadModels } from '../log/event-log.js';
-import { apiError, type RunSession } from './run-session.js';
+import { apiError, type RunnerRunIds, type RunSession, runnerStatus } from './run-session.js';
 
 /**
  * Durable decisions of a runner run (docs/runners.md "Decisions"): a `tools.call` that the permission policy asks
  * about, a `platform.request_action`, an `action.requested` result. Each is an `action.required` on the record,
  * exactly like a protocol run's, answered by `oar respond` (or the approval prompt of `oar run`) from any process
- * on the store. Unlike a protocol run, the runner is alive while it waits: the host holds the call open and polls
- * the store for the answer until the run's deadline. A decision still open when the run ends for any reason (the
- * deadline, an interrupt, a crash found on resume) is closed on the record as a denial by the runtime, so nothing
- * waits for an answer that can no longer change anything.
+ * on the store. Unlike a protocol run, the runner is alive while it waits: the host holds the call open and watches
+ * the thread's read model (one indexed row) for the answer until the run's deadline. A decision still open when the
+ * run stops waiting for it for any reason (the deadline, an interrupt, the runner cancelling the call, the run's
+ * end, a crash found on resume) is closed on the record as a denial by the runtime, so nothing waits for an answer
+ * that can no longer change anything.
  */
 
 /** How often the store is asked for the answer while a call waits (a person answers in seconds, not ms). */
 export const DECISION_POLL_MS = 200;
+
+/** The most questions one run may have open at once: past it a request is `rate_limited` (no prompt flood). */
+export const MAX_OPEN_DECISIONS = 8;
 
 /** What a runner asks to be decided. */
 export interface RunnerAsk {
@@ -34,6 +39,14 @@ export interface RunnerAsk {
   extra?: Record<string, unknown>;
 }
 
+/** An open question, as its closing facts need it. */
+export interface OpenDecision {
+  actionId: string;
+  actionType: RunnerAsk['actionType'];
+  toolName: string;
+  toolCallId?: string;
+}
+
 export interface RunnerDecision {
   actionId: string;
   decision: ActionDecision;
@@ -42,47 +55,83 @@ export interface RunnerDecision {
 }
 
 /**
- * Record the question durably, then wait for its answer until the run's deadline or its end. A denial resolves
- * (the caller refuses); the deadline rejects with `deadline_exceeded`, the run's end with `unauthorized`, and in
- * both cases the question is closed on the record first.
+ * Record the question durably, then wait for its answer until the run's deadline, its end, or the caller giving up
+ * (`signal`: the runner cancelled the call). A denial resolves (the caller refuses); the deadline rejects with
+ * `deadline_exceeded`, the rest with `unauthorized`, and in every such case the question is closed on the record
+ * first. An answer that lands in the very moment the wait ends is recorded as too late (`runner_decision_late`).
  */
 export async function awaitDecision(
   session: RunSession,
   ask: RunnerAsk,
-  /** The question outlives the runner's part of the run (an `action.requested` result): only the deadline ends it. */
-  outlivesRun = false,
+  options: {
+    /** The question outlives the runner's part of the run (an `action.requested` result): only the deadline ends it. */
+    outlivesRun?: boolean;
+    signal?: AbortSignal;
+  } = {},
 ): Promise<RunnerDecision> {
-  const actionId = await recordAsk(session, ask);
+  const open = await recordAsk(session, ask);
+  const signal = options.signal ? AbortSignal.any([session.signal, options.signal]) : session.signal;
   let answered = false;
   try {
     for (;;) {
-      const answer = await resolvedDecision(session, actionId);
+      const answer = await resolvedDecision(session, open.actionId);
       if (answer) {
         answered = true;
         return answer;
       }
-      if (session.signal.aborted || (!outlivesRun && !session.active)) {
-        throw apiError('unauthorized', 'the run ended while the decision was pending', { action_id: actionId });
+      if (signal.aborted || (!options.outlivesRun && !session.active)) {
+        throw apiError('unauthorized', 'the call stopped waiting: the run ended or the call was cancelled', {
+          action_id: open.actionId,
+        });
       }
       const left = session.deadlineAt - Date.now();
       if (left <= 0) {
-        throw apiError('deadline_exceeded', 'no decision before the run deadline', { action_id: actionId });
+        throw apiError('deadline_exceeded', 'no decision before the run deadline', { action_id: open.actionId });
       }
-      await pause(Math.min(left, DECISION_POLL_MS), session.signal);
+      await pause(Math.min(left, DECISION_POLL_MS), signal);
     }
   } finally {
-    session.openDecisions.delete(actionId);
-    if (!answered) await expireDecisions(session, [actionId], 'the runner call stopped waiting').catch(() => undefined);
+    session.openDecisions.delete(open.actionId);
+    if (!answered) {
+      const late = await expireDecisions(
+        session.engine,
+        session.sessionId,
+        session.ids,
+        [open],
+        'the call stopped waiting',
+      ).catch(() => []);
+      if (late.length > 0) {
+        await session
+          .record([
+            runnerStatus(session, `runner decision ${open.actionId}: answered too late`, {
+              phase: 'runner_decision_late',
+              actionId: open.actionId,
+            }),
+          ])
+          .catch(() => undefined);
+      }
+    }
   }
 }
 
-/** Record the question (durable: `oar respond` in another process must find it) and return its id. */
-export async function recordAsk(session: RunSession, ask: RunnerAsk): Promise<string> {
+/** Record the question (durable: `oar respond` in another process must find it). */
+async function recordAsk(session: RunSession, ask: RunnerAsk): Promise<OpenDecision> {
+  if (session.openDecisions.size >= MAX_OPEN_DECISIONS) {
+    throw apiError('rate_limited', `at most ${MAX_OPEN_DECISIONS} questions of a run may wait at once`, {
+      limit: MAX_OPEN_DECISIONS,
+    });
+  }
   const actionId = newId('act');
   const ids = session.ids;
   const call = ask.toolCallId ? { stepId: ask.toolCallId, toolCallId: ask.toolCallId } : {};
   const runner = { runId: ids.runId, runnerId: session.runnerId };
-  session.openDecisions.add(actionId);
+  const open: OpenDecision = {
+    actionId,
+    actionType: ask.actionType,
+    toolName: ask.toolName,
+    ...(ask.toolCallId ? { toolCallId: ask.toolCallId } : {}),
+  };
+  session.openDecisions.set(actionId, open);
   await session.record(
     [
       ...(ask.before ?? []),
@@ -119,44 +168,75 @@ export async function recordAsk(session: RunSession, ask: RunnerAsk): Promise<st
     ],
     true,
   );
-  return actionId;
+  return open;
 }
 
-/** The answer to a question, once committed (by this process or any other on the store). */
-export async function resolvedDecision(session: RunSession, actionId: string): Promise<RunnerDecision | undefined> {
+/**
+ * The answer to a question, once committed (by this process or any other on the store). While the thread's read
+ * model (one indexed row) still lists it as pending there is none; only then is its `action.resolved` read.
+ */
+async function resolvedDecision(session: RunSession, actionId: string): Promise<RunnerDecision | undefined> {
+  const thread = await session.engine.loadThread(session.sessionId, session.ids.threadId);
+  if (thread.pending.some((p) => p.actionId === actionId)) return undefined;
   const answer = await session.engine.resolvedDecision?.(session.sessionId, actionId);
   return answer ? { actionId, ...answer } : undefined;
 }
 
 /**
- * Close questions nobody answered as denied by the runtime, each only if it is still pending when written (an
- * answer committed a moment earlier stands). Used when a call stops waiting and when a run ends.
+ * Close questions nobody answered as denied by the runtime — `action.resolved` (`resolvedBy: runtime`), and for a
+ * tool approval the `permission.resolved` its `permission.requested` waits for, then `task.resumed` — each only if it
+ * is still pending when written (guarded in the transaction). Returns the questions that were answered first: an
+ * answer committed a moment earlier stands.
  */
-export async function expireDecisions(session: RunSession, actionIds: Iterable<string>, reason: string): Promise<void> {
-  for (const actionId of actionIds) {
-    await session.engine
-      .append(
-        session.sessionId,
-        [
-          {
-            type: 'action.resolved',
-            ...session.ids,
-            actionId,
-            payload: { decision: 'deny', reason, resolvedBy: 'runtime' },
-          },
-        ],
-        {
-          guard: async (tx) => {
-            const models = await loadReadModels(tx, session.sessionId, [{ kind: 'thread', key: session.ids.threadId }]);
-            const pending = models.threads.get(session.ids.threadId)?.pending ?? [];
-            if (!pending.some((p) => p.actionId === actionId)) throw new AlreadyResolved();
-          },
+export async function expireDecisions(
+  engine: Pick<Engine, 'append'>,
+  sessionId: string,
+  ids: RunnerRunIds,
+  questions: readonly OpenDecision[],
+  reason: string,
+): Promise<OpenDecision[]> {
+  const answered: OpenDecision[] = [];
+  for (const question of questions) {
+    const call = question.toolCallId ? { stepId: question.toolCallId, toolCallId: question.toolCallId } : {};
+    const drafts: EventDraft[] = [
+      {
+        type: 'action.resolved',
+        ...ids,
+        actionId: question.actionId,
+        payload: { decision: 'deny', reason, resolvedBy: 'runtime' },
+      },
+      ...(question.actionType === 'tool_approval'
+        ? [
+            {
+              type: 'permission.resolved' as const,
+              ...ids,
+              ...call,
+              actionId: question.actionId,
+              payload: {
+                decision: 'deny' as const,
+                toolName: question.toolName,
+                source: 'host_policy' as const,
+                reason,
+              },
+            },
+          ]
+        : []),
+      { type: 'task.resumed', ...ids, payload: { reason: `decision closed: ${reason}` } },
+    ];
+    try {
+      await engine.append(sessionId, drafts, {
+        guard: async (tx) => {
+          const models = await loadReadModels(tx, sessionId, [{ kind: 'thread', key: ids.threadId }]);
+          const pending = models.threads.get(ids.threadId)?.pending ?? [];
+          if (!pending.some((p) => p.actionId === question.actionId)) throw new AlreadyResolved();
         },
-      )
-      .catch((error: unknown) => {
-        if (!(error instanceof AlreadyResolved)) throw error;
       });
+    } catch (error) {
+      if (!(error instanceof AlreadyResolved)) throw error;
+      answered.push(question);
+    }
   }
+  return answered;
 }
 
 class AlreadyResolved extends Error {}

@@ -208,17 +208,17 @@ async function recordLost(engine: Engine, thread: ThreadView, turn: TurnState, a
       details: { runnerId: active.runnerId, runId: active.runId },
     },
   );
-  // Its open questions are closed: nobody is left to act on an answer.
-  const unanswered = thread.pending.filter((p) => p.runId === active.runId);
+  // Its open questions are closed first (each guarded: an answer committed meanwhile stands): nobody is left to act.
+  const unanswered = thread.pending
+    .filter((p) => p.runId === active.runId && p.actionType !== 'user_input')
+    .map((p) => ({
+      actionId: p.actionId,
+      actionType: p.actionType as 'tool_approval' | 'platform_action',
+      toolName: p.toolName ?? '',
+      ...(p.toolCallId ? { toolCallId: p.toolCallId } : {}),
+    }));
+  await expireDecisions(engine, thread.sessionId, ids, unanswered, 'the runner run was lost');
   await engine.append(thread.sessionId, [
-    ...unanswered.map(
-      (p): EventDraft => ({
-        type: 'action.resolved',
-        ...ids,
-        actionId: p.actionId,
-        payload: { decision: 'deny', reason: 'the runner run was lost', resolvedBy: 'runtime' },
-      }),
-    ),
     runnerStatus({ ids, runnerId: active.runnerId }, `runner ${active.runnerId}: lost`, {
       phase: 'runner_ended',
       status: 'lost',
@@ -390,7 +390,7 @@ async function runOnce(
     // An action.requested decision is answered (or closed by the deadline or an interrupt) before the end is recorded.
     if (session.requestedActions.size > 0) {
       await Promise.allSettled([...session.requestedActions]);
-      if (end.ok && Date.now() >= deadlineAt) {
+      if (end.ok && session.requestedActionTimedOut) {
         end = {
           ok: false,
           error: oarError('runner_timeout', 'the run passed its deadline waiting for a platform action decision', {
@@ -414,7 +414,9 @@ async function runOnce(
     await connection.peer.settled(1_000);
     runController.abort(new Error('the run ended'));
     // Questions nobody answered are closed now, before the turn's end (their calls stop waiting with the run).
-    if (!isClosing(signal)) await expireDecisions(session, [...session.openDecisions], 'the runner run ended');
+    if (!isClosing(signal)) {
+      await expireDecisions(engine, thread.sessionId, ids, [...session.openDecisions.values()], 'the runner run ended');
+    }
     await Promise.race([stream.drained(), new Promise((resolve) => setTimeout(resolve, 1_000))]);
     engine.deltas?.end();
     if (signal.aborted) {

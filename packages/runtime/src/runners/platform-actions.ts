@@ -28,7 +28,7 @@ export async function requestPlatformAction(
   session: RunSession,
   payload: Record<string, unknown>,
   audit: AuditTarget,
-  outlivesRun = false,
+  options: { outlivesRun?: boolean; signal?: AbortSignal } = {},
 ): Promise<PlatformActionAnswer> {
   const parsed = ResultDataSchemas['action.requested'].safeParse(payload);
   if (!parsed.success) throw apiError('invalid_argument', 'platform.request_action takes {action, target, payload}');
@@ -60,7 +60,7 @@ export async function requestPlatformAction(
       input: { action, target, payload: data },
       extra: { platformAction: { action, target } },
     },
-    outlivesRun,
+    options,
   );
   if (answer.decision === 'deny') {
     throw apiError(
@@ -87,13 +87,21 @@ export async function requestPlatformAction(
 
 /**
  * An `action.requested` result: the same request, but the runner does not wait for it. The host does: the run's
- * end is recorded only once every such decision is answered or the deadline closes it (host.ts).
+ * end is recorded only once every such decision is answered or the deadline closes it (host.ts), and once what it
+ * led to is recorded — the approved action, or `refused` (a warning) when it could not be asked or was denied.
  */
-export function requestedAction(session: RunSession, data: Record<string, unknown>): Promise<string | undefined> {
-  const request = requestPlatformAction(session, data, {}, true).then(
+export function requestedAction(
+  session: RunSession,
+  data: Record<string, unknown>,
+  refused: (message: string) => Promise<void>,
+): void {
+  const request = requestPlatformAction(session, data, {}, { outlivesRun: true }).then(
     () => undefined,
-    (error: unknown) => (error as Error).message,
+    (error: unknown) => {
+      if ((error as { code?: string }).code === 'deadline_exceeded') session.requestedActionTimedOut = true;
+      return refused((error as Error).message).catch(() => undefined);
+    },
   );
   session.requestedActions.add(request);
-  return request.finally(() => session.requestedActions.delete(request));
+  void request.finally(() => session.requestedActions.delete(request));
 }

@@ -35,7 +35,7 @@ const HANDLERS: Record<string, ApiHandler> = {
   'models.invoke': (s, p, _st, a) => modelCall(s, p, undefined, a),
   'models.stream': (s, p, st, a) => modelCall(s, p, st, a),
   'tools.get_detail': (s, p, _st, a) => toolDetail(s, p, a),
-  'tools.call': (s, p, _st, a) => toolCall(s, p, a),
+  'tools.call': (s, p, st, a) => toolCall(s, p, a, st.signal),
   'knowledge.retrieve': (s, p, _st, a) => knowledgeRetrieve(s, p, a),
   'history.page': (s, p, _st, a) => historyPage(s, p, a),
   'history.search': (s, p, _st, a) => historySearch(s, p, a),
@@ -51,7 +51,7 @@ const HANDLERS: Record<string, ApiHandler> = {
   'storage.set': (s, p, _st, a) => storageCall(s, p, a, 'set'),
   'storage.delete': (s, p, _st, a) => storageCall(s, p, a, 'delete'),
   'storage.list': (s, p, _st, a) => storageCall(s, p, a, 'list'),
-  'platform.request_action': (s, p, _st, a) => requestPlatformAction(s, p, a),
+  'platform.request_action': (s, p, st, a) => requestPlatformAction(s, p, a, { signal: st.signal }),
 };
 
 /** Spec actions this host does not implement yet: refused as `not_found`, audited like any call. */

@@ -225,13 +225,11 @@ export class ResultStream {
       }
       case 'action.requested':
         // A durable decision the run does not wait for (platform-actions.ts); one that cannot be asked is a warning.
-        void requestedAction(session, data).then((refused) =>
-          refused
-            ? this.warn(`action.requested ${String(data.action).slice(0, 64)} was not executed: ${refused}`, {
-                reason: 'action_refused',
-                action: String(data.action).slice(0, 64),
-              }).catch(() => undefined)
-            : undefined,
+        requestedAction(session, data, (refused) =>
+          this.warn(`action.requested ${String(data.action).slice(0, 64)} was not executed: ${refused}`, {
+            reason: 'action_refused',
+            action: String(data.action).slice(0, 64),
+          }),
         );
         return;
       case 'run.completed': {

@@ -4,6 +4,7 @@ import type { AgentConfig, Engine } from '../engine.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { RunAccess } from './access.js';
+import type { OpenDecision } from './decisions.js';
 
 /** The correlation ids of everything a runner run records: it is one task attempt of the turn. */
 export interface RunnerRunIds {
@@ -27,9 +28,11 @@ export class RunSession {
   /** Artifacts this run stored (tool outputs, artifact.created results). */
   readonly artifactIds = new Set<string>();
   /** Decisions this run asked for that have no answer yet (runners/decisions.ts): closed when the run ends. */
-  readonly openDecisions = new Set<string>();
-  /** Platform actions requested by `action.requested` results, still waiting for their decision. */
+  readonly openDecisions = new Map<string, OpenDecision>();
+  /** Platform actions requested by `action.requested` results, still waiting for their decision (and its facts). */
   readonly requestedActions = new Set<Promise<unknown>>();
+  /** An `action.requested` decision was still open at the deadline: the run ends `runner_timeout`. */
+  requestedActionTimedOut = false;
   private readonly callTimes: number[] = [];
   /**
    * The manifest's capabilities, set by the host once the manifest is read: a result they do not declare (a

@@ -44,6 +44,8 @@ export async function toolCall(
   session: RunSession,
   payload: Record<string, unknown>,
   audit: AuditTarget,
+  /** The runner cancelled the call (its request's stream). */
+  signal?: AbortSignal,
 ): Promise<ToolCallResult> {
   const parsed = ToolCallArgsSchema.safeParse(payload);
   if (!parsed.success) throw apiError('invalid_argument', 'tools.call takes {tool_name, parameters}');
@@ -89,16 +91,20 @@ export async function toolCall(
     const prompt = `Runner ${session.runnerId} asks to run ${name}${
       request.paths.length ? ` on ${request.paths.join(', ')}` : ''
     }. ${evaluation.reason}`;
-    const answer = await awaitDecision(session, {
-      actionType: 'tool_approval',
-      toolName: name,
-      prompt,
-      decisions: evaluation.decisions ?? ['approve', 'deny'],
-      scope: approvalScope(request, engine.workspaceRoot),
-      input: input.input as Record<string, unknown>,
-      toolCallId,
-      before: [evaluated],
-    });
+    const answer = await awaitDecision(
+      session,
+      {
+        actionType: 'tool_approval',
+        toolName: name,
+        prompt,
+        decisions: evaluation.decisions ?? ['approve', 'deny'],
+        scope: approvalScope(request, engine.workspaceRoot),
+        input: input.input as Record<string, unknown>,
+        toolCallId,
+        before: [evaluated],
+      },
+      signal ? { signal } : {},
+    );
     if (answer.decision === 'deny') {
       throw apiError(
         'unauthorized',
@@ -160,7 +166,9 @@ export async function toolCall(
     ],
     !idempotent,
   );
-  const ran = await invokeTool(actionContext(session, toolCallId), tool, input.input, request, ids, { toolName: name });
+  const ran = await invokeTool(actionContext(session, toolCallId, signal), tool, input.input, request, ids, {
+    toolName: name,
+  });
   if (ran.outcome !== 'completed') {
     const error: OarError =
       ran.outcome === 'failed' ? ran.error : { code: 'interrupted', message: 'the host is closing', retryable: true };
@@ -221,8 +229,8 @@ export async function toolCall(
   };
 }
 
-/** The narrow action context `invokeTool` runs a tool with: this run's ids, the thread, the run's abort signal. */
-function actionContext(session: RunSession, toolCallId: string): ActionContext {
+/** The narrow action context `invokeTool` runs a tool with: this run's ids, the thread, the call's abort signal. */
+function actionContext(session: RunSession, toolCallId: string, cancelled?: AbortSignal): ActionContext {
   const run = { runId: session.ids.runId, turnId: session.ids.turnId, taskId: session.ids.taskId } as RunState;
   return {
     engine: session.engine,
@@ -230,6 +238,7 @@ function actionContext(session: RunSession, toolCallId: string): ActionContext {
     run,
     action: { id: toolCallId } as Action,
     state: { toolCallId, attempt: 0 } as unknown as RunAction,
-    signal: session.signal,
+    // The run's end or interrupt, and the runner cancelling this very call, both stop the tool.
+    signal: cancelled ? AbortSignal.any([session.signal, cancelled]) : session.signal,
   };
 }

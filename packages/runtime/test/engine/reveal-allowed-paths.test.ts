@@ -239,6 +239,27 @@ describe('the model sees what an allow rule names, the record never does', () =>
     expect(seen).toContain(planted.other);
   });
 
+  it('a read an ask rule asked about stays redacted once a person approves it, though an allow rule names it', async () => {
+    const planted = { allowed: secret(), other: secret() };
+    const recorder = recordingModel(script(planted));
+    const h = await harness(script(planted), {
+      files: {},
+      model: recorder.model,
+      permissions: { mode: 'default', rules: [{ decision: 'ask', tool: 'read', paths: ['.env.test'] }, ...EXPLICIT] },
+    });
+    open.push(h);
+    writeWorkspace(h.workspace, planted);
+    const { sessionId } = await h.runtime.createSession({});
+    await h.runtime.submitTurn({ sessionId, input: 'Which tokens do the tests use?' });
+    await h.runtime.settled(sessionId);
+    const [question] = ofType(await allEvents(h, sessionId), 'action.required');
+    await h.runtime.respondAction({ sessionId, actionId: question?.actionId as string, decision: 'approve' });
+    await h.runtime.settled(sessionId);
+    const seen = secondPrompt(recorder);
+    expect(seen).not.toContain(planted.allowed);
+    expect(seen).toContain('[REDACTED:dotenv]');
+  });
+
   it('a secret recognised only by its context stays redacted even in a read a rule names', async () => {
     const password = secret();
     const key = `sk-proj-${secret()}${secret()}`;

@@ -164,6 +164,11 @@ describe('a tools.call the permission policy asks about', () => {
     expect(closed).toHaveLength(1);
     expect(closed[0]?.actionId).toBe(question.actionId);
     expect(payload(closed[0])).toMatchObject({ decision: 'deny', resolvedBy: 'runtime' });
+    // The permission question is closed too, and the task is no longer waiting on it.
+    expect(ofType(events, 'permission.resolved').map((e) => [e.actionId, payload(e).decision])).toEqual([
+      [question.actionId, 'deny'],
+    ]);
+    expect(ofType(events, 'task.resumed')).toHaveLength(1);
     expect(payload(question).expiresAt).toEqual(expect.any(String));
     // Answering it now says it was already resolved, and by whom.
     expect(
@@ -171,6 +176,23 @@ describe('a tools.call the permission policy asks about', () => {
         h.runtime.respondAction({ sessionId, actionId: question.actionId as string, decision: 'approve' }),
       ),
     ).toBe('decision_already_resolved');
+  });
+
+  it('at most 8 questions of a run wait at once: a ninth request is rate_limited', async () => {
+    const results: string[] = [];
+    const probe: Probe = async (_ctx, { api }) => {
+      const calls = Array.from({ length: 9 }, (_, i) =>
+        codeOf(() => api.tools.call('write', { filePath: `f${i}.txt`, content: 'x' })),
+      );
+      results.push(...(await Promise.all(calls)));
+    };
+    const { h, sessionId } = await start(inProcess(probe, {}, { policy: { timeoutMs: 2_000 } }), askWrite);
+    const events = await finish(h, sessionId);
+    expect(ofType(events, 'action.required')).toHaveLength(8);
+    expect(results.filter((r) => r === 'rate_limited')).toHaveLength(1);
+    expect(results.filter((r) => r === 'deadline_exceeded')).toHaveLength(8);
+    // Every one of them is closed on the record.
+    expect(ofType(events, 'action.resolved')).toHaveLength(8);
   });
 
   it('an interrupt while the call waits cancels the run and closes the question', async () => {

@@ -285,13 +285,15 @@ export function aguiStream(
       let cursor = 0;
       let settling = false;
       let settledAt: number | undefined;
+      // A runner's questions this stream has seen (AskedWatch): a look reads only what is new.
+      const asked = { known: new Set<string>(), cursor: 0 };
       const settle = () => {
         if (settling) return;
         settling = true;
         void (async () => {
           try {
             // A runner's question ends the run as an interrupt at once: the runner waits for the resume, alive.
-            await runtime.settled(sessionId, { orAsked: new Set() });
+            await runtime.settled(sessionId, { orAsked: asked });
           } catch {
             await new Promise((resolve) => setTimeout(resolve, 500));
           }
