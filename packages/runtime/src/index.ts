@@ -39,6 +39,7 @@ export {
 export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
 export {
   checkAttachments,
+  MAX_TURN_ATTACHMENT_BYTES,
   MAX_TURN_ATTACHMENTS,
   type TurnAttachmentInput,
   TurnAttachmentInputSchema,

@@ -16,6 +16,8 @@ import { artifactCreated } from '../runner/action-context.js';
 
 /** The most files one turn carries. */
 export const MAX_TURN_ATTACHMENTS = 16;
+/** The most bytes a turn's files hold together (each is also within the binding's `maxArtifactBytes`). */
+export const MAX_TURN_ATTACHMENT_BYTES = 64 * 1024 * 1024;
 
 /** A file as a caller attaches it: its text, or its bytes as base64. */
 export const TurnAttachmentInputSchema = z.strictObject({
@@ -57,6 +59,19 @@ export function checkAttachments(attachments: readonly TurnAttachmentInput[]): v
       'invalid_input',
       `a turn carries at most ${MAX_TURN_ATTACHMENTS} attachments (${attachments.length} given)`,
       { details: { field: 'attachments', limit: MAX_TURN_ATTACHMENTS } },
+    );
+  }
+  // Counted before anything is decoded or redacted (base64: three bytes per four characters).
+  const total = attachments.reduce(
+    (sum, a) =>
+      sum + (a.text !== undefined ? Buffer.byteLength(a.text) : Math.floor(((a.base64?.length ?? 0) * 3) / 4)),
+    0,
+  );
+  if (total > MAX_TURN_ATTACHMENT_BYTES) {
+    throw new OarRuntimeError(
+      'invalid_input',
+      `a turn's attachments hold at most ${MAX_TURN_ATTACHMENT_BYTES} bytes together (${total} given)`,
+      { details: { field: 'attachments', limit: MAX_TURN_ATTACHMENT_BYTES } },
     );
   }
   attachments.forEach((attachment, index) => {

@@ -245,6 +245,10 @@ export async function storageCall(
     };
   }
   if (op === 'delete') return { deleted: await backend.delete(granted, owner, key.data) };
+  // A key is stored and listed as it is (values are redacted, a key cannot be): one that holds a secret is refused.
+  if (session.engine.redactor.redactText(key.data) !== key.data) {
+    throw apiError('invalid_argument', 'a storage key may not hold a secret (keys are stored as they are)');
+  }
   const parsed = StorageSetArgsSchema.safeParse(payload);
   if (!parsed.success || parsed.data.value === undefined) {
     throw apiError('invalid_argument', 'storage.set takes {area, key, value, encoding?: "json" | "base64"}');

@@ -1,6 +1,6 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_TURN_ATTACHMENTS } from '../../src/index.js';
+import { MAX_TURN_ATTACHMENT_BYTES, MAX_TURN_ATTACHMENTS } from '../../src/index.js';
 import { inProcess } from '../runners/probe.js';
 import { type Harness, harness } from './harness.js';
 import { allEvents, errorCode, ofType, payload, recordingModel } from './helpers.js';
@@ -133,6 +133,13 @@ describe('a bad attachment', () => {
     });
     const many = Array.from({ length: MAX_TURN_ATTACHMENTS + 1 }, (_, i) => ({ name: `f${i}.txt`, text: 'x' }));
     expect(await refused(many)).toMatchObject({ code: 'invalid_input', details: { field: 'attachments' } });
+    // Together over the turn's cap, though each is within the artifact limit.
+    const big = 'x'.repeat(MAX_TURN_ATTACHMENT_BYTES / 4 + 1);
+    const heavy = Array.from({ length: 4 }, (_, i) => ({ name: `big${i}.txt`, text: big }));
+    expect(await refused(heavy)).toMatchObject({
+      code: 'invalid_input',
+      details: { field: 'attachments', limit: MAX_TURN_ATTACHMENT_BYTES },
+    });
   });
 
   it('over the binding’s artifact limit is artifact_too_large, naming the attachment', async () => {

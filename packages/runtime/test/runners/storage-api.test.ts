@@ -83,11 +83,13 @@ describeStores('runner storage.*', (factory) => {
           seen.push((await api.storage.get('binding', 'json')).value);
           const bytes = await api.storage.get('binding', 'bytes');
           seen.push(Buffer.from(bytes.value as string, 'base64').toString());
+          // A key cannot be redacted without losing it: one that holds a secret is refused.
+          seen.push(await codeOf(() => api.storage.set('binding', `k/${key}`, 1)));
         },
         ['binding'],
       ),
     );
-    expect(seen).toEqual([{ token: '[REDACTED:openai_key]' }, 'token=[REDACTED:openai_key]']);
+    expect(seen).toEqual([{ token: '[REDACTED:openai_key]' }, 'token=[REDACTED:openai_key]', 'invalid_argument']);
   });
 
   it('keeps JSON and bytes, lists by prefix with opaque cursors, deletes; every call audited', async () => {
