@@ -96,9 +96,9 @@ export interface Engine extends BoundConfig {
     text(sessionId: string, artifactId: string): Promise<string | undefined>;
     /**
      * An artifact of the session with its bytes and metadata (a runner's `artifacts.*` read binary ones too);
-     * another session's id resolves to nothing. Optional: without it only text is read.
+     * another session's id resolves to nothing.
      */
-    read?(
+    read(
       sessionId: string,
       artifactId: string,
     ): Promise<(StoredArtifact & { bytes: Uint8Array; createdAt?: string }) | undefined>;

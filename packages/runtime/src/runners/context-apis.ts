@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import type { RuntimeEvent } from '@oar/protocol';
 import {
   EventsPageArgsSchema,
@@ -141,28 +140,15 @@ export const ARTIFACT_STREAM_CHUNK_BYTES = 64 * 1024;
 
 /** An artifact of the run's session, text or binary, with its bytes; `not_found` for any other id. */
 async function sessionArtifact(session: RunSession, id: string) {
-  const { artifacts } = session.engine;
   // The store looks the artifact up in this session only: another session's id is simply not found.
-  if (artifacts.read) {
-    const found = await artifacts.read(session.sessionId, id);
-    if (!found) throw apiError('not_found', `no artifact ${id} in this session`);
-    return {
-      bytes: Buffer.from(found.bytes.buffer, found.bytes.byteOffset, found.bytes.byteLength),
-      name: found.name ?? null,
-      mime: found.mime,
-      sha256: found.sha256,
-      createdAt: found.createdAt ?? null,
-    };
-  }
-  const text = await artifacts.text(session.sessionId, id);
-  if (text === undefined) throw apiError('not_found', `no artifact ${id} in this session`);
-  const bytes = Buffer.from(text, 'utf8');
+  const found = await session.engine.artifacts.read(session.sessionId, id);
+  if (!found) throw apiError('not_found', `no artifact ${id} in this session`);
   return {
-    bytes,
-    name: null,
-    mime: 'text/plain; charset=utf-8',
-    sha256: createHash('sha256').update(bytes).digest('hex'),
-    createdAt: null,
+    bytes: Buffer.from(found.bytes.buffer, found.bytes.byteOffset, found.bytes.byteLength),
+    name: found.name ?? null,
+    mime: found.mime,
+    sha256: found.sha256,
+    createdAt: found.createdAt ?? null,
   };
 }
 

@@ -2,6 +2,7 @@ import type { ActionDecision } from '@oar/protocol';
 import type { Engine } from '../engine.js';
 import { newId } from '../ids.js';
 import { type EventDraft, loadReadModels } from '../log/event-log.js';
+import { waitUnlessAborted } from '../signals.js';
 import { apiError, type RunnerRunIds, type RunSession, runnerStatus } from './run-session.js';
 
 /**
@@ -88,7 +89,7 @@ export async function awaitDecision(
       if (left <= 0) {
         throw apiError('deadline_exceeded', 'no decision before the run deadline', { action_id: open.actionId });
       }
-      await pause(Math.min(left, DECISION_POLL_MS), signal);
+      await waitUnlessAborted(Math.min(left, DECISION_POLL_MS), signal);
     }
   } finally {
     session.openDecisions.delete(open.actionId);
@@ -240,15 +241,3 @@ export async function expireDecisions(
 }
 
 class AlreadyResolved extends Error {}
-
-function pause(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
-}
