@@ -1,13 +1,53 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+import { LongestFirst } from './scripts/vitest-sequencer.js';
+
+/**
+ * The suite is one project per package (`npx vitest run --project cli`), all in one pool of workers.
+ * docs/testing.md says how it is organised and where its time goes.
+ *
+ * Workers: Vitest's default is one fewer than the cores, which on a 2-core machine is ONE worker, every file after
+ * the other, while much of the suite's time is waiting (on PostgreSQL, sockets, a child's timeout, the absence
+ * windows). One worker per core, at least two, keeps the CPU busy; more would not help on two cores, because the
+ * end-to-end files' `oar` processes already fill them, and would only slow the files that run several processes
+ * against lease expiry. OAR_TEST_WORKERS overrides it (1: file after file, easier to read when debugging).
+ */
+const WORKERS = Number(process.env.OAR_TEST_WORKERS) || Math.max(2, availableParallelism());
+
+/** A project for one package's (or the examples') tests, inheriting the settings below. */
+const project = (name: string, include: string[], extra: { isolate?: boolean } = {}) => ({
+  extends: true as const,
+  test: { name, include, ...extra },
+});
 
 export default defineConfig({
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'examples/*/test/**/*.test.ts'],
     testTimeout: 30_000,
+    // Hooks do a test's kind of work (compile the published schemas, open stores, start servers): the same limit.
+    hookTimeout: 30_000,
     // Every event the runtime writes is checked against the OAR profile (production skips it: see event-log.ts).
     env: { OAR_VALIDATE_EVENTS: '1' },
-    // The JSON report lets .ci/run print one plain "N passed, N failed" line that CI can read.
+    // The JSON report lets .ci/run print one plain "N passed, N failed" line that CI can read, and
+    // scripts/test-times.mjs read where the time went.
     reporters: ['default', 'json'],
     outputFile: { json: 'node_modules/.cache/oar/vitest-results.json' },
+    // Builds the `oar` binary and the example CLIs once, before any file runs (a no-op when they are current).
+    globalSetup: ['./scripts/vitest-global-setup.ts'],
+    pool: 'forks',
+    maxWorkers: WORKERS,
+    // The longest files start first, whatever their project (see the sequencer).
+    sequence: { sequencer: LongestFirst },
+    projects: [
+      // Pure functions and schemas: no temporary directories, stores or processes, nothing a file leaves behind for
+      // the next, so one worker process runs many files without re-importing the package for each.
+      project('protocol', ['packages/protocol/test/**/*.test.ts'], { isolate: false }),
+      project('runner-sdk', ['packages/runner-sdk/test/**/*.test.ts']),
+      project('tool-cli', ['packages/tool-cli/test/**/*.test.ts']),
+      project('runtime', ['packages/runtime/test/**/*.test.ts']),
+      project('server', ['packages/server/test/**/*.test.ts']),
+      project('console', ['packages/console/test/**/*.test.ts']),
+      project('cli', ['packages/cli/test/**/*.test.ts']),
+      project('examples', ['examples/*/test/**/*.test.ts']),
+    ],
   },
 });

@@ -14,6 +14,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchOutput>> = {
   concurrency: async () => (await import('./concurrency.js')).run(),
   'serve-load': async () => (await import('./serve-load.js')).run(),
   'scale-out': async () => (await import('./scale-out.js')).run(),
+  startup: async () => (await import('./startup.js')).run(),
 };
 
 const name = process.argv[2];

@@ -281,6 +281,15 @@ export interface ScaleOutTakeover {
   leaseLeftMs: number[];
 }
 
+/** Start-up of one command line (startup.ts): wall time from spawn to exit, and its p50 ÷ `node -e 0`'s. */
+export interface StartupResult {
+  command: string;
+  runs: number;
+  p50Ms: number;
+  p90Ms: number;
+  ratio: number;
+}
+
 /** Scale-out on PostgreSQL (scale-out.ts): real `oar worker` processes and an API node. */
 export interface ScaleOutResult {
   concurrency: number;
@@ -318,6 +327,7 @@ export interface BenchOutput {
   concurrencyMemory?: ConcurrencyMemory[];
   serveLoad?: ServeLoadResult[];
   scaleOut?: ScaleOutResult[];
+  startup?: StartupResult[];
   /** Versions of what the benchmark talked to (database servers, SQLite library), by name. */
   versions?: Record<string, string>;
   notes?: string[];

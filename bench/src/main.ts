@@ -15,6 +15,7 @@ import {
   type ScaleOutResult,
   type ServeLoadResult,
   STEPS,
+  type StartupResult,
   type StepResult,
 } from './common.js';
 
@@ -25,6 +26,7 @@ import {
  *
  *   npm run bench                              all benchmarks
  *   BENCH_ONLY=replay,append npm run bench     a subset (or `--only replay,append` when running tsx directly)
+ *   BENCH_ONLY=startup npm run bench           the CLI's start-up against a bare `node -e 0` (STARTUP_RUNS=20)
  *   BENCH_JSON=results.json npm run bench      also write the raw results (or `--json results.json`)
  */
 const ORDER = [
@@ -40,6 +42,7 @@ const ORDER = [
   'concurrency',
   'serve-load',
   'scale-out',
+  'startup',
 ];
 
 const { values } = parseArgs({
@@ -518,6 +521,20 @@ function scaleOutSection(r: ScaleOutResult): string[] {
 }
 
 /** The performance issue's targets, each with this run's figure (or "not run"). */
+function startupSection(rows: StartupResult[]): string[] {
+  return [
+    '## CLI start-up',
+    '',
+    `Wall time from spawn to exit, ${rows[0]?.runs ?? 0} runs each, round-robin after a warm-up round; ratio: p50 ÷ \`node -e 0\`'s p50.`,
+    '',
+    table(
+      ['command', 'p50 ms', 'p90 ms', 'ratio'],
+      rows.map((r) => [r.command, f(r.p50Ms, 0), f(r.p90Ms, 0), `${r.ratio.toFixed(2)}×`]),
+      ['l', 'r', 'r', 'r'],
+    ),
+  ];
+}
+
 function summarySection(all: Required<BenchOutput>, ran: readonly string[]): string[] {
   type Row = [goal: string, measured: string, target: string, met: string, source: string];
   const rows: Row[] = [];
@@ -763,6 +780,19 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
       : notRun('scale-out: event delivery p99, worker → SSE client on an API node', 'report', 'scale-out'),
   );
 
+  const starts = all.startup.filter((r) => r.command.startsWith('oar '));
+  if (starts.length === 0)
+    rows.push(notRun('CLI start-up: oar --version, --help, inspect --help ÷ node -e 0', '≤ 5×', 'startup'));
+  for (const r of starts) {
+    rows.push([
+      `CLI start-up: ${r.command} ÷ node -e 0 (p50)`,
+      `${r.ratio.toFixed(2)}× (${f(r.p50Ms, 0)} ms)`,
+      '≤ 5×',
+      verdict(r.ratio <= 5),
+      'startup',
+    ]);
+  }
+
   return [
     '## Summary: the performance issue’s targets',
     '',
@@ -816,6 +846,7 @@ const merged: Required<BenchOutput> = {
   concurrencyMemory: [],
   serveLoad: [],
   scaleOut: [],
+  startup: [],
   versions: {},
   notes: [],
 };
@@ -835,6 +866,7 @@ for (const name of ran) {
     'concurrencyMemory',
     'serveLoad',
     'scaleOut',
+    'startup',
     'notes',
   ] as const) {
     merged[key].push(...((output[key] ?? []) as never[]));
@@ -857,6 +889,7 @@ if (merged.concurrency.length > 0 || merged.concurrencyMemory.length > 0) {
 }
 if (merged.serveLoad.length > 0) report.push(...serveLoadSection(merged.serveLoad), '');
 for (const result of merged.scaleOut) report.push(...scaleOutSection(result), '');
+if (merged.startup.length > 0) report.push(...startupSection(merged.startup), '');
 if (merged.notes.length > 0) report.push('## Notes', '', ...merged.notes.map((n) => `- ${n}`), '');
 report.push(...summarySection(merged, ran), '');
 report.push(`Total time: ${((Date.now() - started) / 1000).toFixed(0)} s`);

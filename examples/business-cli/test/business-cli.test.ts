@@ -1,5 +1,5 @@
-import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,12 +24,7 @@ let dir: string;
 let stores = 0;
 
 beforeAll(() => {
-  // `npm test` builds it first (typecheck: tsc -b … examples/business-cli); a bare `vitest run` builds it if missing.
-  if (!existsSync(cliPath)) {
-    execFileSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-b', 'examples/business-cli'], {
-      cwd: root,
-    });
-  }
+  // dist/cli.js is built before any test file runs (vitest's globalSetup, scripts/vitest-global-setup.ts).
   dir = mkdtempSync(join(tmpdir(), 'oar-business-cli-'));
 });
 

@@ -3,10 +3,10 @@ import { existsSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { buildRuntime, type OarConfig, OarConfigSchema, OarRuntimeError } from '@oar/runtime';
+import type { OarConfig } from '@oar/runtime';
 import type { Command } from 'commander';
-import { turnErrorText } from './io.js';
-import { attachPrinter, driveSession } from './session-driver.js';
+
+// The runtime and the drive loop are imported when a demo runs, not when `oar --help` lists this command.
 
 /** The bundled demo assets: the sample workspace, the scripted model and the sub-agent configuration. */
 const DEMO_ASSETS = fileURLToPath(new URL('../demo/', import.meta.url));
@@ -38,6 +38,7 @@ function buildLog(): string {
  * model, its sub-agent): what `oar demo` runs once and `oar serve --demo` offers every new session.
  */
 export async function prepareDemo(cwd: string): Promise<{ config: OarConfig; baseDir: string; workspace: string }> {
+  const { OarConfigSchema } = await import('@oar/runtime');
   const workspace = resolve(cwd, '.oar/demo-workspace');
   await rm(workspace, { recursive: true, force: true });
   await mkdir(workspace, { recursive: true });
@@ -49,8 +50,11 @@ export async function prepareDemo(cwd: string): Promise<{ config: OarConfig; bas
   return { config, baseDir: DEMO_ASSETS, workspace };
 }
 
-/** Where the example business CLI lives in this repository (built by `npm run build`). */
-const BUSINESS_EXAMPLE = fileURLToPath(new URL('../../../examples/business-cli/', import.meta.url));
+/**
+ * The example business CLI (the repository's examples/business-cli), shipped inside this package: its built modules
+ * and skills, copied here by `npm run build` and before packing (scripts/package-assets.mjs).
+ */
+const BUSINESS_EXAMPLE = fileURLToPath(new URL('../examples/business-cli/', import.meta.url));
 
 export const BUSINESS_PROMPT =
   "What's on my calendar on 1 December? Add a design follow-up on 2 December at 15:00 for an hour with Alan, share the design review with Bob, and cancel my lunch.";
@@ -61,11 +65,12 @@ export const BUSINESS_PROMPT =
  * one for this process when the variable is not set).
  */
 export async function prepareBusinessDemo(cwd: string): Promise<{ config: OarConfig; workspace: string }> {
+  const { OarConfigSchema, OarRuntimeError } = await import('@oar/runtime');
   const cli = join(BUSINESS_EXAMPLE, 'dist/cli.js');
   if (!existsSync(cli)) {
     throw new OarRuntimeError(
       'binding_unavailable',
-      `the example business CLI is not built (${cli}); run \`npm run build\` in the repository first`,
+      `the example business CLI is missing (${cli}); in the repository, run \`npm run build\` first`,
     );
   }
   const workspace = resolve(cwd, '.oar/demo-business');
@@ -105,6 +110,11 @@ export async function prepareBusinessDemo(cwd: string): Promise<{ config: OarCon
 }
 
 async function demo(options: { store?: string; json?: boolean; tools?: string }): Promise<number> {
+  const [{ buildRuntime, OarRuntimeError }, { turnErrorText }, { attachPrinter, driveSession }] = await Promise.all([
+    import('@oar/runtime'),
+    import('./io.js'),
+    import('./session-driver.js'),
+  ]);
   const cwd = process.cwd();
   const business = options.tools === 'business';
   if (options.tools !== undefined && !business) {

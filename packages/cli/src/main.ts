@@ -1,14 +1,22 @@
-import { oarError, SCHEMA_NAMES, schemaFor } from '@oar/protocol';
-import { EXIT, exitCodeFor, OarRuntimeError } from '@oar/runtime';
+import { SCHEMA_NAMES } from '@oar/protocol/schema-names';
+import { EXIT } from '@oar/runtime/constants';
 import { Command, CommanderError } from 'commander';
 import { registerDemoCommand } from './demo.js';
-import { printError, printJson, UsageError } from './io.js';
+import { registerInitCommand } from './init-command.js';
 import { registerProtocolCommands } from './protocol-commands.js';
 import { registerRunnerCommands } from './runner-commands.js';
 import { registerRuntimeCommands } from './runtime-commands.js';
 import { registerServeCommands } from './serve-commands.js';
 import { tracingFromEnv } from './tracing.js';
+import { printUsageError } from './usage.js';
 import { registerWorkerCommands } from './worker-commands.js';
+
+/*
+ * Start-up: `oar --version` and `oar --help` load this module, commander and the command modules' registrations —
+ * nothing else. The engine, the server, the protocol core, zod and the drivers are imported by the action that needs
+ * them (`await import(…)`), and by the error path below when an error is printed: loaded up front they cost every
+ * command about ten times a bare `node` start (bench: BENCH_ONLY=startup).
+ */
 
 export const VERSION = '0.1.0';
 
@@ -19,6 +27,10 @@ const CLI_HINTS: Record<string, string> = {
     'pass --workspace DIR with an existing directory, or `oar session update SESSION --workspace DIR`',
   binding_unavailable:
     'run this session where its tools are available (tools.modules in its binding: `oar session show`)',
+  // Commands look in one store: the working directory's .oar/oar.db unless told otherwise.
+  store_not_found: 'run the command where the store is, or name it with --store URL (or the OAR_STORE variable)',
+  session_not_found:
+    '`oar sessions` lists the sessions of this store; --store URL (or the OAR_STORE variable) looks in another',
 };
 
 /**
@@ -46,7 +58,7 @@ async function run(argv: string[]): Promise<number> {
     .version(VERSION)
     .exitOverride()
     // Commander's own prose for a usage mistake (and the help it shows for a group without its subcommand) is
-    // replaced by one structured error below (exit 2), the help carried in its details.
+    // replaced by one usage error below (exit 2): text in a terminal, else structured (usage.ts).
     .configureOutput({
       writeErr: (text) => {
         commanderText += text;
@@ -54,6 +66,7 @@ async function run(argv: string[]): Promise<number> {
       outputError: () => undefined,
     });
 
+  registerInitCommand(program, setExit);
   registerDemoCommand(program, setExit);
   registerRuntimeCommands(program, setExit);
   registerProtocolCommands(program, setExit);
@@ -64,7 +77,11 @@ async function run(argv: string[]): Promise<number> {
     .command('schema')
     .description(`print a JSON Schema (2020-12): ${SCHEMA_NAMES.join(' | ')}`)
     .argument('<name>', SCHEMA_NAMES.join(' | '))
-    .action((name: string) => {
+    .action(async (name: string) => {
+      const [{ oarError, schemaFor }, { printJson, UsageError }] = await Promise.all([
+        import('@oar/protocol'),
+        import('./io.js'),
+      ]);
       const schema = schemaFor(name);
       if (!schema) {
         throw new UsageError(
@@ -81,14 +98,15 @@ async function run(argv: string[]): Promise<number> {
     if (error instanceof CommanderError) {
       // --help and --version end through exitOverride with code 0; anything else is a usage error.
       if (error.exitCode === 0) return 0;
-      const helpShown = error.message === '(outputHelp)';
-      const message = helpShown ? 'a command is required (see details.usage)' : error.message.replace(/^error: /, '');
-      const usage = oarError('usage_error', message, {
-        details: { reason: error.code, hint: 'oar --help', ...(helpShown ? { usage: commanderText.trim() } : {}) },
-      });
-      printError(usage);
+      await printUsageError(program, argv, error, commanderText);
       return EXIT.usage;
     }
+    // Only an error thrown by an action gets here, and that action loaded what prints it.
+    const [{ oarError }, { exitCodeFor, OarRuntimeError }, { printError, UsageError }] = await Promise.all([
+      import('@oar/protocol'),
+      import('@oar/runtime'),
+      import('./io.js'),
+    ]);
     // Every error is printed redacted (printError): it may repeat an input that holds a secret.
     if (error instanceof UsageError) {
       printError(error.error);
@@ -96,7 +114,9 @@ async function run(argv: string[]): Promise<number> {
     }
     if (error instanceof OarRuntimeError) {
       // A structured error with its code's exit status (docs/errors.md): bad input 2, store 74, busy 75, bug 70.
-      const hint = CLI_HINTS[error.code];
+      // The runtime's own hint, when it has one, is the specific one (an MCP server's setting, a model's variable).
+      const own = error.error.details?.hint;
+      const hint = typeof own === 'string' ? own : CLI_HINTS[error.code];
       const structured = hint ? { ...error.error, details: { ...error.error.details, hint } } : error.error;
       printError(structured);
       return exitCodeFor(error.code);

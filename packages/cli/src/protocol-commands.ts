@@ -1,16 +1,11 @@
-import {
-  type CatalogInput,
-  CatalogSchema,
-  jsonTextTooDeep,
-  oarError,
-  type ParseOutcome,
-  parseAssistantText,
-  parseToolCall,
-  renderTranscript,
-  TranscriptInputSchema,
-} from '@oar/protocol';
+import type { CatalogInput, ParseOutcome } from '@oar/protocol';
 import type { Command } from 'commander';
-import { INPUT_LIMITS, printJson, readInput, readJsonFile, redactedForOutput, UsageError } from './io.js';
+
+/** What the commands below need when they run; imported then, not when `oar --help` lists them. */
+async function load() {
+  const [protocol, io] = await Promise.all([import('@oar/protocol'), import('./io.js')]);
+  return { ...protocol, ...io };
+}
 
 interface CheckOptions {
   carrier: string;
@@ -21,6 +16,19 @@ interface CheckOptions {
 }
 
 async function check(file: string | undefined, options: CheckOptions): Promise<number> {
+  const {
+    CatalogSchema,
+    INPUT_LIMITS,
+    jsonTextTooDeep,
+    oarError,
+    parseAssistantText,
+    parseToolCall,
+    printJson,
+    readInput,
+    readJsonFile,
+    redactedForOutput,
+    UsageError,
+  } = await load();
   if (options.carrier !== 'tool' && options.carrier !== 'text') {
     throw new UsageError(oarError('invalid_option', `--carrier must be "tool" or "text", not "${options.carrier}"`));
   }
@@ -78,6 +86,15 @@ async function check(file: string | undefined, options: CheckOptions): Promise<n
 }
 
 async function transcript(file: string, options: { mode?: string; budget?: string }): Promise<number> {
+  const {
+    INPUT_LIMITS,
+    oarError,
+    readJsonFile,
+    redactedForOutput,
+    renderTranscript,
+    TranscriptInputSchema,
+    UsageError,
+  } = await load();
   const parsed = TranscriptInputSchema.safeParse(await readJsonFile(file, 'transcript input', INPUT_LIMITS.transcript));
   if (!parsed.success) {
     throw new UsageError(

@@ -57,19 +57,26 @@ export function renderEvent(
       }
       if (p.phase === 'action' && typeof p.status === 'string' && p.status !== 'pending') {
         const obs = p.observation as { summary?: string; error?: OarError } | undefined;
-        const mark = p.status === 'completed' ? green('✓') : red('✗');
-        return `${tag}  ${mark} ${p.graphActionId} ${p.status}${obs?.error ? `: ${obs.error.message}` : obs?.summary ? ` — ${short(obs.summary)}` : ''}`;
+        // A completed action whose command exited non-zero (its structured exit code) failed, as on tool.result.
+        const exit = failedExit(obs);
+        const mark = p.status === 'completed' && exit === undefined ? green('✓') : red('✗');
+        const status = exit === undefined ? p.status : `failed (${exit})`;
+        return `${tag}  ${mark} ${p.graphActionId} ${status}${obs?.error ? `: ${obs.error.message}` : obs?.summary ? ` — ${short(obs.summary)}` : ''}`;
       }
       return undefined;
     }
     case 'tool.started':
       return `${tag}  ${dim('…')} ${p.graphActionId ?? (p.runner ? 'runner' : p.toolCallId)} ${p.toolName}`;
-    case 'tool.result':
+    case 'tool.result': {
+      // A command that ran to its end with a non-zero exit (isError) failed: ✗, and the summary leads with its
+      // exit status ("exit 1, …"), never ✓.
+      const failed = p.isError === true;
       return withUi(
-        `${tag}  ${green('✓')} ${p.graphActionId ?? (p.runner ? 'runner' : p.toolCallId)} ${p.toolName}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`,
+        `${tag}  ${failed ? red('✗') : green('✓')} ${p.graphActionId ?? (p.runner ? 'runner' : p.toolCallId)} ${p.toolName}${failed ? red(' failed') : ''}${p.truncated ? yellow(' (spilled to artifact)') : ''} — ${short(p.summary)}`,
         p,
         tag,
       );
+    }
     case 'tool.failed': {
       const error = p.error as OarError;
       return withUi(
@@ -116,6 +123,15 @@ export function renderEvent(
     default:
       return undefined;
   }
+}
+
+/** `exit N` (or `killed by SIGNAL`) of an observation whose command did not exit 0; undefined otherwise. */
+function failedExit(observation: unknown): string | undefined {
+  const structured = (observation as { structured?: { exitCode?: unknown; signal?: unknown } } | undefined)?.structured;
+  if (typeof structured?.exitCode === 'number')
+    return structured.exitCode === 0 ? undefined : `exit ${structured.exitCode}`;
+  if (structured?.exitCode === null && typeof structured.signal === 'string') return `killed by ${structured.signal}`;
+  return undefined;
 }
 
 /** A business tool's call ends with its UI (its ToolAgentOutput's hints compiled to ui_schema) as plain text. */

@@ -1,6 +1,4 @@
-import { discoverRunners, loadConfig } from '@oar/runtime';
 import type { Command } from 'commander';
-import { printJson } from './io.js';
 
 /**
  * `oar runners list`: the runners the configured packages provide (started and asked with LIST_AGENT_RUNNERS), a
@@ -14,6 +12,10 @@ export function registerRunnerCommands(program: Command, setExit: (code: number)
     .option('--config <file>', 'config file (default ./oar.config.json when present)')
     .option('--json', 'print {runners, diagnostics} as JSON')
     .action(async (options: { config?: string; json?: boolean }) => {
+      const [{ discoverRunners, loadConfig }, { printJson }] = await Promise.all([
+        import('@oar/runtime'),
+        import('./io.js'),
+      ]);
       const { config, baseDir } = await loadConfig(options.config, process.cwd());
       // Directories and npm: entries are both resolved from the config file's directory.
       const found = await discoverRunners(config.runners.packages, process.env, { baseDir });

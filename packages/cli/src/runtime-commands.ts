@@ -1,37 +1,12 @@
-import { realpathSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
-import { oarError, type RuntimeEvent } from '@oar/protocol';
-import {
-  absoluteModelSpec,
-  type BindingUpdate,
-  type BudgetDimension,
-  bindingModel,
-  buildRuntime,
-  type ChangeLimitsInput,
-  EXIT,
-  loadConfig,
-  type OarConfig,
-  PERMISSION_MODES,
-  type PermissionMode,
-  Runtime,
-  Store,
-  ToolRegistry,
-  type WorkerOptions,
-  workspaceTools,
-} from '@oar/runtime';
+import { PERMISSION_MODES } from '@oar/runtime/constants';
 import type { Command } from 'commander';
-import { storeFlag } from './demo.js';
-import { printJson, readAttachments, redactedForOutput, turnErrorText, UsageError } from './io.js';
-import { renderEvent } from './render.js';
-import {
-  type ApprovalMode,
-  attachPrinter,
-  type DriveResult,
-  driveSession,
-  readSettled,
-  requestDetails,
-} from './session-driver.js';
+import type { ResumeOptions, RunOptions, SessionUpdateOptions } from './runtime-actions.js';
+
+/**
+ * The commands over a store's sessions — run, resume, respond, limit, interrupt, compact, session, sessions, events,
+ * inspect, replay, export — as commander sees them. What each does is in runtime-actions.ts, imported when it runs.
+ */
+const actions = () => import('./runtime-actions.js');
 
 export interface GlobalOptions {
   config?: string;
@@ -42,396 +17,8 @@ export interface GlobalOptions {
   runner?: string;
 }
 
-/**
- * Open the configured runtime for work. `sessions`: the sessions this process's worker drives — the CLI never
- * touches other sessions' threads (no recovery of work it was not asked about); 'all' only for `resume --all`.
- */
-export async function openRuntime(
-  options: GlobalOptions,
-  sessions: WorkerOptions['sessions'],
-): Promise<{ runtime: Runtime; store: Store; config: OarConfig }> {
-  const cwd = process.cwd();
-  const { config, baseDir } = await loadConfig(options.config, cwd);
-  const store = options.store ?? process.env.OAR_STORE;
-  const opened = await buildRuntime(config, baseDir, {
-    cwd,
-    env: process.env,
-    worker: { sessions: sessions ?? [] },
-    ...(store ? { store } : {}),
-    ...(options.model ? { model: options.model } : {}),
-    ...(options.workspace ? { workspace: options.workspace } : {}),
-    ...(options.runner ? { runner: options.runner } : {}),
-  });
-  return { ...opened, config };
-}
-
-/**
- * Open the store and a runtime that continues existing sessions: each runs with its own recorded binding, so
- * nothing of the local config matters but where the store is and how long this process's leases last (a config
- * naming a tool module or workspace that does not exist here must not stop a respond). `sessions`: what the worker
- * drives; `false`: no worker (reading commands, `interrupt`).
- */
-export async function openForSessions(
-  options: GlobalOptions,
-  sessions: WorkerOptions['sessions'] | false,
-): Promise<{ runtime: Runtime; store: Store }> {
-  const cwd = process.cwd();
-  const { config } = await loadConfig(options.config, cwd);
-  const store = await Store.open(options.store ?? process.env.OAR_STORE ?? config.store, { cwd });
-  const runtime = await Runtime.create({
-    store,
-    workspaceRoot: cwd,
-    tools: new ToolRegistry(workspaceTools()),
-    model: (agent, binding) => bindingModel(agent, binding, process.env),
-    worker: sessions === false ? false : { ...config.worker, sessions },
-    resumeOnStart: sessions !== false,
-  }).catch(async (error: unknown) => {
-    await store.close();
-    throw error;
-  });
-  return { runtime, store };
-}
-
-/** Reading commands: a control plane over the store, no worker, no tools loaded, no model. */
-function openForReading(options: GlobalOptions): Promise<{ runtime: Runtime; store: Store }> {
-  return openForSessions(options, false);
-}
-
-function approvalMode(options: { approveAll?: boolean; denyAll?: boolean }): ApprovalMode {
-  if (options.approveAll && options.denyAll) {
-    throw new UsageError(oarError('invalid_option', '--approve-all and --deny-all exclude each other'));
-  }
-  if (options.approveAll) return 'approve';
-  if (options.denyAll) return 'deny';
-  return process.stdin.isTTY && process.stdout.isTTY ? 'ask' : 'leave';
-}
-
-/** The main thread's running turn, else its last: the turn whose outcome a respond or a limit change reports. */
-export async function mainTurnId(runtime: Runtime, sessionId: string): Promise<string> {
-  const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
-  const main = snapshot.threads[0];
-  return main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
-}
-
-/** After a decision or a limit change: follow the main thread's turn to where it stops, and report its outcome. */
-async function continueAndReport(
-  runtime: Runtime,
-  sessionId: string,
-  printer: ReturnType<typeof attachPrinter>,
-  options: { json?: boolean; store?: string },
-  location: string,
-): Promise<number> {
-  const result = await driveSession(runtime, sessionId, await mainTurnId(runtime, sessionId), {
-    json: options.json === true,
-    approvals: 'leave',
-    printer,
-  });
-  await printer.stop();
-  return report(result, sessionId, options, location);
-}
-
-async function withRuntime<T>(
-  opened: { runtime: Runtime; store: Store },
-  fn: (runtime: Runtime) => Promise<T>,
-): Promise<T> {
-  try {
-    return await fn(opened.runtime);
-  } finally {
-    await opened.runtime.close();
-    await opened.store.close();
-  }
-}
-
-interface RunOptions extends GlobalOptions {
-  json?: boolean;
-  /** Record the turn and return: a worker elsewhere runs it. */
-  detach?: boolean;
-  /** Print the model's output as it arrives (`--stream` / `--no-stream`; default: in a terminal, without --json). */
-  stream?: boolean;
-  approveAll?: boolean;
-  denyAll?: boolean;
-  session?: string;
-  agent?: string;
-  title?: string;
-  /** Files for the turn (`--attach`, repeatable). */
-  attach?: string[];
-}
-
-/**
- * `run --session S` continues S with S's own binding: a flag that says otherwise is a mistake to point out, not
- * a silent switch (changing a binding is `oar session update`).
- */
-async function checkBindingFlags(runtime: Runtime, sessionId: string, options: RunOptions): Promise<void> {
-  const bound = await runtime.getBinding(sessionId);
-  if (!bound) return;
-  const conflicts: { flag: string; bound: string; given: string }[] = [];
-  if (options.model) {
-    const given = absoluteModelSpec(options.model, process.cwd());
-    const choice = bound.binding.mainAgent.model ?? bound.binding.model ?? '';
-    const current = typeof choice === 'string' ? choice : JSON.stringify(choice);
-    if (given !== current) conflicts.push({ flag: '--model', bound: current, given });
-  }
-  if (options.workspace) {
-    let given = resolve(options.workspace);
-    try {
-      given = realpathSync(given);
-    } catch {
-      // a workspace that does not exist certainly differs
-    }
-    if (given !== bound.binding.workspaceRoot) {
-      conflicts.push({ flag: '--workspace', bound: bound.binding.workspaceRoot, given });
-    }
-  }
-  if (options.runner && options.runner !== bound.binding.mainAgent.runner?.id) {
-    conflicts.push({ flag: '--runner', bound: bound.binding.mainAgent.runner?.id ?? '(none)', given: options.runner });
-  }
-  if (options.agent && options.agent !== bound.binding.mainAgent.name) {
-    conflicts.push({ flag: '--agent', bound: bound.binding.mainAgent.name, given: options.agent });
-  }
-  if (conflicts.length === 0) return;
-  const fix = conflicts.map((c) => `${c.flag} ${c.flag === '--agent' ? c.given : `'${c.given}'`}`).join(' ');
-  throw new UsageError(
-    oarError(
-      'binding_conflict',
-      `session ${sessionId} is bound to ${conflicts.map((c) => `${c.flag.slice(2)} ${c.bound}`).join(', ')}; to change it: oar session update ${sessionId} ${fix}`,
-      { details: { sessionId, conflicts } },
-    ),
-  );
-}
-
-/** Say so when another process holds a thread this one wanted to drive: its events are followed instead. */
-function noteHolder(runtime: Runtime, threadId: string, json: boolean): void {
-  const holder = runtime.worker?.holderOf(threadId);
-  if (!holder || json) return;
-  process.stderr.write(
-    `thread ${threadId} is being driven by ${holder.owner} (lease until ${holder.expiresAt}); following its events\n`,
-  );
-}
-
-/**
- * Whether the model's output is printed as it arrives: `--stream` / `--no-stream`, else in a terminal without
- * `--json` (a pipe or a file keeps the event lines only; `--json --stream` adds the deltas as NDJSON lines).
- */
-function streaming(options: { stream?: boolean; json?: boolean }): boolean {
-  return options.stream ?? (process.stdout.isTTY === true && options.json !== true);
-}
-
-/** Exit codes of run/resume: 0 answered, 1 failed, 3 waiting for a decision, 130 interrupted. */
-async function run(prompt: string, options: RunOptions): Promise<number> {
-  const approvals = approvalMode(options);
-  // Read before anything is opened or recorded: a missing or oversized file is a usage error (exit 2).
-  const attachments = options.attach?.length ? { attachments: await readAttachments(options.attach) } : {};
-  const opened = options.session ? await openForSessions(options, [options.session]) : await openRuntime(options, []);
-  return withRuntime(opened, async (runtime) => {
-    let after = 0;
-    if (options.session) {
-      await checkBindingFlags(runtime, options.session, options);
-      after = await runtime.queries.lastSequence(options.session);
-    } else {
-      // Every model of the binding must be reachable before the session exists (a missing key fails here).
-      await runtime.checkBinding();
-    }
-    const session = options.session
-      ? { sessionId: options.session }
-      : await runtime.createSession({
-          title: options.title ?? prompt.slice(0, 80),
-          ...(options.agent ? { agent: options.agent } : {}),
-        });
-    if (options.detach) {
-      // Recorded, not run: whichever worker claims the thread runs it (`oar worker`, `oar serve`); `oar wait` follows.
-      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt, ...attachments });
-      const ids = { sessionId: session.sessionId, threadId: submitted.threadId, turnId: submitted.turnId };
-      if (options.json) printJson(ids);
-      else {
-        const store = storeFlag(options.store, opened.store.location);
-        process.stdout.write(
-          `submitted turn ${ids.turnId} of session ${ids.sessionId}; a worker runs it\n  → oar wait ${ids.sessionId}${store}\n`,
-        );
-      }
-      return EXIT.ok;
-    }
-    runtime.worker?.adopt(session.sessionId);
-    const printer = attachPrinter(runtime, session.sessionId, options.json === true, after, streaming(options));
-    // The handler is installed before the turn starts: a Ctrl-C at any moment interrupts, never kills.
-    let interrupting: Promise<unknown> | undefined;
-    let threadId: string | undefined;
-    const onSigint = () => {
-      interrupting ??= runtime.interruptTurn({
-        sessionId: session.sessionId,
-        ...(threadId ? { threadId } : {}),
-        reason: 'interrupted from the terminal (Ctrl-C)',
-      });
-    };
-    process.once('SIGINT', onSigint);
-    try {
-      const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt, ...attachments });
-      threadId = submitted.threadId;
-      const drive = () =>
-        driveSession(runtime, session.sessionId, submitted.turnId, {
-          json: options.json === true,
-          approvals,
-          printer,
-        });
-      await runtime.worker?.look(session.sessionId);
-      noteHolder(runtime, submitted.threadId, options.json === true);
-      let result = await drive();
-      if (interrupting) {
-        // The interrupt records the cancellation after the running work stops; report the recorded outcome.
-        await interrupting;
-        result = await drive();
-      }
-      await printer.stop();
-      return report(result, session.sessionId, options, opened.store.location, interrupting !== undefined);
-    } finally {
-      process.off('SIGINT', onSigint);
-    }
-  });
-}
-
-export function report(
-  result: DriveResult,
-  sessionId: string,
-  options: { json?: boolean; store?: string },
-  location: string,
-  interrupted = false,
-): number {
-  if (options.json) {
-    process.stdout.write(
-      `${JSON.stringify({ result: { sessionId, status: result.status, answer: result.answer, error: redactedForOutput(result.error) } })}\n`,
-    );
-  } else {
-    if (result.answer !== undefined) process.stdout.write(`\n${result.answer}\n`);
-    if (result.error) process.stdout.write(turnErrorText(result.error));
-    const store = storeFlag(options.store, location);
-    if (result.status === 'waiting') {
-      process.stdout.write('\nWaiting for a decision:\n');
-      for (const p of result.threads.flatMap((t) => t.pendingRequests)) {
-        // The session carries its own binding: the follow-up needs no --model, --workspace or config.
-        const answer = p.actionType === 'user_input' ? `approve --text '<your answer>'` : 'approve|deny';
-        process.stdout.write(`  ${p.prompt}\n`);
-        for (const line of result.details?.get(p.actionId)?.lines ?? []) process.stdout.write(`    ${line}\n`);
-        process.stdout.write(`  → oar respond ${sessionId} ${p.actionId} ${answer}${store}\n`);
-      }
-      for (const r of result.resources ?? []) {
-        const limit = r.limitState as { message?: string; details?: { scope?: string; dimension?: string } };
-        process.stdout.write(
-          `\nWaiting for a budget (turn ${r.turnId}): ${limit.message ?? 'a limit stops the next model call'}\n`,
-        );
-        const flag = limitFlag(limit.details?.scope, limit.details?.dimension);
-        process.stdout.write(`  → oar limit ${sessionId} ${flag ?? '--turn-cost USD'} <higher>${store}\n`);
-      }
-    }
-    process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
-  }
-  // Interrupted here (Ctrl-C) or from anywhere else (`oar interrupt`): the turn was cancelled either way.
-  if (interrupted || result.status === 'cancelled') return EXIT.cancelled;
-  return result.status === 'completed' ? EXIT.ok : result.status === 'waiting' ? EXIT.waiting : EXIT.failed;
-}
-
-interface ResumeOptions extends RunOptions {
-  all?: boolean;
-}
-
-/**
- * `oar resume`: with no session, list what is resumable and resume nothing; with sessions (or --all), drive
- * exactly those. Decision flags apply to the named sessions only.
- */
-async function resume(sessionIds: string[], options: ResumeOptions): Promise<number> {
-  const approvals = approvalMode(options);
-  if (sessionIds.length === 0 && !options.all) {
-    const opened = await openForReading(options);
-    return withRuntime(opened, async (runtime) => {
-      const resumable = await readSettled(() => runtime.resumableSessions());
-      if (options.json) printJson(resumable);
-      else if (resumable.length === 0) process.stdout.write('nothing to resume\n');
-      else {
-        process.stdout.write('resumable sessions (resume one with `oar resume SESSION`, or all with --all):\n');
-        for (const r of resumable) process.stdout.write(`  ${r.sessionId}  ${r.reason}\n`);
-      }
-      return 0;
-    });
-  }
-  const opened = await openForSessions(options, options.all ? 'all' : sessionIds);
-  return withRuntime(opened, async (runtime) => {
-    // Reads of what the store holds ride out a briefly unreachable store, like every other CLI read (readSettled).
-    const targets = options.all
-      ? (await readSettled(() => runtime.resumableSessions())).map((r) => r.sessionId)
-      : sessionIds;
-    let waiting = 0;
-    for (const sessionId of targets) {
-      const { snapshot } = await readSettled(() => runtime.getSession({ sessionId, limit: 0 }));
-      await runtime.worker?.look(sessionId);
-      for (const thread of snapshot.threads) noteHolder(runtime, thread.threadId, options.json === true);
-      const main = snapshot.threads[0];
-      const turnId = main?.activeTurnId ?? main?.turns.at(-1)?.turnId ?? '';
-      const result = await driveSession(runtime, sessionId, turnId, { json: options.json === true, approvals });
-      if (result.status === 'waiting') waiting++;
-    }
-    if (!options.json) process.stdout.write(`resumed; ${waiting} session(s) still waiting for a decision\n`);
-    return waiting > 0 ? 3 : 0;
-  });
-}
-
-interface SessionUpdateOptions extends GlobalOptions {
-  permissionMode?: string;
-  fromConfig?: boolean;
-  json?: boolean;
-}
-
-/** `oar session update`: change a session's binding, recorded as a fact; effective from its next turn. */
-async function updateSession(sessionId: string, options: SessionUpdateOptions): Promise<number> {
-  const opened = await openRuntime(options, []);
-  return withRuntime(opened, async (runtime) => {
-    const template = runtime.defaultBinding;
-    const update: BindingUpdate = {};
-    if (options.fromConfig) {
-      const { workspaceRoot: _workspace, ...fromConfig } = template;
-      Object.assign(update, fromConfig);
-      // The template leaves an empty list out; a config that says `"secrets": {"env": []}` asks for none, one that
-      // says nothing about secrets leaves the session's names as they are (they keep values out of the record).
-      if (opened.config.secrets?.env.length === 0) update.secrets = { env: [] };
-      // Pipelines and services are the file's: none in the file clears the session's (the template omits empties).
-      update.pipelines = template.pipelines ?? [];
-      update.services = template.services ?? [];
-    }
-    if (options.model) update.model = template.model;
-    if (options.workspace) update.workspaceRoot = template.workspaceRoot;
-    if (options.permissionMode) {
-      if (!PERMISSION_MODES.includes(options.permissionMode as PermissionMode)) {
-        throw new UsageError(
-          oarError('invalid_option', `--permission-mode must be one of ${PERMISSION_MODES.join(', ')}`),
-        );
-      }
-      const current = (await runtime.getBinding(sessionId))?.binding.permissions ?? template.permissions;
-      update.permissions = { ...current, mode: options.permissionMode as PermissionMode };
-    }
-    if (Object.keys(update).length === 0) {
-      throw new UsageError(
-        oarError('invalid_option', 'nothing to update: give --model, --workspace, --permission-mode or --from-config'),
-      );
-    }
-    if (options.model) {
-      // The main agent's own model would shadow the new default: the flag means "this session's model". A name
-      // from this config's `models` comes along, or the session could not resolve it.
-      const bound = (await runtime.getBinding(sessionId))?.binding ?? template;
-      const { model: _own, ...mainAgent } = update.mainAgent ?? bound.mainAgent;
-      update.mainAgent = mainAgent;
-      update.models = { ...bound.models, ...template.models, ...update.models };
-    }
-    // Checked before it is recorded: an update that cannot run (a missing script, key or module) changes nothing.
-    const result = await runtime.updateBinding({ sessionId, update });
-    if (options.json) printJson(result);
-    else if (result.changed.length === 0) process.stdout.write(`session ${sessionId}: binding unchanged\n`);
-    else
-      process.stdout.write(
-        `session ${sessionId}: binding ${result.bindingHash.slice(0, 19)}… (${result.changed.join(', ')} changed; from the next turn)\n`,
-      );
-    return 0;
-  });
-}
-
 /** `oar limit`'s limit flags: the flag, the limit it sets (`scope.dimension`), what it is. */
-const LIMIT_FLAGS = [
+export const LIMIT_FLAGS = [
   ['--turn-tokens', 'turn.tokens', 'tokens per turn'],
   ['--turn-cost', 'turn.costUsd', 'US dollars per turn'],
   ['--turn-calls', 'turn.modelCalls', 'model calls per turn'],
@@ -442,12 +29,7 @@ const LIMIT_FLAGS = [
   ['--session-time', 'session.wallTimeMs', "wall time of the session's turns, in ms"],
 ] as const;
 
-const camel = (flag: string) => flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
-
-/** The `oar limit` flag that raises a limit (`turn`, `costUsd` → `--turn-cost`). */
-function limitFlag(scope: string | undefined, dimension: string | undefined): string | undefined {
-  return LIMIT_FLAGS.find(([, path]) => path === `${scope}.${dimension}`)?.[0];
-}
+export const camel = (flag: string) => flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /** The options every command over a store takes. */
 export function globals(command: Command): Command {
@@ -479,7 +61,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
       'attach a file to the turn (repeatable): stored as an artifact, shown to the agent by ref',
       (file: string, files: string[] = []) => [...files, file],
     )
-    .action(async (prompt: string, options: RunOptions) => setExit(await run(prompt, options)));
+    .action(async (prompt: string, options: RunOptions) => setExit(await (await actions()).run(prompt, options)));
 
   globals(program.command('resume'))
     .description(
@@ -490,7 +72,9 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--json', 'print events as NDJSON')
     .option('--approve-all', 'approve pending decisions of the named sessions')
     .option('--deny-all', 'deny pending decisions of the named sessions')
-    .action(async (sessions: string[], options: ResumeOptions) => setExit(await resume(sessions, options)));
+    .action(async (sessions: string[], options: ResumeOptions) =>
+      setExit(await (await actions()).resume(sessions, options)),
+    );
 
   globals(program.command('respond'))
     .description(
@@ -508,24 +92,7 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
         actionId: string,
         decision: string,
         options: RunOptions & { reason?: string; text?: string },
-      ) => {
-        const opened = await openForSessions(options, [sessionId]);
-        setExit(
-          await withRuntime(opened, async (runtime) => {
-            const after = await runtime.queries.lastSequence(sessionId);
-            const printer = attachPrinter(runtime, sessionId, options.json === true, after, streaming(options));
-            await runtime.respondAction({
-              sessionId,
-              actionId,
-              decision: decision as 'approve',
-              ...(options.reason ? { reason: options.reason } : {}),
-              ...(options.text ? { payload: { text: options.text } } : {}),
-            });
-            // The outcome to report is the main thread's turn: a sub-agent's decision continues it too.
-            return continueAndReport(runtime, sessionId, printer, options, opened.store.location);
-          }),
-        );
-      },
+      ) => setExit(await (await actions()).respond(sessionId, actionId, decision, options)),
     );
 
   const limits = globals(program.command('limit'))
@@ -540,40 +107,9 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--low-at <fraction>', 'the fraction of a limit at which quota.low is recorded (0..1)')
     .option('--reason <text>', 'why')
     .option('--json', 'print events as NDJSON, then the result')
-    .action(async (sessionId: string, options: RunOptions & Record<string, string | undefined>) => {
-      const opened = await openForSessions(options, [sessionId]);
-      setExit(
-        await withRuntime(opened, async (runtime) => {
-          const after = await runtime.queries.lastSequence(sessionId);
-          const change: ChangeLimitsInput = { sessionId, changedBy: 'cli' };
-          for (const [flag, path] of LIMIT_FLAGS) {
-            const raw = options[camel(flag)];
-            if (raw === undefined) continue;
-            const [scope, dimension] = path.split('.') as ['turn' | 'session', BudgetDimension];
-            const value =
-              raw.trim() === 'none' ? null : Number.isNaN(Number(raw)) || raw.trim() === '' ? raw : Number(raw);
-            change[scope] = { ...change[scope], [dimension]: value as number | null };
-          }
-          if (options.onExceeded !== undefined) change.onExceeded = options.onExceeded as 'wait';
-          if (options.lowAt !== undefined) change.lowAt = Number(options.lowAt);
-          if (options.reason) change.reason = options.reason;
-          const printer = attachPrinter(runtime, sessionId, options.json === true, after, streaming(options));
-          const changed = await runtime.changeLimits(change);
-          if (!options.json) {
-            for (const c of changed.changes) {
-              process.stdout.write(`  ${c.scope}.${c.dimension}: ${c.from ?? 'none'} → ${c.to ?? 'none'}\n`);
-            }
-          }
-          if (changed.resumed.length === 0) {
-            await printer.stop();
-            if (options.json) printJson({ result: { sessionId, ...changed } });
-            return EXIT.ok;
-          }
-          // A turn waited for a budget: it continues here, and its outcome is reported like a respond's.
-          return continueAndReport(runtime, sessionId, printer, options, opened.store.location);
-        }),
-      );
-    });
+    .action(async (sessionId: string, options: RunOptions & Record<string, string | undefined>) =>
+      setExit(await (await actions()).limit(sessionId, options)),
+    );
 
   globals(program.command('interrupt'))
     .description('interrupt the running turn of a session (whichever process drives it stops within one step)')
@@ -581,20 +117,8 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--thread <id>', 'the thread (default: the main thread)')
     .option('--reason <text>', 'why')
     .option('--json', 'print the result as JSON')
-    .action(
-      async (sessionId: string, options: GlobalOptions & { thread?: string; reason?: string; json?: boolean }) => {
-        const opened = await openForReading(options);
-        await withRuntime(opened, async (runtime) => {
-          const result = await runtime.interruptTurn({
-            sessionId,
-            ...(options.thread ? { threadId: options.thread } : {}),
-            ...(options.reason ? { reason: options.reason } : {}),
-          });
-          if (options.json) printJson(result);
-          else if (!result.interrupted) process.stdout.write('no turn is running\n');
-          else process.stdout.write(`turn ${result.turnId}: ${result.status}\n`);
-        });
-      },
+    .action(async (sessionId: string, options: GlobalOptions & { thread?: string; reason?: string; json?: boolean }) =>
+      setExit(await (await actions()).interrupt(sessionId, options)),
     );
 
   globals(program.command('compact'))
@@ -605,49 +129,18 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--thread <id>', 'the thread (default: the main thread)')
     .option('--reason <text>', 'why (recorded with the request)')
     .option('--json', 'print the result as JSON')
-    .action(
-      async (sessionId: string, options: GlobalOptions & { thread?: string; reason?: string; json?: boolean }) => {
-        // A durable request the thread's worker acts on: this process drives the session while it waits, unless
-        // another process holds the thread (its worker compacts then).
-        const opened = await openForSessions(options, [sessionId]);
-        setExit(
-          await withRuntime(opened, async (runtime) => {
-            const result = await runtime.compact({
-              sessionId,
-              ...(options.thread ? { threadId: options.thread } : {}),
-              ...(options.reason ? { reason: options.reason } : {}),
-            });
-            if (options.json) printJson(result);
-            else if (result.status === 'completed') {
-              process.stdout.write(
-                `compacted ${result.affectedTurns?.length ?? 0} turn(s) of thread ${result.threadId}: ${result.tokensBefore} → ${result.tokensAfter} tokens (${result.summarySource} summary, ${result.summaryRef})\n`,
-              );
-            } else if (result.status === 'requested') {
-              process.stdout.write(
-                `compaction ${result.requestId} requested; the thread's worker has not acted on it yet\n`,
-              );
-            }
-            if (result.status === 'failed' && result.error) {
-              process.stderr.write(`${JSON.stringify({ error: redactedForOutput(result.error) })}\n`);
-              return EXIT.failed;
-            }
-            return EXIT.ok;
-          }),
-        );
-      },
+    .action(async (sessionId: string, options: GlobalOptions & { thread?: string; reason?: string; json?: boolean }) =>
+      setExit(await (await actions()).compact(sessionId, options)),
     );
 
   const session = program.command('session').description("show or change a session's binding");
   globals(session.command('show'))
     .description('print the binding a session runs with (agents, models, workspace, tools, permissions, limits)')
     .argument('<session>', 'session id')
-    .action(async (sessionId: string, options: GlobalOptions) => {
-      const opened = await openForReading(options);
-      await withRuntime(opened, async (runtime) => {
-        const bound = await runtime.getBinding(sessionId);
-        printJson(bound ?? { binding: null, note: 'created before bindings: runs with the configuration at hand' });
-      });
-    });
+    .action(async (sessionId: string, options: GlobalOptions) =>
+      setExit(await (await actions()).showSession(sessionId, options)),
+    );
+
   globals(session.command('update'))
     .description("change a session's binding (recorded; effective from its next turn)")
     .argument('<session>', 'session id')
@@ -660,25 +153,15 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     )
     .option('--json', 'print the result as JSON')
     .action(async (sessionId: string, options: SessionUpdateOptions) =>
-      setExit(await updateSession(sessionId, options)),
+      setExit(await (await actions()).updateSession(sessionId, options)),
     );
 
   globals(program.command('sessions'))
     .description('list sessions in the store')
     .option('--json', 'print JSON')
-    .action(async (options: GlobalOptions & { json?: boolean }) => {
-      const opened = await openForReading(options);
-      await withRuntime(opened, async (runtime) => {
-        const sessions = await runtime.listSessions();
-        if (options.json) printJson(sessions);
-        else if (sessions.length === 0) process.stdout.write('no sessions\n');
-        else
-          for (const s of sessions)
-            process.stdout.write(
-              `${s.sessionId}  ${s.updatedAt}  ${String(s.events).padStart(5)} events  ${s.title ?? ''}\n`,
-            );
-      });
-    });
+    .action(async (options: GlobalOptions & { json?: boolean }) =>
+      setExit(await (await actions()).listSessions(options)),
+    );
 
   globals(program.command('events'))
     .description('print the event log of a session')
@@ -686,175 +169,31 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     .option('--json', 'NDJSON, one event per line')
     .option('--after <sequence>', 'only events after this sequence', '0')
     .option('--follow', 'keep printing new events until interrupted')
-    .action(async (sessionId: string, options: GlobalOptions & { json?: boolean; after: string; follow?: boolean }) => {
-      const opened = await openForReading(options);
-      await withRuntime(opened, async (runtime) => {
-        let after = Number(options.after);
-        if (!Number.isInteger(after) || after < 0)
-          throw new UsageError(oarError('invalid_option', '--after must be a sequence number'));
-        const agents = new Map<string, string>();
-        // An unknown session is an error whatever the cursor (with --follow it used to poll forever).
-        await runtime.getSession({ sessionId, limit: 0 });
-        const print = (event: RuntimeEvent) => {
-          if (options.json) process.stdout.write(`${JSON.stringify(event)}\n`);
-          else {
-            const line = renderEvent(event, agents);
-            process.stdout.write(
-              `${String(event.sequence).padStart(5)} ${event.timestamp} ${event.type}${line ? `  ${line.trim()}` : ''}\n`,
-            );
-          }
-        };
-        if (!options.follow) {
-          for (let events = await runtime.log.read(sessionId, { after, limit: 1000 }); events.length > 0; ) {
-            for (const event of events) print(event);
-            after = events.at(-1)?.sequence ?? after;
-            events = await runtime.log.read(sessionId, { after, limit: 1000 });
-          }
-          return;
-        }
-        // Following: the runtime's subscription (catch-up from the log, then each commit as the notifier reports
-        // it, from this process or any other on the store) until Ctrl-C.
-        const stop = new AbortController();
-        const onSignal = () => stop.abort();
-        process.once('SIGINT', onSignal);
-        process.once('SIGTERM', onSignal);
-        try {
-          for await (const event of runtime.subscribe(sessionId, { after, signal: stop.signal })) print(event);
-        } finally {
-          process.off('SIGINT', onSignal);
-          process.off('SIGTERM', onSignal);
-        }
-      });
-    });
+    .action(async (sessionId: string, options: GlobalOptions & { json?: boolean; after: string; follow?: boolean }) =>
+      setExit(await (await actions()).events(sessionId, options)),
+    );
 
   globals(program.command('inspect'))
     .description('show the session snapshot: threads, turns, pending decisions, tasks, usage')
     .argument('<session>', 'session id')
     .option('--json', 'print the snapshot as JSON (the published snapshot schema)')
-    .action(async (sessionId: string, options: GlobalOptions & { json?: boolean }) => {
-      const opened = await openForReading(options);
-      await withRuntime(opened, async (runtime) => {
-        const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
-        if (options.json) {
-          printJson(snapshot);
-          return;
-        }
-        process.stdout.write(`session ${snapshot.sessionId}${snapshot.title ? ` — ${snapshot.title}` : ''}\n`);
-        const details = await requestDetails(runtime, sessionId);
-        for (const thread of snapshot.threads) {
-          process.stdout.write(`  thread ${thread.threadId} [${thread.status}] ${thread.turns.length} turn(s)\n`);
-          for (const p of thread.pendingRequests) {
-            process.stdout.write(`    pending ${p.actionId}: ${p.prompt}\n`);
-            for (const line of details.get(p.actionId)?.lines ?? []) process.stdout.write(`      ${line}\n`);
-          }
-          for (const turn of thread.turns) {
-            if (turn.status !== 'waiting_resource') continue;
-            const wait = (turn.limitState ?? {}) as { kind?: string; reason?: string; message?: string };
-            process.stdout.write(
-              `    turn ${turn.turnId} waiting_resource (${wait.kind ?? 'resource'}: ${wait.message ?? wait.reason ?? 'a limit'})\n`,
-            );
-          }
-          for (const q of thread.queuedTurns) process.stdout.write(`    queued ${q.queuedTurnId} #${q.position}\n`);
-          for (const i of thread.incidents) process.stdout.write(`    ${i.severity} ${i.code}: ${i.message}\n`);
-          const boundary = (thread.history as { contextBoundary?: Record<string, unknown> } | undefined)
-            ?.contextBoundary;
-          if (boundary) {
-            process.stdout.write(
-              `    context compacted through turn ${boundary.throughTurnId} (${boundary.compactedTurns} turn(s), ${boundary.summarySource} summary ${boundary.summaryRef})\n`,
-            );
-          }
-        }
-        const t = snapshot.taskSummary;
-        process.stdout.write(
-          `  tasks: ${t.total ?? 0} total, ${t.completed ?? 0} completed, ${t.failed ?? 0} failed, ${t.waiting ?? 0} waiting\n`,
-        );
-        const usage = snapshot.telemetrySummary.usage;
-        if (usage) {
-          // The cache and reasoning counts are parts of the input and output counts, shown when reported.
-          const parts = [
-            ...(usage.cachedInputTokens ? [`${usage.cachedInputTokens} of them cached`] : []),
-            ...(usage.reasoningTokens ? [`${usage.reasoningTokens} reasoning`] : []),
-          ];
-          const extra = parts.length > 0 ? ` (${parts.join(', ')})` : '';
-          process.stdout.write(`  tokens: ${usage.inputTokens ?? 0} in, ${usage.outputTokens ?? 0} out${extra}\n`);
-        }
-        const cost = snapshot.routingLimitSummary.costState as { amount?: number; pricedCalls?: number } | undefined;
-        if (cost?.amount !== undefined) {
-          process.stdout.write(
-            `  cost: ~$${cost.amount.toFixed(4)} for ${cost.pricedCalls ?? 0} priced call(s) (approximate list prices)\n`,
-          );
-        }
-        const limit = snapshot.routingLimitSummary.limitState as
-          | {
-              turn?: Record<string, number>;
-              session?: Record<string, number>;
-              onExceeded?: string;
-              sessionSpent?: Record<string, number>;
-            }
-          | undefined;
-        if (limit?.turn) {
-          const list = (limits: Record<string, number> | undefined) =>
-            Object.entries(limits ?? {})
-              .map(([k, v]) => `${k} ${v}`)
-              .join(', ') || 'none';
-          const spent = limit.sessionSpent ?? {};
-          process.stdout.write(
-            `  budgets: turn ${list(limit.turn)}; session ${list(limit.session)}; on exceeded: ${limit.onExceeded ?? 'wait'}; session spent: ${spent.tokens ?? 0} tokens, ~$${(spent.costUsd ?? 0).toFixed(4)}, ${spent.modelCalls ?? 0} call(s)\n`,
-          );
-        }
-        const rate = (snapshot.routingLimitSummary.limitState as Record<string, unknown> | undefined)?.rateLimits as
-          | { hits?: number; last?: { modelId?: string; at?: string; retryAfterMs?: number } }
-          | undefined;
-        if (rate?.last) {
-          const wait = rate.last.retryAfterMs !== undefined ? `, retry-after ${rate.last.retryAfterMs} ms` : '';
-          process.stdout.write(
-            `  rate limits: ${rate.hits ?? 1} hit(s), last on ${rate.last.modelId} at ${rate.last.at}${wait}\n`,
-          );
-        }
-        const routing = snapshot.routingLimitSummary;
-        if (routing.selectedModel) {
-          const fallback = routing.fallback
-            ? ` (fell back from ${routing.fallback.from} on ${routing.fallback.trigger} after ${routing.fallback.attempts ?? 1} attempt(s))`
-            : '';
-          const chosen = routing.reason ? `; ${routing.reason}` : '';
-          process.stdout.write(
-            `  model: ${routing.selectedModel}${fallback}, ${routing.candidateCount ?? 1} candidate(s)${chosen}\n`,
-          );
-        }
-      });
-    });
+    .action(async (sessionId: string, options: GlobalOptions & { json?: boolean }) =>
+      setExit(await (await actions()).inspect(sessionId, options)),
+    );
 
   globals(program.command('replay'))
     .description('rebuild every read model of a session from its event log and diff with the stored ones')
     .argument('<session>', 'session id')
-    .action(async (sessionId: string, options: GlobalOptions) => {
-      const opened = await openForReading(options);
-      setExit(
-        await withRuntime(opened, async (runtime) => {
-          const result = await runtime.replaySession(sessionId);
-          printJson(result);
-          return result.equal ? 0 : 1;
-        }),
-      );
-    });
+    .action(async (sessionId: string, options: GlobalOptions) =>
+      setExit(await (await actions()).replaySession(sessionId, options)),
+    );
 
   globals(program.command('export'))
     .description('export a session: the replay (events + snapshot) or, with --evidence, the evidence pack')
     .argument('<session>', 'session id')
     .option('--evidence', 'export the evidence pack (timeline, failures, artifact refs, correlation ids)')
     .option('--out <file>', 'write to a file instead of standard output')
-    .action(async (sessionId: string, options: GlobalOptions & { evidence?: boolean; out?: string }) => {
-      const opened = await openForReading(options);
-      await withRuntime(opened, async (runtime) => {
-        const data = options.evidence ? await runtime.exportEvidence(sessionId) : await runtime.exportReplay(sessionId);
-        if (options.out) {
-          await writeFile(options.out, `${JSON.stringify(data, null, 2)}\n`).catch((error: NodeJS.ErrnoException) => {
-            throw new UsageError(
-              oarError('file_unwritable', `cannot write ${options.out}: ${error.code ?? error.message}`),
-            );
-          });
-          process.stderr.write(`wrote ${options.out}\n`);
-        } else printJson(data);
-      });
-    });
+    .action(async (sessionId: string, options: GlobalOptions & { evidence?: boolean; out?: string }) =>
+      setExit(await (await actions()).exportSession(sessionId, options)),
+    );
 }

@@ -1,21 +1,10 @@
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { oarError } from '@oar/protocol';
-import {
-  type ApiKeyScope,
-  ApiKeyScopeSchema,
-  buildRuntime,
-  CONFIG_FILE,
-  DEFAULT_WORKSPACE,
-  loadConfig,
-  Store,
-  Workspaces,
-} from '@oar/runtime';
-import { createLogger, startServer } from '@oar/server';
+import type { ApiKeyScope, Workspaces } from '@oar/runtime';
+import { CONFIG_FILE, DEFAULT_WORKSPACE } from '@oar/runtime/constants';
 import type { Command } from 'commander';
 import { DEMO_PROMPT, prepareDemo } from './demo.js';
-import { printJson, UsageError } from './io.js';
 
 /**
  * `oar serve` (the HTTP API and, unless `--no-worker`, a worker for every session of the store) and the commands
@@ -34,18 +23,32 @@ interface ServeOptions {
   maxBody?: string;
 }
 
-/** The built web console (`@oar/console`'s dist/), when it is installed and built. */
+/**
+ * The web console's built files, shipped inside @oar/server (its console/ folder, copied from the private @oar/console
+ * package by `npm run build` and before packing); none: the API only.
+ */
 export function consoleDirectory(): string | undefined {
   try {
-    const dir = join(dirname(fileURLToPath(import.meta.resolve('@oar/console/package.json'))), 'dist');
+    const dir = join(dirname(fileURLToPath(import.meta.resolve('@oar/server/package.json'))), 'console');
     return existsSync(join(dir, 'index.html')) ? dir : undefined;
   } catch {
     return undefined;
   }
 }
 
-function portOf(text: string | undefined): number {
+/** What the commands below need when they run (`serve` the server too); imported then, not for `oar --help`. */
+async function load() {
+  const [{ oarError }, runtime, io] = await Promise.all([
+    import('@oar/protocol'),
+    import('@oar/runtime'),
+    import('./io.js'),
+  ]);
+  return { oarError, ...runtime, ...io };
+}
+
+async function portOf(text: string | undefined): Promise<number> {
   if (text === undefined) return 8787;
+  const { oarError, UsageError } = await load();
   const port = Number(text);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
     throw new UsageError(oarError('invalid_option', `--port must be 0-65535 (0: any free port), not "${text}"`));
@@ -54,8 +57,12 @@ function portOf(text: string | undefined): number {
 }
 
 async function serve(options: ServeOptions): Promise<number> {
+  const [{ buildRuntime, loadConfig, oarError, UsageError }, { createLogger, startServer }] = await Promise.all([
+    load(),
+    import('@oar/server'),
+  ]);
   const cwd = process.cwd();
-  const port = portOf(options.port);
+  const port = await portOf(options.port);
   const maxBodyBytes = options.maxBody === undefined ? undefined : Number(options.maxBody);
   if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes > 0)) {
     throw new UsageError(oarError('invalid_option', `--max-body must be a positive number of bytes`));
@@ -87,7 +94,7 @@ async function serve(options: ServeOptions): Promise<number> {
   });
   const lines = [
     `OAR is serving at ${server.url}`,
-    consoleDir ? `  console: ${server.url}/` : '  console: not built (npm run build -w @oar/console): API only',
+    consoleDir ? `  console: ${server.url}/` : '  console: not built (npm run build:console): API only',
     `  API:     ${server.url}/v1   (OpenAPI: ${server.url}/v1/openapi.json)`,
   ];
   lines.push(`  store:   ${runtime.store.location}`);
@@ -122,10 +129,16 @@ async function serve(options: ServeOptions): Promise<number> {
   return 0;
 }
 
-async function withWorkspaces<T>(options: { store?: string; config?: string }, fn: (w: Workspaces) => Promise<T>) {
+/** `create`: whether a store that does not exist yet is made (creating a key or a workspace), or reported (the rest). */
+async function withWorkspaces<T>(
+  options: { store?: string; config?: string },
+  create: boolean,
+  fn: (w: Workspaces) => Promise<T>,
+) {
+  const { loadConfig, Store, Workspaces } = await load();
   const cwd = process.cwd();
   const { config } = await loadConfig(options.config, cwd);
-  const store = await Store.open(options.store ?? process.env.OAR_STORE ?? config.store, { cwd });
+  const store = await Store.open(options.store ?? process.env.OAR_STORE ?? config.store, { cwd, create });
   try {
     return await fn(new Workspaces(store));
   } finally {
@@ -133,7 +146,8 @@ async function withWorkspaces<T>(options: { store?: string; config?: string }, f
   }
 }
 
-function scopeOf(text: string): ApiKeyScope {
+async function scopeOf(text: string): Promise<ApiKeyScope> {
+  const { ApiKeyScopeSchema, oarError, UsageError } = await load();
   const parsed = ApiKeyScopeSchema.safeParse(text);
   if (!parsed.success) {
     throw new UsageError(oarError('invalid_option', `--scope must be admin, operator or viewer, not "${text}"`));
@@ -177,10 +191,12 @@ export function registerServeCommands(program: Command, setExit: (code: number) 
         config?: string;
         json?: boolean;
       }) => {
-        const created = await withWorkspaces(o, (w) =>
+        const { printJson } = await load();
+        const scope = await scopeOf(o.scope);
+        const created = await withWorkspaces(o, true, (w) =>
           w.createKey({
             workspaceId: o.workspaceId,
-            scope: scopeOf(o.scope),
+            scope,
             name: o.name,
             ...(o.expires ? { expiresAt: o.expires } : {}),
           }),
@@ -202,7 +218,8 @@ export function registerServeCommands(program: Command, setExit: (code: number) 
     .option('--config <file>', 'configuration file')
     .option('--json', 'print JSON')
     .action(async (o: { workspaceId?: string; store?: string; config?: string; json?: boolean }) => {
-      const list = await withWorkspaces(o, (w) => w.listKeys(o.workspaceId));
+      const { printJson } = await load();
+      const list = await withWorkspaces(o, false, (w) => w.listKeys(o.workspaceId));
       if (o.json) printJson(list);
       else if (list.length === 0) process.stdout.write('no API keys\n');
       else {
@@ -223,7 +240,8 @@ export function registerServeCommands(program: Command, setExit: (code: number) 
     .option('--config <file>', 'configuration file')
     .option('--json', 'print JSON')
     .action(async (keyId: string, o: { store?: string; config?: string; json?: boolean }) => {
-      const record = await withWorkspaces(o, (w) => w.revokeKey(keyId));
+      const { printJson } = await load();
+      const record = await withWorkspaces(o, false, (w) => w.revokeKey(keyId));
       if (o.json) printJson(record);
       else process.stdout.write(`revoked ${record.keyId} (${record.prefix}…)\n`);
       setExit(0);
@@ -239,7 +257,8 @@ export function registerServeCommands(program: Command, setExit: (code: number) 
     .option('--config <file>', 'configuration file')
     .option('--json', 'print JSON')
     .action(async (name: string, o: { id?: string; store?: string; config?: string; json?: boolean }) => {
-      const created = await withWorkspaces(o, (w) => w.create({ name, ...(o.id ? { workspaceId: o.id } : {}) }));
+      const { printJson } = await load();
+      const created = await withWorkspaces(o, true, (w) => w.create({ name, ...(o.id ? { workspaceId: o.id } : {}) }));
       if (o.json) printJson(created);
       else process.stdout.write(`${created.workspaceId}  ${created.name}\n`);
       setExit(0);
@@ -251,7 +270,8 @@ export function registerServeCommands(program: Command, setExit: (code: number) 
     .option('--config <file>', 'configuration file')
     .option('--json', 'print JSON')
     .action(async (o: { store?: string; config?: string; json?: boolean }) => {
-      const list = await withWorkspaces(o, (w) => w.list());
+      const { printJson } = await load();
+      const list = await withWorkspaces(o, false, (w) => w.list());
       if (o.json) printJson(list);
       else for (const w of list) process.stdout.write(`${w.workspaceId}  ${w.name}\n`);
       setExit(0);

@@ -1,4 +1,3 @@
-import { setGlobalTracerProvider } from '@oar/runtime';
 import type { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
 
 /**
@@ -29,10 +28,12 @@ export async function tracingFromEnv(
   const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
   if (!(exporters.length > 0 ? exporters.includes('otlp') : Boolean(endpoint))) return undefined;
   // Loaded only when asked for: the SDK and exporter cost every other command a noticeable start-up time.
-  const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }] = await Promise.all([
-    import('@opentelemetry/sdk-trace-base'),
-    import('@opentelemetry/exporter-trace-otlp-http'),
-  ]);
+  const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { setGlobalTracerProvider }] =
+    await Promise.all([
+      import('@opentelemetry/sdk-trace-base'),
+      import('@opentelemetry/exporter-trace-otlp-http'),
+      import('@oar/runtime'),
+    ]);
   const provider = new BasicTracerProvider({
     resource: resourceFromEnv(env, version),
     spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],

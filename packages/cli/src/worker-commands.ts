@@ -1,9 +1,5 @@
-import { oarError } from '@oar/protocol';
-import { buildRuntime, loadConfig, OarRuntimeError, ownerName } from '@oar/runtime';
 import type { Command } from 'commander';
-import { UsageError } from './io.js';
-import { type GlobalOptions, globals, mainTurnId, openForSessions, report } from './runtime-commands.js';
-import { driveSession } from './session-driver.js';
+import { type GlobalOptions, globals } from './runtime-commands.js';
 
 /**
  * The scale-out processes (docs/deployment.md): `oar worker` executes turns of every session of the store, and
@@ -16,9 +12,22 @@ interface WorkerCommandOptions extends GlobalOptions {
   drainSeconds?: string;
 }
 
+/** What the commands below need when they run; imported then, not when `oar --help` lists them. */
+async function load() {
+  const [{ oarError }, runtime, io, actions, driver] = await Promise.all([
+    import('@oar/protocol'),
+    import('@oar/runtime'),
+    import('./io.js'),
+    import('./runtime-actions.js'),
+    import('./session-driver.js'),
+  ]);
+  return { oarError, ...runtime, ...io, ...actions, ...driver };
+}
+
 /** A positive integer option, or a usage error naming it. */
-function positive(name: string, text: string | undefined, fallback: number): number {
+async function positive(name: string, text: string | undefined, fallback: number): Promise<number> {
   if (text === undefined) return fallback;
+  const { oarError, UsageError } = await load();
   const value = Number(text);
   if (!Number.isInteger(value) || value < 1) {
     throw new UsageError(oarError('invalid_option', `${name} must be a positive whole number, not "${text}"`));
@@ -30,10 +39,11 @@ function positive(name: string, text: string | undefined, fallback: number): num
 const DRAIN_SECONDS = 30;
 
 async function worker(options: WorkerCommandOptions): Promise<number> {
+  const { buildRuntime, loadConfig, oarError, ownerName, UsageError } = await load();
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
-  const concurrency = positive('--concurrency', options.concurrency, config.worker.concurrency ?? 16);
-  const drainMs = positive('--drain-seconds', options.drainSeconds, DRAIN_SECONDS) * 1000;
+  const concurrency = await positive('--concurrency', options.concurrency, config.worker.concurrency ?? 16);
+  const drainMs = (await positive('--drain-seconds', options.drainSeconds, DRAIN_SECONDS)) * 1000;
   if (options.id !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(options.id)) {
     throw new UsageError(oarError('invalid_option', '--id is 1-64 letters, digits, "_", "." or "-"'));
   }
@@ -79,7 +89,9 @@ interface WaitOptions extends GlobalOptions {
 }
 
 async function wait(sessionId: string, options: WaitOptions): Promise<number> {
-  const timeoutMs = options.timeout === undefined ? undefined : positive('--timeout', options.timeout, 1) * 1000;
+  const { driveSession, mainTurnId, OarRuntimeError, openForSessions, report, sessionNotInStore } = await load();
+  const timeoutMs =
+    options.timeout === undefined ? undefined : (await positive('--timeout', options.timeout, 1)) * 1000;
   // A control plane only: this process drives nothing, it waits for whichever worker runs the session.
   const { runtime, store } = await openForSessions(options, false);
   try {
@@ -99,6 +111,8 @@ async function wait(sessionId: string, options: WaitOptions): Promise<number> {
       });
     }
     return report(result, sessionId, options, store.location);
+  } catch (error) {
+    throw sessionNotInStore(error, store.location);
   } finally {
     await runtime.close();
     await store.close();

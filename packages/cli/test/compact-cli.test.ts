@@ -84,6 +84,8 @@ describe('oar compact', () => {
 
   it('an unknown session is a structured error', () => {
     const cwd = project(1);
+    // A store with no such session (without one, it is store_not_found: reading-cli.test.ts).
+    expect(oarIn(cwd, ['workspaces', 'create', 'team']).code).toBe(0);
     const missing = oarIn(cwd, ['compact', 'ses_nope']);
     expect(missing.code).toBe(2);
     expect(JSON.parse(missing.stderr.trim())).toMatchObject({ error: { code: 'session_not_found' } });

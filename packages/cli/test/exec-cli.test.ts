@@ -96,6 +96,38 @@ describe('oar run with the exec tool', () => {
     }
   });
 
+  it('a command that exits 1 shows as failed with its exit code (✗), never ✓', () => {
+    // No sandbox needed for this: the point is how a non-zero exit is shown and recorded.
+    const cwd = tempDir('oar-exec-exit-');
+    const command = ['node', '-e', "console.log('checking'); process.exit(1)"];
+    writeJson(cwd, 'script.json', {
+      steps: [
+        {
+          protocol: {
+            kind: 'act',
+            message: 'Checking.',
+            calls: [{ id: 'c', type: 'tool', name: 'exec', args: { command } }],
+          },
+        },
+        { protocol: { kind: 'answer', message: 'The check failed.' } },
+      ],
+    });
+    writeJson(cwd, 'oar.config.json', {
+      model: 'script:script.json',
+      tools: { exec: { env: ['PATH'], sandbox: { profile: 'none', unsandboxed: 'allow' } } },
+      permissions: { rules: [{ decision: 'allow', tool: 'exec', command: 'node' }] },
+    });
+    const run = oarIn(cwd, ['run', 'check']);
+    expect(run.code, run.stderr).toBe(0);
+    // The live line: ✗, "failed", and the exit status the summary leads with.
+    expect(run.stdout).toMatch(/✗ c exec failed — exit 1, /);
+    expect(run.stdout).not.toMatch(/✓ c /);
+    const events = ndjson(
+      oarIn(cwd, ['events', /session (ses_[A-Za-z0-9]+)/.exec(run.stdout)?.[1] as string, '--json']).stdout,
+    );
+    expect(events.find((e) => e.type === 'tool.result')?.payload).toMatchObject({ toolName: 'exec', isError: true });
+  });
+
   it('--json --stream prints the live output as process.output lines', (t) => {
     if (skip) t.skip();
     const cwd = project();

@@ -1,30 +1,23 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { POSTGRES_URL, postgresUnavailable } from '../../runtime/test/support/stores.js';
 import { repoRoot, tempDir } from './cli-helpers.js';
+import { readmeProgram } from './readme-program.js';
 
 /**
- * The README's library example, run as written (only the store URL swapped for PostgreSQL) in a real Node process:
- * it must answer, and after `close()` no timer may keep the process alive (seen before: the snippet hung for ~10 s
- * on PostgreSQL before exiting, held by the pool's idle timers).
+ * The README's embedding program ("Use OAR in your project"), run as written (only the store URL swapped for
+ * PostgreSQL) in a real Node process: it must answer, and after `close()` no timer may keep the process alive (seen
+ * before: the program hung for ~10 s on PostgreSQL before exiting, held by the pool's idle timers).
  */
-
-function readmeSnippet(): string {
-  const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
-  const library = readme.slice(readme.indexOf('## Library'));
-  const match = /```ts\n([\s\S]*?)```/.exec(library);
-  if (!match?.[1]) throw new Error('README has no ts block under "## Library"');
-  return match[1];
-}
 
 function runSnippet(storeUrl?: string) {
   const cwd = tempDir('oar-readme-');
   mkdirSync(join(cwd, 'examples/scripts'), { recursive: true });
   cpSync(join(repoRoot, 'examples/scripts/read-and-answer.json'), join(cwd, 'examples/scripts/read-and-answer.json'));
   writeFileSync(join(cwd, 'README.md'), '# A project\n\nIt says hello.\n');
-  let code = readmeSnippet();
+  let code = readmeProgram();
   if (storeUrl) code = code.replace(`Store.open('.oar/oar.db')`, `Store.open(${JSON.stringify(storeUrl)})`);
   // What still holds the event loop once the snippet has closed everything.
   code += `\nconsole.log('ACTIVE ' + JSON.stringify(process.getActiveResourcesInfo()));\n`;
@@ -33,7 +26,12 @@ function runSnippet(storeUrl?: string) {
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `readme-snippet-${process.pid}-${Date.now()}.mjs`);
   writeFileSync(file, code);
-  return spawnSync(process.execPath, [file], { cwd, encoding: 'utf8', timeout: 60_000 });
+  // The program takes its model spec as its argument: here the scripted model that reads README.md and answers.
+  return spawnSync(process.execPath, [file, 'script:examples/scripts/read-and-answer.json'], {
+    cwd,
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
 }
 
 function check(result: ReturnType<typeof runSnippet>) {

@@ -28,7 +28,8 @@ describe('oar demo', () => {
     expect(run.stdout).toContain('delegated to code-reviewer');
     expect(run.stdout).toContain('auto-approved: no terminal to ask in');
     expect(run.stdout).toContain('spilled to artifact');
-    expect(run.stdout).toContain('I asked to write the review to `REVIEW.md`');
+    // Auto-approved, so the answer says the write was approved (from the recorded outcome, not fixed text).
+    expect(run.stdout).toContain('The write was approved: the review is in `REVIEW.md`.');
     expect(existsSync(join(cwd, '.oar/oar.db'))).toBe(true);
     expect(readFileSync(join(cwd, '.oar/demo-workspace/REVIEW.md'), 'utf8')).toContain('postinstall');
     const sessionId = /session (ses_\w+) in/.exec(run.stdout)?.[1] ?? '';
@@ -178,6 +179,8 @@ describe('malformed model output through the binary', () => {
 describe('reading commands and bad input', () => {
   it('unknown session ids are structured errors with exit 2', () => {
     const cwd = tempDir();
+    // A store with no such session (without one, a reading command says store_not_found: reading-cli.test.ts).
+    expect(oarIn(cwd, ['workspaces', 'create', 'team']).code).toBe(0);
     for (const args of [
       ['inspect', 'ses_nope'],
       ['replay', 'ses_nope'],

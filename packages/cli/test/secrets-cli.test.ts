@@ -142,6 +142,8 @@ describe('the errors the oar binary prints are redacted', { timeout: 120_000 }, 
   it('an unknown session id that embeds a token, or is a provider key value', () => {
     const cwd = tempDir('oar-secrets-err-');
     dirs.push(cwd);
+    // A store with no such session (without one, a reading command says store_not_found: reading-cli.test.ts).
+    expect(oarIn(cwd, ['workspaces', 'create', 'team'], undefined, env).code).toBe(0);
     const shown = expectRedacted(oarIn(cwd, ['session', 'show', github], undefined, env), 'session_not_found');
     expect(shown).toContain('[REDACTED:github_token]');
     const inspected = expectRedacted(oarIn(cwd, ['inspect', `ses/${openai}`], undefined, env), 'session_not_found');

@@ -72,6 +72,11 @@ describe('detached turns, oar wait and oar worker on SQLite', { timeout: 120_000
       expect(result.code, `${args.join(' ')}: ${result.stderr}`).toBe(2);
       expect(structured(result).code, args.join(' ')).toBe('invalid_option');
     }
+    // No store here yet: waiting creates none, and says where it looked.
+    const nowhere = oarIn(cwd, ['wait', 'ses_doesnotexist']);
+    expect(nowhere.code, nowhere.stderr).toBe(2);
+    expect(structured(nowhere).code).toBe('store_not_found');
+    expect(oarIn(cwd, ['workspaces', 'create', 'team']).code).toBe(0);
     const unknown = oarIn(cwd, ['wait', 'ses_doesnotexist']);
     expect(unknown.code, unknown.stderr).toBe(2);
     expect(structured(unknown).code).toBe('session_not_found');

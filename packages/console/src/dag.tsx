@@ -9,7 +9,8 @@ import { type ActionNode, actionStatus, look, type RunGraph } from './model';
  * over the SVG edges: Tab reaches them, Enter or a click selects one.
  */
 
-const W = 196;
+/** Wide enough for a status and a target side by side ("✓ completed · code-reviewer", "‖ waiting permission · write"). */
+const W = 248;
 const H = 58;
 
 interface Laid {
@@ -100,7 +101,8 @@ export function Dag(props: {
               data-status={status}
               style={{ left: `${x}px`, top: `${y}px`, width: `${W}px`, height: `${H}px` }}
               aria-pressed={props.selected === a.id}
-              title={`${a.executorType}${a.target ? ` ${a.target}` : ''} · ${a.id}`}
+              // The whole label, status and target, also when a long one is cut to the node's width.
+              title={`${label} — ${status.replace(/_/g, ' ')} · ${a.executorType}${a.target ? ` ${a.target}` : ''} · ${a.id}`}
               onClick={() => props.onSelect(a)}
             >
               <span class="dag-title">

@@ -82,6 +82,17 @@ function detailOf(d: PendingDecision): Promise<Detail> {
   return load;
 }
 
+/**
+ * The question of a decision without the reason the runtime appends to its prompt ("Allow write on REVIEW.md?
+ * default mode asks…"): the reason has its own "Why:" line, so the card says it once.
+ */
+export function question(prompt: string | undefined, reason: string | undefined): string {
+  const text = (prompt ?? '').trim();
+  if (text === '') return 'A decision is needed.';
+  if (!reason || !text.endsWith(reason.trim()) || text.length === reason.trim().length) return text;
+  return text.slice(0, text.length - reason.trim().length).trim();
+}
+
 function DecisionDetail(props: { decision: PendingDecision }) {
   const [detail, setDetail] = useState<Detail | undefined>(undefined);
   useEffect(() => {
@@ -96,6 +107,7 @@ function DecisionDetail(props: { decision: PendingDecision }) {
   const reason = props.decision.reason ?? detail?.reason;
   return (
     <>
+      <div class="what">{question(props.decision.prompt, reason)}</div>
       {reason || detail?.rule !== undefined ? (
         <div class="why" data-why>
           <span class="muted">Why: </span>
@@ -278,7 +290,6 @@ export function InboxScreen() {
                     · {ago(d.requestedAt)}
                   </span>
                 </div>
-                <div class="what">{d.prompt ?? 'A decision is needed.'}</div>
                 <DecisionDetail decision={d} />
                 {selected && d.actionType === 'user_input' ? (
                   <textarea

@@ -20,7 +20,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const CHROMIUM = process.env.OAR_CHROMIUM ?? '/usr/bin/chromium';
 const here = dirname(fileURLToPath(import.meta.url));
 const consoleDir = resolve(here, '..');
-const dist = join(consoleDir, 'dist');
 const demoAssets = resolve(here, '../../cli/demo');
 const shots = resolve(here, '../../../test-results/console');
 const DEMO_PROMPT =
@@ -89,7 +88,7 @@ async function start(env: Env): Promise<void> {
   env.server = await startServer({
     runtime,
     port: env.port ?? 0,
-    consoleDir: dist,
+    consoleDir: join(env.dir, 'console-dist'),
     logger: silent(),
     ...(env.key ? { adminKey: env.key } : {}),
   });
@@ -115,13 +114,25 @@ describe.skipIf(!available)('the web console in Chromium', () => {
   const errors: string[] = [];
 
   beforeAll(async () => {
-    // Built from the sources under test (half a second), so the test never runs a stale dist/.
-    execFileSync(process.execPath, [resolve(consoleDir, '../../node_modules/vite/bin/vite.js'), 'build', consoleDir], {
-      stdio: 'ignore',
-    });
+    env.dir = mkdtempSync(join(tmpdir(), 'oar-console-'));
+    // Built from the sources under test (half a second) into this test's own directory: never a stale dist/, and
+    // packages/console/dist is never emptied under a test that reads it (the packaging test ships it in @oar/server).
+    execFileSync(
+      process.execPath,
+      [
+        resolve(consoleDir, '../../node_modules/vite/bin/vite.js'),
+        'build',
+        consoleDir,
+        '--outDir',
+        join(env.dir, 'console-dist'),
+        '--emptyOutDir',
+        '--logLevel',
+        'silent',
+      ],
+      { stdio: 'ignore' },
+    );
     rmSync(shots, { recursive: true, force: true });
     mkdirSync(shots, { recursive: true });
-    env.dir = mkdtempSync(join(tmpdir(), 'oar-console-'));
     env.workspace = join(env.dir, 'ws');
     env.storePath = join(env.dir, 'oar.db');
     await cp(join(demoAssets, 'workspace'), env.workspace, { recursive: true });
@@ -183,6 +194,20 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await page.locator('[data-action="write_review"][data-status="waiting_permission"]').waitFor();
     await page.getByText(/decision pending/).waitFor();
     await shot(page, '03-session-waiting');
+    // Every node's label and status line are shown whole (no "code-revie…"), and the title has them all.
+    for (const id of ['review_scripts', 'write_review', 'read_build_log']) {
+      const node = page.locator(`[data-action="${id}"]`);
+      const cut = await node.evaluate((el) =>
+        [...el.querySelectorAll('.dag-title, .dag-sub')].some((part) => part.scrollWidth > part.clientWidth),
+      );
+      expect(cut, `${id}'s label is cut`).toBe(false);
+    }
+    await expect(page.locator('[data-action="review_scripts"] .dag-sub').textContent()).resolves.toContain(
+      'code-reviewer',
+    );
+    await expect(page.locator('[data-action="review_scripts"]').getAttribute('title')).resolves.toContain(
+      'Review scripts — completed · agent code-reviewer',
+    );
 
     // -- a node's details: permission, attempts, observation, the spilled build log as an artifact --
     await page.locator('[data-action="read_build_log"]').click();
@@ -222,6 +247,10 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await expect(item.textContent()).resolves.toContain('Allow write on REVIEW.md?');
     // why (the permission rule or mode that matched, from permission.requested) and what (the action's input)
     await expect(item.locator('[data-why]').textContent()).resolves.toContain('asks before tools that write');
+    // The reason is said once, on its "Why:" line; the question above it is the question alone.
+    const card = (await item.textContent()) ?? '';
+    expect(card.split('asks before tools that write').length - 1).toBe(1);
+    await expect(item.locator('.what').textContent()).resolves.toBe('Allow write on REVIEW.md?');
     await item.getByText(/What exactly/).click();
     await item.getByText(/Review of acme-notes/).waitFor();
     await shot(page, '06-inbox');

@@ -3,6 +3,7 @@ import { carrierParametersJsonSchema } from './carrier.js';
 import { DslEnvelopeSchema } from './dsl.js';
 import { OAR_SCHEMA_VERSION, SchemaVersionSchema } from './events/envelope.js';
 import { RuntimeEventExportSchema } from './events/runtime-event.js';
+import { type JsonSchemaName, SCHEMA_NAMES } from './schema-names.js';
 import { SessionSnapshotSchema } from './snapshot.js';
 import { UI_SCHEMA_VERSION, UiSchemaSchema } from './ui-schema.js';
 
@@ -74,9 +75,8 @@ export const JSON_SCHEMAS = {
   event: eventJsonSchema,
   snapshot: snapshotJsonSchema,
   ui: uiJsonSchema,
-} satisfies Record<string, () => JsonSchemaObject>;
-export type JsonSchemaName = keyof typeof JSON_SCHEMAS;
-export const SCHEMA_NAMES = Object.keys(JSON_SCHEMAS) as JsonSchemaName[];
+} satisfies Record<JsonSchemaName, () => JsonSchemaObject>;
+export { type JsonSchemaName, SCHEMA_NAMES };
 
 /** The named schema, or undefined for an unknown name. */
 export function schemaFor(name: string): JsonSchemaObject | undefined {

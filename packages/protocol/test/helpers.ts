@@ -3,7 +3,6 @@ import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-export const sharedRoot = resolve(repoRoot, '../shared');
 
 export function readRepoJson<T = unknown>(relative: string): T {
   return JSON.parse(readFileSync(resolve(repoRoot, relative), 'utf8')) as T;

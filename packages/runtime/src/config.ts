@@ -1,6 +1,7 @@
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { type AgentConfig, AgentSchema, BudgetsSchema, RuntimeLimitsSchema, SecretsConfigSchema } from './binding.js';
+import { CONFIG_FILE } from './constants.js';
 import { OarRuntimeError } from './errors.js';
 import { PipelinesSchema, ServicesSchema } from './executors/definitions.js';
 import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from './input-files.js';
@@ -26,8 +27,7 @@ import { absoluteModuleSpec, loadToolModule } from './tools/modules.js';
 import { ToolRegistry } from './tools/registry.js';
 import type { WorkerOptions } from './worker/worker.js';
 
-/** The default config file name, looked up in the working directory. */
-export const CONFIG_FILE = 'oar.config.json';
+export { CONFIG_FILE };
 
 /** A `runners.packages` entry: a directory, or `npm:<name>` with a valid npm package name (checked when loaded). */
 const RunnerPackageEntrySchema = z

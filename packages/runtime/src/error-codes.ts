@@ -9,7 +9,12 @@
  */
 export interface ErrorCodeInfo {
   exit: number | null;
-  retryable: boolean;
+  /**
+   * Whether the same request may succeed later unchanged. `'depends'`: some causes pass and some do not, so each
+   * error says it itself (`help` says which); every other code's errors carry exactly this flag (a test reads the
+   * source to keep them in step).
+   */
+  retryable: boolean | 'depends';
   /** What it means and what to do, in one or two sentences. */
   help: string;
 }
@@ -34,7 +39,11 @@ export const EXIT = {
 } as const;
 
 const usage = (help: string): ErrorCodeInfo => ({ exit: EXIT.usage, retryable: false, help });
-const recorded = (help: string, retryable = false): ErrorCodeInfo => ({ exit: null, retryable, help });
+const recorded = (help: string, retryable: ErrorCodeInfo['retryable'] = false): ErrorCodeInfo => ({
+  exit: null,
+  retryable,
+  help,
+});
 
 export const ERROR_CODES = {
   // Configuration, arguments and ids (exit 2).
@@ -45,6 +54,7 @@ export const ERROR_CODES = {
   invalid_json: usage('An input file is not valid JSON.'),
   file_unreadable: usage('An input file named on the command line cannot be read.'),
   file_unwritable: usage('An output file named on the command line cannot be written.'),
+  config_exists: usage('`oar init` found an oar.config.json and left it as it is; pass --force to overwrite it.'),
   input_too_large: usage(
     'An input (a CLI input, a config file, a model script) is larger than its documented limit (details: limit, size). Pass a smaller one.',
   ),
@@ -67,12 +77,23 @@ export const ERROR_CODES = {
   invalid_tool_schema: usage("A tool's input schema is not a valid JSON Schema."),
   unsupported_store: usage('The store URL has a scheme OAR does not support (only postgres:// and SQLite files).'),
   invalid_store: usage('The store URL is malformed, or its schema name is invalid.'),
+  store_not_found: usage(
+    'A command that reads found no store where it looked (no SQLite file; no OAR tables in the PostgreSQL database or schema) and created none. The message names the place; pass --store URL or set OAR_STORE to look in another.',
+  ),
   workspace_unavailable: usage('The workspace is missing or not a directory. Pass an existing directory.'),
-  binding_unavailable: usage("The session's binding cannot run here (a tool module it names is missing)."),
+  binding_unavailable: {
+    exit: EXIT.usage,
+    retryable: 'depends',
+    help: "The session's binding cannot run here. Retryable when this process may provide it later (a tool another worker registers, an MCP server or a business CLI that could not be reached or started: details.hint); not when the binding names what it can never have here (a pipeline step's unbound tool, MCP servers in a process without MCP).",
+  },
   binding_conflict: usage(
     'A flag contradicts the binding of the session it continues. Use `oar session update` to change it.',
   ),
-  binding_changed: usage('The binding changed since it was read; read it again and retry the update.'),
+  binding_changed: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'The binding changed while the update was prepared (two updates raced); read it again and retry the update.',
+  },
   invalid_binding: usage('A binding update is invalid (unknown field or value).'),
   invalid_input: usage('A command argument is invalid (an empty prompt, a malformed id).'),
   invalid_decision: usage('The decision does not fit the pending request (for example approve_for_session).'),
@@ -151,8 +172,8 @@ export const ERROR_CODES = {
   // The store (exit 74).
   store_unavailable: {
     exit: EXIT.store,
-    retryable: true,
-    help: 'The store cannot be reached or opened (connection refused or dropped, missing directory, damaged file).',
+    retryable: 'depends',
+    help: 'The store cannot be reached or opened. Retryable when the connection was refused or dropped; not when the SQLite file is damaged or cannot be opened, its directory cannot be created, or PostgreSQL refuses the credentials or the database.',
   },
   store_full: {
     exit: EXIT.store,
@@ -179,7 +200,10 @@ export const ERROR_CODES = {
   },
 
   // Recorded on turns and actions.
-  interrupted: recorded('The turn or action was cancelled by an interrupt.'),
+  interrupted: recorded(
+    "The turn or action was cancelled by an interrupt. Not retryable, except a runner's tool call cut off because its host was closing (the call may run again on the next host).",
+    'depends',
+  ),
   model_error: recorded('The model provider failed in a way OAR does not classify; details carry what it said.'),
   model_transient: recorded(
     "The provider failed transiently (HTTP 5xx, 408, a dropped connection); retried under the model's retry policy, then reported.",
@@ -205,10 +229,12 @@ export const ERROR_CODES = {
   model_invalid_request: recorded('The provider rejected the request (HTTP 4xx). Check the model id and its options.'),
   model_content_filtered: recorded("The provider's content filter refused the request."),
   no_model: recorded('No model could serve the agent when the turn ran.'),
-  protocol_violation: recorded('The model answered outside the Agent Protocol even after a corrective retry.', true),
+  protocol_violation: recorded(
+    'The model answered outside the Agent Protocol. As a runtime.warning it is retryable (one corrective retry follows); the turn that fails after that retry is not.',
+    'depends',
+  ),
   runner_unavailable: recorded(
     'The runner could not be started or its package does not provide it (details.diagnostic says why). `oar runners list` shows the diagnostics.',
-    true,
   ),
   runner_config_invalid: recorded(
     "The agent's runner binding config does not match the runner's config_schema; details.field names the field.",
@@ -270,7 +296,7 @@ export const ERROR_CODES = {
   script_agent_missing: recorded('The scripted model has no steps for this agent.'),
   artifact_too_large: recorded("A tool's output is larger than limits.maxArtifactBytes."),
   unknown_tool: recorded('The model called a tool that is not in the binding.'),
-  invalid_tool_input: recorded("The tool input does not match the tool's schema; the model is told what to fix.", true),
+  invalid_tool_input: recorded("The tool input does not match the tool's schema; the model is told what to fix."),
   invalid_tool_args: recorded('The tool input is outside what the tool accepts (for example an unsafe pattern).', true),
   // The business CLI behind project_cli (docs/tool-protocol.md): the record's ToolAgentOutput keeps the spec's code.
   action_not_allowed: recorded(
@@ -300,7 +326,7 @@ export const ERROR_CODES = {
   cli_output_too_large: recorded(
     'The business CLI printed more than tools.cli.maxOutputBytes (CLI_OUTPUT_TOO_LARGE); it was stopped.',
   ),
-  invalid_pattern: recorded('A search pattern is invalid or outside the safe subset; the message says why.', true),
+  invalid_pattern: recorded('A search pattern is invalid or outside the safe subset; the message says why.'),
   pattern_worker_failed: recorded('The pattern matcher could not run.', true),
   permission_denied: recorded('A permission rule, the mode or a person denied the action.'),
   declined: recorded('A person declined to answer the question the model asked.'),
@@ -312,12 +338,12 @@ export const ERROR_CODES = {
   not_a_file: recorded('The path is not a regular file.'),
   binary_file: recorded('The file is binary; it is not shown as text.'),
   io_error: recorded('The file system failed.', true),
-  no_match: recorded('edit: the text to replace was not found.', true),
-  ambiguous_match: recorded('edit: the text to replace occurs more than once; give more context.', true),
+  no_match: recorded('edit: the text to replace was not found.'),
+  ambiguous_match: recorded('edit: the text to replace occurs more than once; give more context.'),
   no_change: recorded('edit: the replacement equals the original.'),
   tool_timeout: recorded(
-    'The tool (or an expand_ref pattern search) ran longer than its timeout (limits.toolTimeoutMs unless the tool sets one).',
-    true,
+    'The tool (or an expand_ref pattern search) ran longer than its timeout (limits.toolTimeoutMs unless the tool sets one). Retryable, except an exec command stopped at its own timeoutMs (it would be again).',
+    'depends',
   ),
   aborted: recorded('The tool did not start or was stopped because the turn was interrupted.'),
   hook_denied: recorded(
@@ -356,6 +382,7 @@ export const ERROR_CODES = {
   ),
   service_http_error: recorded(
     'The service answered an HTTP error (details: status, body). Retryable (and retried for idempotent methods) for 408, 425, 429 and 5xx.',
+    'depends',
   ),
   service_timeout: recorded('The service did not answer within its timeoutMs.', true),
   service_network_error: recorded('The service could not be reached (connection refused, DNS, reset).', true),

@@ -34,9 +34,12 @@ export function toOarError(error: unknown): OarError {
 export const notFound = (kind: string, id: string) =>
   new OarRuntimeError(`${kind}_not_found`, `unknown ${kind} id "${id}"`, { details: { [`${kind}Id`]: id } });
 
-/** The abort reason of work stopped because its runtime is closing (not an interrupt: the work resumes elsewhere). */
+/**
+ * The abort reason of work stopped because its runtime is closing (not an interrupt: the work resumes elsewhere).
+ * Retryable: the same command succeeds against a runtime that is not closing.
+ */
 export function runtimeClosing(): OarRuntimeError {
-  return new OarRuntimeError('runtime_closing', 'the runtime is closing');
+  return new OarRuntimeError('runtime_closing', 'the runtime is closing', { retryable: true });
 }
 
 /** The signal was aborted by a closing runtime, not by an interrupt: record nothing, the next worker resumes. */

@@ -37,6 +37,7 @@ export {
   SessionBindingSchema,
 } from './binding.js';
 export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
+export { configJsonSchema } from './config-json-schema.js';
 export {
   checkAttachments,
   MAX_TURN_ATTACHMENT_BYTES,

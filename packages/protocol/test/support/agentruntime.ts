@@ -6,12 +6,13 @@ import ajvFormats from 'ajv-formats';
 import fc from 'fast-check';
 
 /**
- * Test support: the vendored Agent Runtime conformance material (/work/shared beside the repo), Ajv validators for
- * the published schemas, and fast-check arbitraries derived from OAR's own JSON Schema exports.
+ * Test support: the vendored Agent Runtime conformance material (conformance/agentruntime at the repository root,
+ * so a clone needs nothing beside it), Ajv validators for the published schemas, and fast-check arbitraries derived
+ * from OAR's own JSON Schema exports.
  */
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-export const CONFORMANCE_DIR = path.resolve(here, '../../../../../shared/conformance/agentruntime');
+export const CONFORMANCE_DIR = path.resolve(here, '../../../../conformance/agentruntime');
 export const FIXTURE_DIR = path.join(CONFORMANCE_DIR, 'fixtures/lime-profile');
 export const LIME_SCHEMA_VERSION = 'lime-profile-0.4.0';
 

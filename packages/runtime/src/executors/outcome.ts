@@ -34,6 +34,8 @@ export interface ActionOutput {
   view?: string;
   /** The view is a cut of a larger output (ToolOutput.spilled): record `output.spilled` with this reason. */
   spilled?: string;
+  /** The run reported its own failure (ToolOutput.isError): `tool.result` carries `isError: true`. */
+  isError?: boolean;
 }
 
 /** A short output is its own summary; a long one gets the executor's line followed by its first lines. */
@@ -124,6 +126,7 @@ export async function completeAction(
       truncated: observation.truncated ?? false,
       durationMs,
       graphActionId: action.id,
+      ...(output.isError ? { isError: true } : {}),
       ...options.extra,
       observation,
     },

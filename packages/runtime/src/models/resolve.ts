@@ -16,6 +16,10 @@ export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
 
 /** Where each hosted provider's key is read from when an entry names no `apiKeyEnv`. */
 export const DEFAULT_API_KEY_ENV = { openai: 'OPENAI_API_KEY', anthropic: 'ANTHROPIC_API_KEY' } as const;
+/** Where each hosted provider's base URL is read from when an entry names no `baseURL` (docs/models.md). */
+export const DEFAULT_BASE_URL_ENV = { openai: 'OPENAI_BASE_URL', anthropic: 'ANTHROPIC_BASE_URL' } as const;
+
+const nonBlank = (value: string | undefined) => (value === undefined || value.trim() === '' ? undefined : value.trim());
 
 // The env var NAME pattern doubles as a guard: a pasted key (sk-..., with dashes) fails it, so keys cannot be
 // smuggled into config files that get committed, logged or shown in the console.
@@ -254,12 +258,16 @@ async function fromConfig(
     }
     case 'openai': {
       const apiKey = readSecret(entry.apiKeyEnv ?? DEFAULT_API_KEY_ENV.openai, options.env, entryName);
-      const provider = createOpenAI({ apiKey, baseURL: entry.baseURL, headers });
+      // OPENAI_BASE_URL moves every "openai:" model to another server (a proxy, a gateway); read from the env this
+      // resolution was given, like the key, so a test or an embedding host decides it, not this process's env.
+      const baseURL = entry.baseURL ?? nonBlank(options.env[DEFAULT_BASE_URL_ENV.openai]);
+      const provider = createOpenAI({ apiKey, baseURL, headers });
       return { model: provider(entry.model as string), info: info(entry.model as string, true) };
     }
     case 'anthropic': {
       const apiKey = readSecret(entry.apiKeyEnv ?? DEFAULT_API_KEY_ENV.anthropic, options.env, entryName);
-      const provider = createAnthropic({ apiKey, baseURL: entry.baseURL, headers });
+      const baseURL = entry.baseURL ?? nonBlank(options.env[DEFAULT_BASE_URL_ENV.anthropic]);
+      const provider = createAnthropic({ apiKey, baseURL, headers });
       return { model: provider(entry.model as string), info: info(entry.model as string, true) };
     }
     case 'openai-compatible': {
@@ -287,7 +295,13 @@ function readSecret(envVar: string, env: Record<string, string | undefined>, mod
     throw new OarRuntimeError(
       'model_credentials_missing',
       `model "${model}" needs an API key in the environment variable ${envVar}, which is not set`,
-      { details: { model, envVar } },
+      {
+        details: {
+          model,
+          envVar,
+          hint: `set ${envVar} in the environment of the process that runs the session, or name the variable that holds the key with "apiKeyEnv" in the model's entry under "models" in oar.config.json`,
+        },
+      },
     );
   }
   return value;
@@ -306,7 +320,12 @@ function secretHeaders(
 }
 
 function unknownModel(spec: string, message: string): OarRuntimeError {
-  return new OarRuntimeError('unknown_model', message, { details: { spec } });
+  return new OarRuntimeError('unknown_model', message, {
+    details: {
+      spec,
+      hint: 'set "model" in oar.config.json to openai:MODEL, anthropic:MODEL, script:FILE or the name of an entry under "models"',
+    },
+  });
 }
 
 /**

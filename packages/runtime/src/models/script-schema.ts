@@ -39,47 +39,76 @@ export const ScriptUsageSchema = z.strictObject({
   reasoningTokens: z.number().int().nonnegative().optional(),
 });
 
+/** The fields of one model response (a step, or one of its alternatives). */
+const STEP_FIELDS = {
+  /**
+   * Arguments of a native AgentProtocolOutput call. Deliberately NOT validated against the carrier schema so
+   * invalid declarations (act without calls, unknown fields) can be scripted to exercise the corrective retry.
+   */
+  protocol: z.record(z.string(), z.unknown()).optional(),
+  /** Raw assistant text: the full DSL in text, pseudo tool calls in text, cut-off output, plain prose. */
+  text: z.string().optional(),
+  /** Arbitrary native tool calls, including unknown tools and malformed arguments. */
+  toolCalls: z.array(ScriptToolCallSchema).min(1).optional(),
+  /** The call fails with a provider error (APICallError). */
+  error: ScriptErrorSchema.optional(),
+  /** Wait before answering; an aborted signal ends the wait at once. */
+  delayMs: z.number().int().nonnegative().optional(),
+  /** Streaming only: how many pieces each text and each tool call's arguments arrive in (default 3). */
+  chunks: z.number().int().min(1).max(100_000).optional(),
+  /** Streaming only: the wait before each piece, like a model producing tokens; an abort ends it at once. */
+  chunkDelayMs: z.number().int().nonnegative().optional(),
+  /** Reported token usage; each side omitted is estimated from the prompt / response length. */
+  usage: ScriptUsageSchema.optional(),
+  /** Overrides the derived finish reason (tool-calls when the step has tool calls, else stop). */
+  finishReason: z.enum(FINISH_REASONS).optional(),
+};
+
+/** A step has content or an error, never both. */
+function checkStep(
+  step: { protocol?: unknown; text?: unknown; toolCalls?: unknown; error?: unknown },
+  ctx: z.RefinementCtx,
+): void {
+  const content = ['protocol', 'text', 'toolCalls'].filter((key) => step[key as keyof typeof step] !== undefined);
+  if (step.error !== undefined && content.length > 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['error'],
+      message: `an error step takes no content (found ${content.join(', ')})`,
+    });
+  }
+  if (step.error === undefined && content.length === 0) {
+    ctx.addIssue({ code: 'custom', path: [], message: 'a step needs one of protocol, text, toolCalls or error' });
+  }
+}
+
+/**
+ * Another response for the same call, given when `ifPrompt` (a regular expression) matches the text the model is
+ * shown: a script that reacts to what happened (an approved or a denied action) the way a model would.
+ */
+export const ModelScriptAlternativeSchema = z
+  .strictObject({
+    ifPrompt: z.string().refine((source) => {
+      try {
+        new RegExp(source);
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'a regular expression'),
+    ...STEP_FIELDS,
+  })
+  .superRefine(checkStep);
+export type ModelScriptAlternative = z.infer<typeof ModelScriptAlternativeSchema>;
+
 /**
  * One model response. Content fields may be combined (emitted in the order text, protocol, toolCalls), which
  * scripts a model that talks before its tool call; `error` stands alone because a failed call has no content.
+ * `alternatives` are tried in order: the first whose `ifPrompt` matches answers instead of the step.
  */
 export const ModelScriptStepSchema = z
-  .strictObject({
-    /**
-     * Arguments of a native AgentProtocolOutput call. Deliberately NOT validated against the carrier schema so
-     * invalid declarations (act without calls, unknown fields) can be scripted to exercise the corrective retry.
-     */
-    protocol: z.record(z.string(), z.unknown()).optional(),
-    /** Raw assistant text: the full DSL in text, pseudo tool calls in text, cut-off output, plain prose. */
-    text: z.string().optional(),
-    /** Arbitrary native tool calls, including unknown tools and malformed arguments. */
-    toolCalls: z.array(ScriptToolCallSchema).min(1).optional(),
-    /** The call fails with a provider error (APICallError). */
-    error: ScriptErrorSchema.optional(),
-    /** Wait before answering; an aborted signal ends the wait at once. */
-    delayMs: z.number().int().nonnegative().optional(),
-    /** Streaming only: how many pieces each text and each tool call's arguments arrive in (default 3). */
-    chunks: z.number().int().min(1).max(100_000).optional(),
-    /** Streaming only: the wait before each piece, like a model producing tokens; an abort ends it at once. */
-    chunkDelayMs: z.number().int().nonnegative().optional(),
-    /** Reported token usage; each side omitted is estimated from the prompt / response length. */
-    usage: ScriptUsageSchema.optional(),
-    /** Overrides the derived finish reason (tool-calls when the step has tool calls, else stop). */
-    finishReason: z.enum(FINISH_REASONS).optional(),
-  })
-  .superRefine((step, ctx) => {
-    const content = ['protocol', 'text', 'toolCalls'].filter((key) => step[key as keyof typeof step] !== undefined);
-    if (step.error !== undefined && content.length > 0) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['error'],
-        message: `an error step takes no content (found ${content.join(', ')})`,
-      });
-    }
-    if (step.error === undefined && content.length === 0) {
-      ctx.addIssue({ code: 'custom', path: [], message: 'a step needs one of protocol, text, toolCalls or error' });
-    }
-  });
+  .strictObject({ ...STEP_FIELDS, alternatives: z.array(ModelScriptAlternativeSchema).min(1).optional() })
+  .superRefine(checkStep);
 export type ModelScriptStep = z.infer<typeof ModelScriptStepSchema>;
 
 export const ModelScriptSchema = z.strictObject({

@@ -68,6 +68,24 @@ function delay(ms: number, signal: AbortSignal | undefined): Promise<void> {
   });
 }
 
+/** The text of a prompt as the model is shown it: every message's text, other parts as JSON. */
+function promptText(prompt: LanguageModelV3CallOptions['prompt']): string {
+  return prompt
+    .map((message) =>
+      typeof message.content === 'string'
+        ? message.content
+        : message.content.map((part) => (part.type === 'text' ? part.text : JSON.stringify(part))).join('\n'),
+    )
+    .join('\n');
+}
+
+/** The step's first alternative whose `ifPrompt` matches what the model is shown, else the step itself. */
+function chosenResponse(step: ModelScriptStep, options: LanguageModelV3CallOptions): ModelScriptStep {
+  if (!step.alternatives) return step;
+  const text = promptText(options.prompt);
+  return step.alternatives.find((alternative) => new RegExp(alternative.ifPrompt).test(text)) ?? step;
+}
+
 /** Splits a string into at most `parts` pieces (at least one character each) so streams carry several deltas. */
 function chunks(text: string, parts = 3): string[] {
   if (text.length === 0) return [];
@@ -179,11 +197,12 @@ export class ScriptedModel implements LanguageModelV3 {
         { details: { script: this.label, step: index, steps: this.steps.length } },
       );
     }
-    await delay(step.delayMs ?? 0, options.abortSignal);
+    const chosen = chosenResponse(step, options);
+    await delay(chosen.delayMs ?? 0, options.abortSignal);
     // Advanced only once the step is delivered: an aborted call never answered, so a retry gets the same step.
     // Error steps do count, which lets "fail once, then succeed" be scripted against the SDK's own retries.
     this.nextStep = index + 1;
-    return this.response(step, index, options);
+    return this.response(chosen, index, options);
   }
 
   /** A compaction request: the script's compaction step named by the thread's compaction cursor (`modelCall`). */

@@ -5,6 +5,7 @@ import {
   PermissionSourceSchema,
 } from '@oar/protocol';
 import { z } from 'zod';
+import { PERMISSION_MODES } from '../constants.js';
 import { checkRuleGlob } from './glob-match.js';
 
 /**
@@ -13,11 +14,7 @@ import { checkRuleGlob } from './glob-match.js';
  * evaluation). See docs/permissions.md for the meaning of each field and the precedence between them.
  */
 
-/**
- * `default` asks before writes, `read-only` forbids them, `accept-edits` lets non-destructive writes through,
- * `bypass` allows everything that no user rule denies or asks about.
- */
-export const PERMISSION_MODES = ['default', 'read-only', 'accept-edits', 'bypass'] as const;
+export { PERMISSION_MODES };
 export const PermissionModeSchema = z.enum(PERMISSION_MODES);
 export type PermissionMode = z.infer<typeof PermissionModeSchema>;
 

@@ -133,8 +133,12 @@ function firstMatching(
   return rule ? { index, ...rule } : undefined;
 }
 
+/**
+ * A person counts rules from 1 ("rule #1" is the first of `permissions.rules`); the recorded `rule.index` stays the
+ * rule's 0-based array position, the `rules[N]` of describeRule and of a config path.
+ */
 function ruleReason(rule: IndexedPermissionRule, verb: string): string {
-  return `rule #${rule.index} ${verb} this call${rule.reason ? `: ${rule.reason}` : ''}`;
+  return `rule #${rule.index + 1} ${verb} this call${rule.reason ? `: ${rule.reason}` : ''}`;
 }
 
 function subject(request: PermissionRequest): string {

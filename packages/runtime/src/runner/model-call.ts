@@ -390,6 +390,7 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
     };
   } catch (error) {
     const failure = classifyModelError(error, {
+      model: { provider: handle.provider, modelId: handle.modelId },
       interrupted: request.signal.aborted,
       timedOut: timeout.signal.aborted,
       timeoutMs: request.timeoutMs,

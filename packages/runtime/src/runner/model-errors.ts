@@ -1,5 +1,12 @@
 import { APICallError } from '@ai-sdk/provider';
 import { type OarError, oarError } from '@oar/protocol';
+import {
+  type FailedModel,
+  type HintedFailure,
+  isWrongApi,
+  providerHint,
+  withoutSdkAdvice,
+} from '../models/provider-errors.js';
 
 /**
  * Why a model call failed, in classes that decide what happens next: retry (transient, timeout, rate_limited),
@@ -76,9 +83,13 @@ const CONTEXT_OVERFLOW =
  */
 export function classifyModelError(
   thrown: unknown,
-  how: { timedOut: boolean; interrupted: boolean; timeoutMs?: number; idleTimeoutMs?: number },
+  how: { timedOut: boolean; interrupted: boolean; timeoutMs?: number; idleTimeoutMs?: number; model?: FailedModel },
 ): ModelFailure {
-  const message = thrown instanceof Error ? thrown.message : String(thrown);
+  const message = withoutSdkAdvice(thrown instanceof Error ? thrown.message : String(thrown));
+  const hinted = (failure: HintedFailure, extra: Record<string, unknown> = {}) => ({
+    ...extra,
+    hint: providerHint(failure, how.model),
+  });
   if (how.interrupted) return failure('cancelled', 'the model call was interrupted', {});
   // The stream went quiet (distinct from the call's own time limit): retried like any timeout.
   if (how.idleTimeoutMs !== undefined) {
@@ -99,19 +110,47 @@ export function classifyModelError(
       statusCode,
       ...(providerRequestId ? { providerRequestId } : {}),
     };
+    const url = thrown.url;
+    if (isWrongApi(thrown.message)) {
+      // A Chat Completions server behind "openai:" (OPENAI_BASE_URL or baseURL): not retryable, a config fix.
+      return failure(
+        'invalid_request',
+        `the server at ${url} answered in the Chat Completions format, not in the Responses API format that "openai:" models use`,
+        { ...common, details: hinted({ kind: 'wrong_api', url }, { url }) },
+      );
+    }
+    const code = errnoOf(thrown);
+    // No HTTP answer at all: a refused connection, an unknown host, a port fetch refuses ("Cannot connect to API").
+    const network = code !== undefined && NETWORK_CODES.has(code);
+    if (statusCode === undefined && (network || /^Cannot connect to API/.test(thrown.message))) {
+      return failure('transient', `could not reach the model's server at ${url}: ${message}`, {
+        details: hinted({ kind: 'unreachable', url }, { ...(network ? { code } : {}), url }),
+      });
+    }
     const body = thrown.responseBody ?? '';
     const cls = classOfStatus(statusCode, `${message} ${body}`, thrown.isRetryable);
     const retryAfterMs = retryAfter(headers);
     const rateLimit = rateLimitHeaders(headers);
+    const hint =
+      cls === 'auth'
+        ? hinted({ kind: 'auth', statusCode })
+        : cls === 'rate_limited'
+          ? hinted({ kind: 'rate_limited' })
+          : cls === 'invalid_request' && statusCode === 404
+            ? hinted({ kind: 'not_found', url }, { url })
+            : {};
     return failure(cls, describe(cls, message, statusCode), {
       ...common,
       ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
       ...(Object.keys(rateLimit).length > 0 ? { rateLimit } : {}),
+      details: hint,
     });
   }
   const code = errnoOf(thrown);
   if (code !== undefined && NETWORK_CODES.has(code)) {
-    return failure('transient', `network error talking to the model: ${code} (${message})`, { details: { code } });
+    return failure('transient', `network error talking to the model: ${code} (${message})`, {
+      details: hinted({ kind: 'unreachable' }, { code }),
+    });
   }
   // fetch reports a connection that failed before any response as a TypeError "fetch failed" with the cause.
   if (thrown instanceof TypeError && /fetch failed|terminated|socket/i.test(message)) {
@@ -137,11 +176,13 @@ function describe(cls: ModelFailureClass, message: string, status: number | unde
   const http = status !== undefined ? `HTTP ${status}: ` : '';
   switch (cls) {
     case 'auth':
-      return `the provider refused the credentials (${http}${message}); check the API key variable of this model (apiKeyEnv) and its permissions`;
+      return `the provider refused the credentials (${http}${message})`;
     case 'context_overflow':
       return `the request does not fit the model's context window (${http}${message}); set the model's contextWindow (or lower limits.contextBudgetTokens) or use a model with a larger window`;
     case 'invalid_request':
-      return `the provider rejected the request (${http}${message}); check the model id and its options`;
+      return status === 404
+        ? `the provider has no such model or endpoint (${http}${message})`
+        : `the provider rejected the request (${http}${message}); check the model id and its options`;
     case 'content_filtered':
       return `the provider's content filter refused the request (${http}${message})`;
     case 'rate_limited':
@@ -158,6 +199,9 @@ function failure(
 ): ModelFailure {
   const { details, ...rest } = extra;
   const retryable = RETRYABLE.has(failureClass);
+  // The hint is also the message's end: every surface that shows only the message (a failed turn's line, the
+  // console) says what to fix; `details.hint` keeps it apart for programs.
+  if (typeof details?.hint === 'string') message = `${message}; ${details.hint}`;
   return {
     failureClass,
     retryable,

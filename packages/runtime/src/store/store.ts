@@ -1,8 +1,9 @@
 import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, PostgresDialect, SqliteDialect, type Transaction } from 'kysely';
+import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
 import pg from 'pg';
+import { DEFAULT_STORE_PATH } from '../constants.js';
 import { OarRuntimeError } from '../errors.js';
 import { maskConnectionUrl } from '../redaction/connection-url.js';
 import { faultNamingDialect, storeFault } from './faults.js';
@@ -16,8 +17,7 @@ export type Db = Kysely<Database> | Transaction<Database>;
 /** How a lost LISTEN connection is made again: the pause doubles from the first to the maximum, with no end. */
 export const LISTEN_RETRY = { firstDelayMs: 100, maxDelayMs: 5_000 } as const;
 
-/** The default embedded store: a SQLite file in the working directory. */
-export const DEFAULT_STORE_PATH = '.oar/oar.db';
+export { DEFAULT_STORE_PATH };
 
 export interface StoreOptions {
   /** Working directory for relative SQLite paths (default: process.cwd()). */
@@ -26,6 +26,12 @@ export interface StoreOptions {
   schema?: string;
   /** PostgreSQL pool size. */
   poolSize?: number;
+  /**
+   * Whether a store that does not exist yet is made (default true). `false` for what only reads or continues
+   * existing sessions: a missing SQLite file (or a PostgreSQL database or schema without OAR's tables) is then
+   * `store_not_found`, naming where it looked, and nothing is created — not the file, not its directory.
+   */
+  create?: boolean;
 }
 
 /**
@@ -42,6 +48,9 @@ export class Store {
   static async open(url: string | undefined, options: StoreOptions = {}): Promise<Store> {
     const store = Store.connect(url, options);
     try {
+      if (options.create === false && store.dialect === 'postgres' && !(await store.hasTables())) {
+        throw storeNotFound(store.location);
+      }
       await store.migrate();
     } catch (error) {
       // A store that cannot be opened leaves no pool or file handle behind.
@@ -63,10 +72,13 @@ export class Store {
       });
     }
     const path = sqlitePath(url, options.cwd ?? process.cwd());
-    if (path !== ':memory:') makeDirectory(dirname(path));
+    const create = options.create !== false || path === ':memory:';
+    if (!create && !existsSync(path)) throw storeNotFound(path);
+    if (create && path !== ':memory:') makeDirectory(dirname(path));
     let database: SQLite.Database;
     try {
-      database = new SQLite(path);
+      // Not created here either when it must exist: a file removed since the check above is not made again.
+      database = new SQLite(path, { fileMustExist: !create });
       // WAL lets readers (oar events --follow, inspect) work while a runner writes; busy_timeout waits out writers.
       database.pragma('journal_mode = WAL');
       database.pragma('busy_timeout = 5000');
@@ -198,6 +210,13 @@ export class Store {
     };
   }
 
+  /** PostgreSQL: whether OAR's migration table is in the database (or schema); an unreachable server throws. */
+  private async hasTables(): Promise<boolean> {
+    const table = this.pgSchema ? `${this.pgSchema}.oar_migrations` : 'oar_migrations';
+    const { rows } = await sql<{ found: string | null }>`select to_regclass(${table})::text as found`.execute(this.db);
+    return typeof rows[0]?.found === 'string';
+  }
+
   async migrate(): Promise<void> {
     // The common case, an up-to-date store, reads the migration table and takes no lock.
     if (await storeUpToDate(this.db, this.dialect, this.pgSchema)) return;
@@ -219,6 +238,12 @@ export class Store {
   async close(): Promise<void> {
     await this.db.destroy();
   }
+}
+
+function storeNotFound(location: string): OarRuntimeError {
+  return new OarRuntimeError('store_not_found', `no OAR store at ${location} (nothing was created there)`, {
+    details: { store: location },
+  });
 }
 
 function sqlitePath(url: string | undefined, cwd: string): string {

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { DEFAULT_WORKSPACE } from '../constants.js';
 import { notFound, OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { ApiKeysTable } from './schema.js';
@@ -12,7 +13,7 @@ import type { Store } from './store.js';
  * add nothing, and a lookup is one indexed read. docs/http-api.md "Workspaces and API keys".
  */
 
-export const DEFAULT_WORKSPACE = 'default';
+export { DEFAULT_WORKSPACE };
 
 export const WorkspaceIdSchema = z
   .string()

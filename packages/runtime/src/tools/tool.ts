@@ -199,6 +199,11 @@ export interface ToolOutput {
    * `output.spilled` fact names its ref, as for an observation over the context budget. The text says why.
    */
   spilled?: string;
+  /**
+   * The tool ran to its end but reports a failure of what it ran (a command's non-zero exit): recorded as
+   * `tool.result` `isError: true`, so people see it failed; the model sees the output and its status line.
+   */
+  isError?: boolean;
 }
 
 /**

@@ -5,9 +5,10 @@ import { describe, expect, it } from 'vitest';
 import { ERROR_CODES, type ErrorCodeInfo } from '../../src/error-codes.js';
 
 /**
- * One table of error codes (src/error-codes.ts), documented in docs/errors.md. This test keeps three things in
- * step: every code the source can produce is in the table, nothing in the table is dead, and the documentation
- * lists exactly the table with the same exit status and retryable flag.
+ * One table of error codes (src/error-codes.ts), documented in docs/errors.md. This test keeps four things in
+ * step: every code the source can produce is in the table, nothing in the table is dead, every error the source
+ * constructs carries the table's retryable flag, and the documentation lists exactly the table with the same exit
+ * status and retryable flag.
  */
 
 const ROOT = fileURLToPath(new URL('../../../../', import.meta.url));
@@ -49,6 +50,69 @@ function producedCodes(): Map<string, string> {
   return produced;
 }
 
+/** The text of a call from its opening parenthesis to the matching closing one (strings are not special-cased). */
+function callText(source: string, open: number): string {
+  let depth = 0;
+  for (let i = open; i < source.length; i++) {
+    const c = source[i]!;
+    if (c === '(' || c === '{' || c === '[') depth++;
+    else if (c === ')' || c === '}' || c === ']') depth--;
+    if (depth === 0) return source.slice(open, i + 1);
+  }
+  return source.slice(open);
+}
+
+/** Where the object literal around `index` opens (-1 when there is none). */
+function enclosingBrace(source: string, index: number): number {
+  let depth = 0;
+  for (let i = index - 1; i >= 0; i--) {
+    const c = source[i]!;
+    if (c === '}' || c === ')' || c === ']') depth++;
+    else if (c === '(' || c === '[') depth--;
+    else if (c === '{') {
+      if (depth === 0) return i;
+      depth--;
+    }
+    if (depth < 0) return -1;
+  }
+  return -1;
+}
+
+type Retryable = boolean | 'computed';
+
+/**
+ * The retryable flag of each error the source constructs with a literal code: `new OarRuntimeError(code, message,
+ * {retryable})`, `new ToolError(…)`, `oarError(…)` (absent means false, their default), and the store's
+ * `fault(code, retryable, what)`. A flag computed at run time is `computed`. Errors whose code is a variable are
+ * out of this reach.
+ */
+function constructedFlags(): Array<{ code: string; retryable: Retryable; where: string }> {
+  const found: Array<{ code: string; retryable: Retryable; where: string }> = [];
+  for (const [file, source] of text) {
+    if (file.endsWith('error-codes.ts')) continue;
+    const where = (index: number) => `${file.slice(ROOT.length)}:${source.slice(0, index).split('\n').length}`;
+    for (const match of source.matchAll(/\b(new OarRuntimeError|new ToolError|oarError)\(\s*'([a-z][a-z0-9_]*)'/g)) {
+      const call = callText(source, match.index + match[1]!.length);
+      const flag = /\bretryable(?:\s*:\s*([^,}\n]+))?/.exec(call);
+      const value = flag === null ? 'false' : (flag[1]?.trim() ?? 'computed');
+      const retryable = value === 'true' ? true : value === 'false' ? false : 'computed';
+      found.push({ code: match[2]!, retryable, where: where(match.index) });
+    }
+    // Error objects written out with their flag: `{ code: 'protocol_violation', message, retryable: true }`.
+    if (!file.includes('/packages/protocol/')) {
+      for (const match of source.matchAll(/\bcode: '([a-z][a-z0-9_]*)'/g)) {
+        const open = enclosingBrace(source, match.index);
+        const flag = open < 0 ? null : /\bretryable:\s*(true|false)\b/.exec(callText(source, open));
+        if (flag) found.push({ code: match[1]!, retryable: flag[1] === 'true', where: where(match.index) });
+      }
+    }
+    for (const match of source.matchAll(/\bfault\(\s*'([a-z][a-z0-9_]*)',\s*(true|false)\b/g)) {
+      found.push({ code: match[1]!, retryable: match[2] === 'true', where: where(match.index) });
+    }
+  }
+  return found;
+}
+
 describe('the error code table', () => {
   it('has every code the source can produce', () => {
     const missing = [...producedCodes()]
@@ -68,6 +132,34 @@ describe('the error code table', () => {
     expect(dead).toEqual([]);
   });
 
+  it("is what the errors say: each constructed error carries its code's retryable flag", () => {
+    const flags = constructedFlags();
+    // The scan must see the errors it checks (a broken pattern would pass on nothing).
+    expect(flags.length).toBeGreaterThan(100);
+    const wrong = flags
+      .filter(({ code, retryable }) => {
+        const expected = TABLE[code]?.retryable;
+        return typeof expected === 'boolean' && retryable !== expected;
+      })
+      .map(
+        ({ code, retryable, where }) =>
+          `${code}: ${String(retryable)} at ${where}, the table says ${TABLE[code]!.retryable}`,
+      );
+    expect(wrong).toEqual([]);
+  });
+
+  it("marks a code 'depends' only when its errors really differ", () => {
+    const flags = constructedFlags();
+    const uniform = Object.entries(TABLE)
+      .filter(([, info]) => info.retryable === 'depends')
+      .filter(([code]) => {
+        const values = new Set(flags.filter((flag) => flag.code === code).map((flag) => flag.retryable));
+        return !values.has('computed') && values.size < 2;
+      })
+      .map(([code]) => code);
+    expect(uniform).toEqual([]);
+  });
+
   it('is documented in docs/errors.md with the same exit status and retryable flag', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'errors.md'), 'utf8');
     const rows = new Map<string, { exit: string; retryable: string }>();
@@ -77,7 +169,10 @@ describe('the error code table', () => {
     const expected = Object.fromEntries(
       Object.entries(TABLE).map(([code, info]) => [
         code,
-        { exit: info.exit === null ? '—' : String(info.exit), retryable: info.retryable ? 'yes' : 'no' },
+        {
+          exit: info.exit === null ? '—' : String(info.exit),
+          retryable: info.retryable === 'depends' ? 'depends' : info.retryable ? 'yes' : 'no',
+        },
       ]),
     );
     expect(Object.fromEntries(rows)).toEqual(expected);

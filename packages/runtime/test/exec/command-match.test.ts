@@ -107,7 +107,7 @@ describe('the exec configuration', () => {
 
 describe('the sandbox plan', () => {
   const settings = { profile: 'bwrap' as const, network: false, unsandboxed: 'ask' as const, hide: [] };
-  const base = { settings, workspaceRoot: '/work/ws', cwd: '/work/ws', argv: ['npm', 'test'] };
+  const base = { settings, workspaceRoot: '/srv/ws', cwd: '/srv/ws', argv: ['npm', 'test'] };
 
   it('where bwrap cannot start: profile none, with the reason, and the command as given', async () => {
     const plan = await planSandbox({ ...base, bwrap: '/nonexistent/bwrap' });
@@ -121,7 +121,7 @@ describe('the sandbox plan', () => {
     expect(plan.profile).toMatchObject({ profile: 'bwrap', network: false });
     const argv = plan.argv.join(' ');
     expect(argv).toContain('--ro-bind / /');
-    expect(argv).toContain('--bind /work/ws /work/ws');
+    expect(argv).toContain('--bind /srv/ws /srv/ws');
     expect(argv).toContain('--unshare-net');
     expect(argv).toContain('--tmpfs /tmp');
     expect(plan.argv.slice(-3)).toEqual(['--', 'npm', 'test']);

@@ -128,7 +128,11 @@ describe('resolveModel', () => {
       },
     };
     const custom = await failure(resolveModel('custom', { cwd, env, models }));
-    expect(custom.error.details).toEqual({ model: 'custom', envVar: 'MY_OPENAI_KEY' });
+    expect(custom.error.details).toEqual({
+      model: 'custom',
+      envVar: 'MY_OPENAI_KEY',
+      hint: expect.stringContaining('set MY_OPENAI_KEY'),
+    });
     const header = await failure(resolveModel('azureish', { cwd, env, models }));
     expect(header.message).toContain('AZURE_KEY');
   });

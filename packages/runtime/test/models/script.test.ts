@@ -57,6 +57,27 @@ describe('scripted model through generateText', () => {
     expect(result.usage.outputTokens).toBe(Math.ceil(JSON.stringify(answer).length / 4));
   });
 
+  it('answers with the first alternative whose ifPrompt matches what the model is shown, else the step', async () => {
+    const script: ModelScript = parseModelScript({
+      steps: [
+        {
+          text: 'default',
+          alternatives: [
+            { ifPrompt: 'Status: denied', text: 'it was denied' },
+            { ifPrompt: 'Status: (completed|denied)', text: 'it ran' },
+          ],
+        },
+      ],
+    });
+    const say = async (prompt: string) => (await generateText({ model: model(script), prompt })).text;
+    expect(await say('### Result for w\n\nStatus: denied')).toBe('it was denied');
+    expect(await say('### Result for w\n\nStatus: completed')).toBe('it ran');
+    expect(await say('nothing happened yet')).toBe('default');
+    expect(() => parseModelScript({ steps: [{ text: 'x', alternatives: [{ ifPrompt: '(', text: 'y' }] }] })).toThrow(
+      /a regular expression/,
+    );
+  });
+
   it('turns a text step into assistant text with finish reason stop', async () => {
     const text = '```agent-protocol\nkind: answer\n```';
     const result = await generateText({ model: model({ steps: [{ text }] }), tools, prompt: 'hi' });

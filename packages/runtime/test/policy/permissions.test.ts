@@ -203,6 +203,17 @@ describe('rule precedence', () => {
     expect(evaluate(write(), { rules }).rule).toMatchObject({ index: 1, reason: 'first' });
   });
 
+  it('a message counts rules from 1; the recorded index and rules[N] stay 0-based array positions', () => {
+    const rules: PermissionRule[] = [
+      { decision: 'allow', tool: 'read_file' },
+      { decision: 'deny', tool: 'write_file', reason: 'no writes' },
+    ];
+    const result = evaluate(write(), { rules });
+    expect(result.reason).toBe('rule #2 denies this call: no writes');
+    expect(result.rule?.index).toBe(1);
+    expect(describeRule(result.rule as never)).toMatch(/^rules\[1\] /);
+  });
+
   it('deny rules can target non-tool executors', () => {
     const rules: PermissionRule[] = [{ decision: 'deny', executor: 'agent' }];
     expect(evaluate(other('agent', 'researcher'), { rules, mode: 'bypass' }).decision).toBe('deny');

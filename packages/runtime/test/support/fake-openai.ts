@@ -160,10 +160,62 @@ async function writeStream(res: ServerResponse, reply: Extract<FakeReply, { kind
   res.end('data: [DONE]\n\n');
 }
 
+/**
+ * The SSE events of an answer in OpenAI's Responses API format (`POST /v1/responses`, what `openai:` models call):
+ * created, a message item with its text deltas, a function_call item per tool call with its argument deltas,
+ * completed with the usage.
+ */
+export function responsesEvents(reply: Extract<FakeReply, { kind: 'answer' }>): unknown[] {
+  const pieces = reply.pieces ?? 3;
+  const usage = reply.usage ?? DEFAULT_USAGE;
+  const events: unknown[] = [
+    {
+      type: 'response.created',
+      response: { id: 'resp_fake', created_at: 1_700_000_000, model: 'fake-model' },
+    },
+  ];
+  let index = 0;
+  if (reply.text) {
+    const item = { type: 'message', id: 'msg_fake' };
+    events.push({ type: 'response.output_item.added', output_index: index, item });
+    for (const delta of split(reply.text, pieces)) {
+      events.push({ type: 'response.output_text.delta', item_id: 'msg_fake', delta });
+    }
+    events.push({ type: 'response.output_item.done', output_index: index, item });
+    index++;
+  }
+  (reply.toolCalls ?? []).forEach((call, n) => {
+    const item = { type: 'function_call', id: `fc_fake_${n}`, call_id: call.id ?? `call_fake_${n}`, name: call.name };
+    events.push({ type: 'response.output_item.added', output_index: index, item: { ...item, arguments: '' } });
+    for (const delta of split(call.arguments, pieces)) {
+      events.push({ type: 'response.function_call_arguments.delta', item_id: item.id, output_index: index, delta });
+    }
+    events.push({
+      type: 'response.output_item.done',
+      output_index: index,
+      item: { ...item, arguments: call.arguments, status: 'completed' },
+    });
+    index++;
+  });
+  events.push({
+    type: 'response.completed',
+    response: { usage: { input_tokens: usage.prompt_tokens, output_tokens: usage.completion_tokens } },
+  });
+  return events;
+}
+
+/**
+ * What `/v1/responses` is on this server: `none` (404, a Chat-Completions-only server: the default), `responses`
+ * (OpenAI's Responses API), or `chat` (a server that answers it in the Chat Completions format anyway).
+ */
+export type ResponsesEndpoint = 'none' | 'responses' | 'chat';
+
 /** Start the server; `replies` is called for each request (0-based) and says what it gets. */
 export async function fakeOpenAI(
   replies: (index: number, body: Record<string, unknown>) => FakeReply,
+  options: { responses?: ResponsesEndpoint } = {},
 ): Promise<FakeOpenAI> {
+  const responses = options.responses ?? 'none';
   const started = Date.now();
   const requests: FakeRequest[] = [];
   const server: Server = createServer((req, res) => {
@@ -179,7 +231,8 @@ export async function fakeOpenAI(
         request.endedAt = Date.now() - started;
         if (!res.writableFinished) request.closedAt = Date.now() - started;
       });
-      if (req.url !== '/v1/chat/completions') {
+      const isResponses = req.url === '/v1/responses' && responses !== 'none';
+      if (req.url !== '/v1/chat/completions' && !isResponses) {
         res.writeHead(404).end();
         return;
       }
@@ -188,6 +241,12 @@ export async function fakeOpenAI(
         res
           .writeHead(reply.status, { 'content-type': 'application/json', ...reply.headers })
           .end(JSON.stringify(reply.body ?? { error: { message: `fake error ${reply.status}` } }));
+        return;
+      }
+      if (isResponses && responses === 'responses') {
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        for (const event of responsesEvents(reply)) res.write(`data: ${JSON.stringify(event)}\n\n`);
+        res.end('data: [DONE]\n\n');
         return;
       }
       if (body.stream === true) {

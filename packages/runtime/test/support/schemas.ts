@@ -10,7 +10,7 @@ import { type PublishedValidators, publishedValidators } from '../../../protocol
 
 /**
  * Conformance checks for what the runtime produces, against the PUBLISHED Agent Runtime schemas
- * (../shared/conformance/agentruntime/schemas, draft 2020-12, Ajv2020 with the README's two caveats handled by the
+ * (conformance/agentruntime/schemas, draft 2020-12, Ajv2020 with the README's two caveats handled by the
  * protocol package's test support): the core event and snapshot schemas as published, and the Lime profile event
  * and snapshot schemas with ONLY their `schemaVersion` const relaxed to OAR's. On top of those, OAR's own event
  * profile (`validateEventProfile`) and the gap-free sequence rule (`checkSequence`).

@@ -5,6 +5,7 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { connectTimeoutOf, McpServerConfigSchema } from '../../src/tools/mcp/config.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, actionRows, allEvents, answer, errorCode, ofType, payload, recordingModel } from '../engine/helpers.js';
 import { assertEventsConform } from '../support/schemas.js';
@@ -219,6 +220,34 @@ describe('MCP over stdio (a server written with the SDK)', () => {
     });
   });
 
+  it('a server that does not connect in time names the setting that changes the limit', async () => {
+    // A process that starts but never answers `initialize`: the connect limit is what ends the wait.
+    const silent = { name: 'silent', command: process.execPath, args: ['-e', 'setInterval(() => {}, 1000)'] };
+    h = await harness({ steps: [] }, { mcpServers: [{ ...silent, connectTimeoutMs: 300 }] });
+    const error = await h.runtime.checkBinding().then(
+      () => undefined,
+      (e: { error?: { code: string; details?: Record<string, unknown> } }) => e.error,
+    );
+    expect(error).toMatchObject({
+      code: 'binding_unavailable',
+      details: { server: 'silent', cause: 'mcp_unavailable', connectTimeoutMs: 300 },
+    });
+    expect(String(error?.details?.hint)).toContain('"connectTimeoutMs" of the server "silent" in "mcp.servers"');
+    expect(String(error?.details?.hint)).not.toContain('tools.modules');
+  });
+
+  it('a server started through npx gets 120 s to connect unless it says otherwise; others 20 s', () => {
+    expect(connectTimeoutOf(McpServerConfigSchema.parse({ name: 'a', command: 'npx', args: ['-y', 'x'] }))).toBe(
+      120_000,
+    );
+    expect(connectTimeoutOf(McpServerConfigSchema.parse({ name: 'a', command: '/usr/local/bin/npm' }))).toBe(120_000);
+    expect(connectTimeoutOf(McpServerConfigSchema.parse({ name: 'a', command: 'node' }))).toBe(20_000);
+    expect(connectTimeoutOf(McpServerConfigSchema.parse({ name: 'a', url: 'http://127.0.0.1:1/mcp' }))).toBe(20_000);
+    expect(connectTimeoutOf(McpServerConfigSchema.parse({ name: 'a', command: 'npx', connectTimeoutMs: 500 }))).toBe(
+      500,
+    );
+  });
+
   it('passes only the variables named in env to a stdio server', async () => {
     process.env.OAR_MCP_VISIBLE = 'visible-value';
     process.env.OAR_MCP_HIDDEN = 'hidden-value';
@@ -311,6 +340,27 @@ describe('the reference server from npm (@modelcontextprotocol/server-everything
     });
     expect(actionRows(read).find((a) => a.actionId === 's1')).toMatchObject({ status: 'completed' });
     expect(JSON.stringify(payload(ofType(events, 'tool.result')[0]))).toContain('42');
+  });
+
+  it("docs/mcp.md's example entry, as written (npx -y), starts it and its echo tool runs", async () => {
+    const page = readFileSync(join(import.meta.dirname, '../../../../docs/mcp.md'), 'utf8');
+    const block = /```json\n([\s\S]*?)```/.exec(page)?.[1] ?? '';
+    const documented = (JSON.parse(block) as { mcp: { servers: { name: string }[] } }).mcp.servers.find(
+      (server) => server.name === 'everything',
+    );
+    expect(documented).toMatchObject({
+      command: 'npx',
+      args: ['-y', '@modelcontextprotocol/server-everything', 'stdio'],
+    });
+    // Run from this package, where the server is a devDependency: npx finds it there instead of downloading it
+    // (the entry is otherwise the page's; the first start on a fresh machine is what the longer default is for).
+    const server = { ...documented, cwd: join(import.meta.dirname, '../..') };
+    const { events, read } = await turn(
+      [act([call('e1', 'everything.echo', { message: 'from the docs' })]), answer('Echoed.')],
+      { mcpServers: [server] },
+    );
+    expect(actionRows(read).find((a) => a.actionId === 'e1')).toMatchObject({ status: 'completed' });
+    expect(JSON.stringify(payload(ofType(events, 'tool.result')[0]))).toContain('from the docs');
   });
 
   it('its echo tool runs through oar with its annotations honoured', async () => {

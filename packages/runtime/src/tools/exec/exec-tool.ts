@@ -388,7 +388,12 @@ async function finishForeground(run: {
     const stored = await storeOutput(recorder, processId, output, true);
     await recorder.facts([{ type: 'process.completed', processId, payload: { ...shared, outputRef: stored.uri } }]);
     const summary = `${statusLine(facts)}; the output is binary and not shown: ${stored.uri}`;
-    return { text: summary, summary, structured: { ...shared, outputRef: stored.uri } };
+    return {
+      text: summary,
+      summary,
+      structured: { ...shared, outputRef: stored.uri },
+      ...(end.exitCode !== 0 ? { isError: true } : {}),
+    };
   }
   const textOutput = output.toString('utf8');
   const { view, cut } = outputView(textOutput, facts);
@@ -398,6 +403,8 @@ async function finishForeground(run: {
     summary: statusLine(facts),
     view,
     structured: shared,
+    // A non-zero exit is the command's failure, not the tool's: the call completed, the result says it failed.
+    ...(end.exitCode !== 0 ? { isError: true } : {}),
     ...(cut ? { spilled: "a command's output over the view: the model sees its head and tail, with the ref" } : {}),
   };
 }

@@ -44,8 +44,11 @@ export const McpServerConfigSchema = z
     tools: z.array(z.string().min(1)).min(1).optional(),
     /** One call's time limit (the runtime's tool timeout applies on top of it). */
     timeoutMs: z.number().int().min(100).max(3_600_000).default(60_000),
-    /** How long connecting and listing the tools may take. */
-    connectTimeoutMs: z.number().int().min(100).max(600_000).default(20_000),
+    /**
+     * How long connecting and listing the tools may take. Left out: 20 s, or 120 s for a server started through a
+     * package runner (`npx`, `npm exec`, …), whose first start downloads the package (`connectTimeoutOf`).
+     */
+    connectTimeoutMs: z.number().int().min(100).max(600_000).optional(),
     /**
      * Whether a tool's `readOnlyHint` / `destructiveHint` annotations are believed. `true` (default): a read-only
      * tool may run concurrently and is allowed like a read; `false`: every tool of the server is treated as a write.
@@ -79,6 +82,28 @@ export const McpServersSchema = z.array(McpServerConfigSchema).superRefine((serv
   }
 });
 export type McpServersConfig = z.infer<typeof McpServersSchema>;
+
+/** The connect limit of a server that names none. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 20_000;
+/** The connect limit of a server started through a package runner: its first start installs the package. */
+export const PACKAGE_RUNNER_CONNECT_TIMEOUT_MS = 120_000;
+/** Commands that fetch the server's package before starting it (a download on a fresh machine takes tens of seconds). */
+const PACKAGE_RUNNERS = new Set(['npx', 'npm', 'pnpm', 'pnpx', 'yarn', 'bunx', 'uvx']);
+
+/** Whether `server` is started through a package runner (`npx …`), which may download it first. */
+export function startsThroughPackageRunner(server: McpServerConfig): boolean {
+  const program = server.command
+    ?.split(/[\\/]/)
+    .pop()
+    ?.replace(/\.(cmd|exe)$/i, '');
+  return program !== undefined && PACKAGE_RUNNERS.has(program);
+}
+
+/** How long connecting to `server` and listing its tools may take (docs/mcp.md, `connectTimeoutMs`). */
+export function connectTimeoutOf(server: McpServerConfig): number {
+  if (server.connectTimeoutMs !== undefined) return server.connectTimeoutMs;
+  return startsThroughPackageRunner(server) ? PACKAGE_RUNNER_CONNECT_TIMEOUT_MS : DEFAULT_CONNECT_TIMEOUT_MS;
+}
 
 /** The binding's form: a path-like command or argument (`./server.js`) and the cwd made absolute. */
 export function absoluteMcpServers(servers: McpServersConfig, baseDir: string): McpServersConfig {

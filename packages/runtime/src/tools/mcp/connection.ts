@@ -10,7 +10,7 @@ import {
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { ToolError } from '../tool.js';
-import type { McpServerConfig } from './config.js';
+import { connectTimeoutOf, type McpServerConfig, startsThroughPackageRunner } from './config.js';
 
 /**
  * One MCP server as this process reaches it: connected on first use, its tools listed (every page), restarted
@@ -121,9 +121,10 @@ export class McpConnection {
         });
     });
     const transport = this.#transport();
-    const deadline = AbortSignal.timeout(this.config.connectTimeoutMs);
+    const connectTimeoutMs = connectTimeoutOf(this.config);
+    const deadline = AbortSignal.timeout(connectTimeoutMs);
     try {
-      await client.connect(transport, { timeout: this.config.connectTimeoutMs, signal: deadline });
+      await client.connect(transport, { timeout: connectTimeoutMs, signal: deadline });
       const tools = await this.#list(client, deadline);
       // A crash or a broken stream later: drop the client, so the next use reconnects (after a backoff).
       client.onclose = () => {
@@ -135,8 +136,20 @@ export class McpConnection {
     } catch (error) {
       await client.close().catch(() => undefined);
       this.#markFailed();
+      const retryInMs = this.#retryAt - Date.now();
+      const timedOut = deadline.aborted || (error instanceof McpError && error.code === ErrorCode.RequestTimeout);
+      if (timedOut) {
+        // Name the setting that changes the limit: a slow first start (a package download) is the usual cause.
+        throw this.#unavailable(`it did not connect and list its tools within ${connectTimeoutMs} ms`, retryInMs, {
+          connectTimeoutMs,
+          hint: `raise "connectTimeoutMs" of the server "${this.config.name}" in "mcp.servers" of oar.config.json${startsThroughPackageRunner(this.config) ? ` (its first start through ${this.config.command} downloads the package)` : ''}`,
+        });
+      }
       const reason = error instanceof Error ? error.message : String(error);
-      throw this.#unavailable(`could not connect: ${reason}`, this.#retryAt - Date.now());
+      const fields = this.config.url ? '"url" and "auth"' : '"command", "args" and "env"';
+      throw this.#unavailable(`could not connect: ${reason}`, retryInMs, {
+        hint: `check ${fields} of the server "${this.config.name}" in "mcp.servers" of oar.config.json`,
+      });
     }
   }
 
@@ -146,7 +159,7 @@ export class McpConnection {
     let cursor: string | undefined;
     do {
       const page = await client.listTools(cursor ? { cursor } : {}, {
-        timeout: this.config.connectTimeoutMs,
+        timeout: connectTimeoutOf(this.config),
         ...(signal ? { signal } : {}),
       });
       tools.push(...page.tools);
@@ -164,7 +177,11 @@ export class McpConnection {
         if (value === undefined) {
           throw new ToolError('mcp_unavailable', `MCP server "${config.name}": ${config.auth.env} is not set`, {
             retryable: true,
-            details: { server: config.name, env: config.auth.env },
+            details: {
+              server: config.name,
+              env: config.auth.env,
+              hint: `set ${config.auth.env} in the environment of the process that runs the session`,
+            },
           });
         }
         headers[config.auth.header] = config.auth.scheme ? `${config.auth.scheme} ${value}` : value;
@@ -213,11 +230,12 @@ export class McpConnection {
     await client?.close().catch(() => undefined);
   }
 
-  #unavailable(reason: string, retryInMs?: number): ToolError {
+  #unavailable(reason: string, retryInMs?: number, extra: Record<string, unknown> = {}): ToolError {
     return new ToolError('mcp_unavailable', `MCP server "${this.config.name}" is unavailable: ${reason}`, {
       retryable: true,
       details: {
         server: this.config.name,
+        ...extra,
         failures: this.#failures,
         ...(retryInMs !== undefined && retryInMs > 0 ? { retryInMs } : {}),
         ...(this.#stderr ? { stderr: this.#stderr.slice(-2_000) } : {}),

@@ -1,4 +1,4 @@
-import { OarRuntimeError, toOarError } from '../../errors.js';
+import { OarRuntimeError, runtimeClosing, toOarError } from '../../errors.js';
 import type { ToolRegistry } from '../registry.js';
 import type { McpServerConfig, McpServersConfig } from './config.js';
 import { McpConnection, type McpToolList } from './connection.js';
@@ -37,7 +37,7 @@ export class McpPool {
    * unavailable here, as a tool module that cannot load does (retryable: it is tried again on the next use).
    */
   async bind(servers: McpServersConfig, registry: ToolRegistry, workspaceRoot: string): Promise<McpSkippedTool[]> {
-    if (this.#closed) throw new OarRuntimeError('runtime_closing', 'the runtime is closing');
+    if (this.#closed) throw runtimeClosing();
     const skipped: McpSkippedTool[] = [];
     const lists = await Promise.all(
       servers.map(async (server) => {
