@@ -15,7 +15,11 @@ import { LongestFirst } from './scripts/vitest-sequencer.js';
 const WORKERS = Number(process.env.OAR_TEST_WORKERS) || Math.max(2, availableParallelism());
 
 /** A project for one package's (or the examples') tests, inheriting the settings below. */
-const project = (name: string, include: string[], extra: { isolate?: boolean } = {}) => ({
+const project = (
+  name: string,
+  include: string[],
+  extra: { isolate?: boolean; testTimeout?: number; hookTimeout?: number } = {},
+) => ({
   extends: true as const,
   test: { name, include, ...extra },
 });
@@ -46,7 +50,9 @@ export default defineConfig({
       project('runtime', ['packages/runtime/test/**/*.test.ts']),
       project('server', ['packages/server/test/**/*.test.ts']),
       project('console', ['packages/console/test/**/*.test.ts']),
-      project('cli', ['packages/cli/test/**/*.test.ts']),
+      // Real `oar` processes, several per test: on a loaded machine a test that takes 12 s idle took over 30 s
+      // (compact-cli, in CI). The limit still only catches hangs.
+      project('cli', ['packages/cli/test/**/*.test.ts'], { testTimeout: 90_000, hookTimeout: 90_000 }),
       project('examples', ['examples/*/test/**/*.test.ts']),
     ],
   },

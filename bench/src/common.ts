@@ -284,6 +284,8 @@ export interface ScaleOutTakeover {
 /** Start-up of one command line (startup.ts): wall time from spawn to exit, and its p50 ÷ `node -e 0`'s. */
 export interface StartupResult {
   command: string;
+  /** The command opens a store (the start-up target is about the commands that do not). */
+  opensStore: boolean;
   runs: number;
   p50Ms: number;
   p90Ms: number;

@@ -780,7 +780,7 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
       : notRun('scale-out: event delivery p99, worker → SSE client on an API node', 'report', 'scale-out'),
   );
 
-  const starts = all.startup.filter((r) => r.command.startsWith('oar '));
+  const starts = all.startup.filter((r) => r.command.startsWith('oar ') && !r.opensStore);
   if (starts.length === 0)
     rows.push(notRun('CLI start-up: oar --version, --help, inspect --help ÷ node -e 0', '≤ 5×', 'startup'));
   for (const r of starts) {

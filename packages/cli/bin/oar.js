@@ -1,10 +1,5 @@
 #!/usr/bin/env node
-import { main } from '../dist/main.js';
-
-// `oar events … | head` closes the pipe early; that is the reader's choice, not an error.
-process.stdout.on('error', (error) => {
-  if (error.code === 'EPIPE') process.exit(0);
-  throw error;
-});
-
-process.exitCode = await main(process.argv.slice(2));
+// The binary runs the bundle of src/bin.ts and everything it imports (one file per lazily loaded part), built by
+// `npm run build` and before packing (scripts/package-assets.mjs): resolving and loading ~700 separate modules cost
+// every `oar` process about half a second (BENCHMARKS.md, "CLI startup").
+import '../bundle/oar.js';

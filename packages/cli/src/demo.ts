@@ -2,14 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { cp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { OarConfig } from '@oar/runtime';
 import type { Command } from 'commander';
+import { packageRoot } from './package-root.js';
 
 // The runtime and the drive loop are imported when a demo runs, not when `oar --help` lists this command.
 
 /** The bundled demo assets: the sample workspace, the scripted model and the sub-agent configuration. */
-const DEMO_ASSETS = fileURLToPath(new URL('../demo/', import.meta.url));
+const DEMO_ASSETS = join(packageRoot(), 'demo');
 
 export const DEMO_PROMPT =
   'Review this project: what is it, is the build healthy, and are its scripts safe? Write your review to REVIEW.md.';
@@ -54,7 +54,7 @@ export async function prepareDemo(cwd: string): Promise<{ config: OarConfig; bas
  * The example business CLI (the repository's examples/business-cli), shipped inside this package: its built modules
  * and skills, copied here by `npm run build` and before packing (scripts/package-assets.mjs).
  */
-const BUSINESS_EXAMPLE = fileURLToPath(new URL('../examples/business-cli/', import.meta.url));
+const BUSINESS_EXAMPLE = join(packageRoot(), 'examples', 'business-cli');
 
 export const BUSINESS_PROMPT =
   "What's on my calendar on 1 December? Add a design follow-up on 2 December at 15:00 for an hour with Alan, share the design review with Bob, and cancel my lunch.";

@@ -107,12 +107,19 @@ function outside(dir: string): boolean {
   return path.startsWith('..') || isAbsolute(path);
 }
 
-/** The packages a module imports by name (not node: built-ins, not relative paths). */
-function importedPackages(source: string): Set<string> {
+/**
+ * The packages a module imports by name (not node: built-ins, not relative paths). A specifier is one word-like
+ * token: SQL in a template (`i."from", …`) is not an import. In the `oar` binary's bundle, the inlined libraries keep
+ * their doc comments (`* import { sql } from 'kysely'`): there only esbuild's own statements count, a top-level
+ * `import … from "x";` line or an `import("x")` of an external.
+ */
+function importedPackages(source: string, bundled = false): Set<string> {
   const names = new Set<string>();
-  // A specifier is one word-like token: SQL in a template (`i."from", …`) is not an import.
-  const specifiers = /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([@\w][\w./@-]*)['"]/g;
-  for (const [, specifier] of source.matchAll(specifiers)) {
+  const specifiers = bundled
+    ? /^import\b[^\n]*?["']([@\w][\w./@-]*)["'];$|\bimport\("([@\w][\w./@-]*)"\)/gm
+    : /(?:\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)['"]([@\w][\w./@-]*)['"]/g;
+  for (const [, first, second] of source.matchAll(specifiers)) {
+    const specifier = first ?? second;
     if (!specifier || specifier.startsWith('.') || specifier.startsWith('node:')) continue;
     const name = specifier.startsWith('@') ? specifier.split('/').slice(0, 2).join('/') : specifier.split('/')[0];
     if (name && !builtinModules.includes(name)) names.add(name);
@@ -225,7 +232,7 @@ describe('the packed packages, installed outside the repository', () => {
     expect(files('@oar/server')).toContain('console/index.html');
     expect(files('@oar/runtime')).toContain('schemas/oar.config.schema.json');
     expect(files('@oar/cli')).toEqual(
-      expect.arrayContaining(['bin/oar.js', 'demo/script.json', 'examples/business-cli/dist/cli.js']),
+      expect.arrayContaining(['bin/oar.js', 'bundle/oar.js', 'demo/script.json', 'examples/business-cli/dist/cli.js']),
     );
   });
 
@@ -254,10 +261,12 @@ describe('the packed packages, installed outside the repository', () => {
       const dir = join(project, 'node_modules', name);
       const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as Manifest;
       const declared = new Set([name, ...Object.keys(manifest.dependencies ?? {})]);
-      const modules = ['dist', 'bin', 'examples'].flatMap((folder) => modulesUnder(join(dir, folder)));
+      // bundle/: the `oar` binary's bundle, where what it does not inline (its externals) is imported by name.
+      const modules = ['dist', 'bundle', 'bin', 'examples'].flatMap((folder) => modulesUnder(join(dir, folder)));
       const missing = new Set<string>();
       for (const file of modules) {
-        for (const imported of importedPackages(readFileSync(file, 'utf8'))) {
+        const bundled = relative(dir, file).startsWith('bundle');
+        for (const imported of importedPackages(readFileSync(file, 'utf8'), bundled)) {
           if (!declared.has(imported)) missing.add(`${imported} (${relative(dir, file)})`);
         }
       }

@@ -1,7 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { realpathSync } from 'node:fs';
+import { readFileSync, realpathSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { bin, oarIn, tempDir } from './cli-helpers.js';
+import { bin, oarIn, repoRoot, tempDir } from './cli-helpers.js';
 
 /**
  * The CLI for people (issue 25): `oar --help` and `--version` load no more than they print, and a usage mistake in
@@ -16,14 +18,14 @@ function inTerminal(cwd: string, args: string[]): { code: number | null; text: s
   return { code: result.status, text: result.stdout.replace(/\r\n/g, '\n') };
 }
 
-/** The modules one run of the binary loads (an ESM resolve hook prints each resolved URL on stderr). */
-function loadedModules(args: string[]): string[] {
+/** The module URLs one run of the binary loads (an ESM resolve hook prints each resolved URL on stderr). */
+function loadedUrls(args: string[], cwd?: string): string[] {
   const hook = `export async function resolve(s, c, next) { const r = await next(s, c); process._rawDebug('@@loaded ' + r.url); return r; }`;
   const register = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hook)}`)});`;
   const result = spawnSync(
     process.execPath,
     ['--import', `data:text/javascript,${encodeURIComponent(register)}`, realpathSync(bin), ...args],
-    { encoding: 'utf8', timeout: 60_000 },
+    { encoding: 'utf8', timeout: 60_000, ...(cwd ? { cwd } : {}) },
   );
   expect(result.status, result.stderr).toBe(0);
   return result.stderr
@@ -32,24 +34,55 @@ function loadedModules(args: string[]): string[] {
     .map((line) => line.slice('@@loaded '.length));
 }
 
+/**
+ * What one run of the binary loads: the files of its bundle (packages/cli/bundle) stand for the modules esbuild put
+ * in them (its metafile, written beside the bundle by scripts/package-assets.mjs), by repository-relative path;
+ * anything loaded from outside the bundle (its externals, node_modules/pg/…) by its own path.
+ */
+function loadedModules(args: string[], cwd?: string): string[] {
+  const meta = JSON.parse(readFileSync(join(repoRoot, 'packages/cli/bundle.meta.json'), 'utf8')) as {
+    outputs: Record<string, { inputs: Record<string, unknown> }>;
+  };
+  const root = pathToFileURL(realpathSync(repoRoot)).href;
+  return loadedUrls(args, cwd).flatMap((url) => {
+    if (!url.startsWith(`${root}/`)) return [url];
+    const path = url.slice(root.length + 1);
+    const output = meta.outputs[path];
+    return output ? [path, ...Object.keys(output.inputs)] : [path];
+  });
+}
+
+/** The engine and the heavy dependencies a command that prints help must not load. */
+const HEAVY =
+  /(^|\/)packages\/(runtime|protocol|server)\/dist\/index\.js$|(^|\/)node_modules\/(zod|pg|kysely|better-sqlite3|ai|@ai-sdk|@modelcontextprotocol|@opentelemetry|ajv)\//;
+
 describe('start-up', { timeout: 120_000 }, () => {
   it.each([[['--version']], [['--help']], [['inspect', '--help']], [['session', 'update', '--help']]])(
     'oar %j loads commander and the command registrations, not the engine or its dependencies',
     (args) => {
       const loaded = loadedModules(args);
-      // The probe works: the binary's own modules are seen.
-      expect(loaded.some((url) => url.endsWith('/packages/cli/dist/main.js'))).toBe(true);
-      expect(loaded.some((url) => url.includes('/node_modules/commander/'))).toBe(true);
-      const heavy = loaded.filter((url) =>
-        /\/packages\/(runtime|protocol|server)\/dist\/index\.js$|\/node_modules\/(zod|pg|kysely|better-sqlite3|ai|@ai-sdk|@modelcontextprotocol|@opentelemetry|ajv)\//.test(
-          url,
-        ),
-      );
-      expect(heavy).toEqual([]);
+      // The probe works: the binary's bundle and the modules in it are seen.
+      expect(loaded).toContain('packages/cli/bundle/oar.js');
+      expect(loaded).toContain('packages/cli/dist/main.js');
+      expect(loaded.some((path) => path.includes('node_modules/commander/'))).toBe(true);
+      expect(loaded.filter((path) => HEAVY.test(path))).toEqual([]);
       // What each command does is loaded by its action.
-      expect(loaded.filter((url) => url.endsWith('/runtime-actions.js'))).toEqual([]);
+      expect(loaded.filter((path) => path.endsWith('/runtime-actions.js'))).toEqual([]);
     },
   );
+
+  it('a command on a SQLite store loads the engine, but no PostgreSQL driver, MCP SDK or model provider', () => {
+    const cwd = tempDir('oar-startup-');
+    expect(oarIn(cwd, ['demo']).code).toBe(0);
+    const loaded = loadedModules(['sessions'], cwd);
+    // The probe works: the engine and the SQLite driver are seen.
+    expect(loaded).toContain('packages/runtime/dist/index.js');
+    expect(loaded.some((path) => path.includes('node_modules/better-sqlite3/'))).toBe(true);
+    const unneeded = loaded.filter((path) =>
+      /(^|\/)node_modules\/(pg|@modelcontextprotocol|@ai-sdk\/(openai|anthropic|openai-compatible))\//.test(path),
+    );
+    expect(unneeded).toEqual([]);
+  });
 });
 
 describe('usage mistakes in a terminal', { timeout: 120_000 }, () => {

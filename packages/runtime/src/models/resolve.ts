@@ -1,7 +1,4 @@
 import { basename, extname, resolve as resolvePath } from 'node:path';
-import { createAnthropic } from '@ai-sdk/anthropic';
-import { createOpenAI } from '@ai-sdk/openai';
-import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { LanguageModelV3 } from '@ai-sdk/provider';
 import { pointer } from '@oar/protocol';
 import { z } from 'zod';
@@ -261,18 +258,22 @@ async function fromConfig(
       // OPENAI_BASE_URL moves every "openai:" model to another server (a proxy, a gateway); read from the env this
       // resolution was given, like the key, so a test or an embedding host decides it, not this process's env.
       const baseURL = entry.baseURL ?? nonBlank(options.env[DEFAULT_BASE_URL_ENV.openai]);
+      // Each provider's SDK is loaded when a model of it is resolved, not with the runtime (docs/architecture.md).
+      const { createOpenAI } = await import('@ai-sdk/openai');
       const provider = createOpenAI({ apiKey, baseURL, headers });
       return { model: provider(entry.model as string), info: info(entry.model as string, true) };
     }
     case 'anthropic': {
       const apiKey = readSecret(entry.apiKeyEnv ?? DEFAULT_API_KEY_ENV.anthropic, options.env, entryName);
       const baseURL = entry.baseURL ?? nonBlank(options.env[DEFAULT_BASE_URL_ENV.anthropic]);
+      const { createAnthropic } = await import('@ai-sdk/anthropic');
       const provider = createAnthropic({ apiKey, baseURL, headers });
       return { model: provider(entry.model as string), info: info(entry.model as string, true) };
     }
     case 'openai-compatible': {
       // Local servers (Ollama, vLLM, llama.cpp) often need no key, so a key is only required when one is named.
       const key = entry.apiKeyEnv === undefined ? undefined : readSecret(entry.apiKeyEnv, options.env, entryName);
+      const { createOpenAICompatible } = await import('@ai-sdk/openai-compatible');
       const provider = createOpenAICompatible({
         name: entry.name ?? entryName,
         baseURL: entry.baseURL as string,

@@ -2,7 +2,7 @@ import { existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import { DEFAULT_STORE_PATH } from '../constants.js';
 import { OarRuntimeError } from '../errors.js';
 import { maskConnectionUrl } from '../redaction/connection-url.js';
@@ -46,7 +46,7 @@ export class Store {
   ) {}
 
   static async open(url: string | undefined, options: StoreOptions = {}): Promise<Store> {
-    const store = Store.connect(url, options);
+    const store = await Store.connect(url, options);
     try {
       if (options.create === false && store.dialect === 'postgres' && !(await store.hasTables())) {
         throw storeNotFound(store.location);
@@ -60,9 +60,12 @@ export class Store {
     return store;
   }
 
-  private static connect(input: string | undefined, options: StoreOptions): Store {
+  private static async connect(input: string | undefined, options: StoreOptions): Promise<Store> {
     const url = input?.trim();
-    if (url !== undefined && /^postgres(ql)?:\/\//i.test(url)) return Store.connectPostgres(url, options);
+    if (url !== undefined && /^postgres(ql)?:\/\//i.test(url)) {
+      // The PostgreSQL driver is loaded only for a PostgreSQL store: an embedded (SQLite) process never pays for it.
+      return Store.connectPostgres(url, options, (await import('pg')).default);
+    }
     // Anything else with a scheme (mysql://, redis://, http://) is not a file name: SQLite would happily create a
     // directory called `mysql:` and run there.
     const scheme = url === undefined ? undefined : /^([a-z][a-z0-9+.-]*):\/\//i.exec(url)?.[1];
@@ -96,7 +99,7 @@ export class Store {
     return new Store(db, 'sqlite', path);
   }
 
-  private static connectPostgres(url: string, options: StoreOptions): Store {
+  private static connectPostgres(url: string, options: StoreOptions, driver: typeof pg): Store {
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -119,7 +122,7 @@ export class Store {
       connectionTimeoutMillis: 10_000,
       ...(schema ? { options: `-c search_path=${schema}` } : {}),
     };
-    const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10 });
+    const pool = new driver.Pool({ ...connection, max: options.poolSize ?? 10 });
     // A connection the server drops must not crash the process: idle clients report to the pool, checked-out ones
     // (between two statements of a transaction) to themselves. The query in flight fails with a named fault; the
     // pool discards the broken client and the next query gets a fresh connection.
@@ -129,12 +132,12 @@ export class Store {
     // The location names the schema too (it is part of where the data is); the password never appears.
     const store = new Store(db, 'postgres', maskConnectionUrl(url));
     store.pgSchema = schema;
-    store.pgConnection = connection;
+    store.pgConnection = { driver, config: connection };
     return store;
   }
 
   private pgSchema: string | undefined;
-  private pgConnection: pg.ClientConfig | undefined;
+  private pgConnection: { driver: typeof pg; config: pg.ClientConfig } | undefined;
 
   /**
    * PostgreSQL only: LISTEN on `channel` over a dedicated connection; `onMessage` gets each payload. Resolves to
@@ -151,14 +154,14 @@ export class Store {
     onMessage: (payload: string) => void,
     options: { onReconnect?: () => void } = {},
   ): Promise<(() => Promise<void>) | undefined> {
-    const config = this.pgConnection;
-    if (!config) return undefined;
+    if (!this.pgConnection) return undefined;
+    const { driver, config } = this.pgConnection;
     let current: pg.Client | undefined;
     let stopped = false;
     let timer: NodeJS.Timeout | undefined;
     let delay: number = LISTEN_RETRY.firstDelayMs;
     const connect = async (): Promise<pg.Client> => {
-      const client = new pg.Client({ ...config, keepAlive: true });
+      const client = new driver.Client({ ...config, keepAlive: true });
       const lost = () => {
         // Only the live connection's loss counts (an error and an end both arrive for one loss).
         if (current !== client) return;

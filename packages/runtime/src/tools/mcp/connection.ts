@@ -1,16 +1,9 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import {
-  type CallToolResult,
-  ErrorCode,
-  McpError,
-  type Tool,
-  ToolListChangedNotificationSchema,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { ToolError } from '../tool.js';
 import { connectTimeoutOf, type McpServerConfig, startsThroughPackageRunner } from './config.js';
+import { type McpSdk, mcpSdk } from './sdk.js';
 
 /**
  * One MCP server as this process reaches it: connected on first use, its tools listed (every page), restarted
@@ -36,6 +29,8 @@ export interface McpToolList {
 }
 
 export class McpConnection {
+  /** Set by the first connection: a failure can only be the SDK's own error once the SDK is loaded. */
+  #sdk: McpSdk | undefined;
   #client: Client | undefined;
   #connecting: Promise<Client> | undefined;
   #failures = 0;
@@ -108,10 +103,13 @@ export class McpConnection {
   }
 
   async #connect(): Promise<Client> {
-    const client = new Client({ name: 'oar', version: this.options.clientVersion }, { capabilities: {} });
+    const sdk = await mcpSdk();
+    this.#sdk = sdk;
+    const { ErrorCode, McpError } = sdk;
+    const client = new sdk.Client({ name: 'oar', version: this.options.clientVersion }, { capabilities: {} });
     // `notifications/tools/list_changed`: re-list now. A server sends it before the answer to the call that changed
     // its tools, so the call awaits the refresh (`#refreshing`) and the very next step sees the new inventory.
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    client.setNotificationHandler(sdk.ToolListChangedNotificationSchema, () => {
       if (client !== this.#client) return;
       this.#refreshing = this.#list(client)
         .then((tools) => this.#setTools(tools))
@@ -120,7 +118,7 @@ export class McpConnection {
           this.#refreshing = undefined;
         });
     });
-    const transport = this.#transport();
+    const transport = this.#transport(sdk);
     const connectTimeoutMs = connectTimeoutOf(this.config);
     const deadline = AbortSignal.timeout(connectTimeoutMs);
     try {
@@ -168,7 +166,7 @@ export class McpConnection {
     return tools;
   }
 
-  #transport(): Transport {
+  #transport(sdk: McpSdk): Transport {
     const { config } = this;
     if (config.url) {
       const headers: Record<string, string> = {};
@@ -186,14 +184,14 @@ export class McpConnection {
         }
         headers[config.auth.header] = config.auth.scheme ? `${config.auth.scheme} ${value}` : value;
       }
-      return new StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } });
+      return new sdk.StreamableHTTPClientTransport(new URL(config.url), { requestInit: { headers } });
     }
     const env: Record<string, string> = {};
     for (const name of ['LANG', 'TZ', ...config.env]) {
       const value = this.options.env[name];
       if (value !== undefined) env[name] = value;
     }
-    const transport = new StdioClientTransport({
+    const transport = new sdk.StdioClientTransport({
       command: config.command as string,
       args: config.args,
       env,
@@ -249,7 +247,9 @@ export class McpConnection {
     if (signal.aborted) {
       return new ToolError('aborted', `the call to MCP server "${this.config.name}" was cancelled`, { details: base });
     }
-    if (error instanceof McpError) {
+    const sdk = this.#sdk;
+    if (sdk && error instanceof sdk.McpError) {
+      const { ErrorCode } = sdk;
       if (error.code === ErrorCode.RequestTimeout) {
         this.#markFailed();
         return new ToolError(
