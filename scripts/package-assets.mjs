@@ -69,8 +69,8 @@ function replaceWith(from, to, keep = () => true) {
 /**
  * Those dependencies stay outside the `oar` binary's bundle and are loaded from node_modules: better-sqlite3 is a
  * native addon, re2js is loaded by path into the pattern-matching worker (runtime/src/tools/match-worker.ts), pg
- * requires its optional native binding, and the OpenTelemetry SDK (loaded only with --trace) keeps its own module
- * state. Each is a dependency of @oar/cli for that reason.
+ * requires its optional native binding, and OpenTelemetry (its SDK loaded only when OTEL_* turns tracing on) keeps its
+ * global state. Each is a dependency of @oar/cli for that reason.
  */
 const BUNDLE_EXTERNAL = [
   'better-sqlite3',

@@ -15,13 +15,16 @@ export class CtrlC {
   private received = false;
   private interrupt: (() => Promise<void>) | undefined;
   private interrupting: Promise<void> | undefined;
-  private readonly listener = () => {
-    this.received = true;
-    this.start();
-  };
+  private readonly listener = () => this.press();
 
   constructor() {
     process.once('SIGINT', this.listener);
+  }
+
+  /** Ctrl-C was pressed: SIGINT, or at a prompt that read it as a key (`DriveOptions.onCtrlC`). */
+  press(): void {
+    this.received = true;
+    this.start();
   }
 
   /** Whether Ctrl-C was pressed. */
@@ -35,9 +38,17 @@ export class CtrlC {
     this.start();
   }
 
-  /** The interrupt under way, if Ctrl-C was pressed after `arm`. */
-  get pending(): Promise<void> | undefined {
-    return this.interrupting;
+  /**
+   * Follow the armed turn with `drive` (given what a prompt calls on Ctrl-C: `DriveOptions.onCtrlC`). After a
+   * Ctrl-C, the interrupt records the cancellation once the running work stops: wait for it, then drive again, so
+   * what is reported is the recorded outcome.
+   */
+  async follow<T>(drive: (onCtrlC: () => void) => Promise<T>): Promise<T> {
+    const onCtrlC = () => this.press();
+    const result = await drive(onCtrlC);
+    if (!this.interrupting) return result;
+    await this.interrupting;
+    return drive(onCtrlC);
   }
 
   /** Ctrl-C is the default again (it ends the process). */

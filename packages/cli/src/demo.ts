@@ -110,10 +110,16 @@ export async function prepareBusinessDemo(cwd: string): Promise<{ config: OarCon
 }
 
 async function demo(options: { store?: string; json?: boolean; tools?: string }): Promise<number> {
-  const [{ buildRuntime, OarRuntimeError }, { turnErrorText }, { attachPrinter, driveSession }] = await Promise.all([
+  const [
+    { buildRuntime, EXIT, OarRuntimeError },
+    { turnErrorText },
+    { attachPrinter, driveSession },
+    { CtrlC, interruptOnceStarted },
+  ] = await Promise.all([
     import('@oar/runtime'),
     import('./io.js'),
     import('./session-driver.js'),
+    import('./ctrl-c.js'),
   ]);
   const cwd = process.cwd();
   const business = options.tools === 'business';
@@ -132,6 +138,8 @@ async function demo(options: { store?: string; json?: boolean; tools?: string })
   });
   const json = options.json === true;
   const interactive = process.stdin.isTTY === true && process.stdout.isTTY === true && !json;
+  // Ctrl-C interrupts the demo's turn as it does `oar run`'s (exit 130), also at the approval prompt.
+  const ctrlC = new CtrlC();
   try {
     if (!json) {
       process.stdout.write(
@@ -147,13 +155,17 @@ async function demo(options: { store?: string; json?: boolean; tools?: string })
     });
     runtime.worker?.adopt(sessionId);
     const printer = attachPrinter(runtime, sessionId, json);
-    const { turnId } = await runtime.submitTurn({ sessionId, input: business ? BUSINESS_PROMPT : DEMO_PROMPT });
-    const result = await driveSession(runtime, sessionId, turnId, {
-      json,
-      approvals: interactive ? 'ask' : 'approve',
-      autoNote: 'auto-approved: no terminal to ask in (run `oar demo` in a terminal to decide yourself)',
-      printer,
-    });
+    const submitted = await runtime.submitTurn({ sessionId, input: business ? BUSINESS_PROMPT : DEMO_PROMPT });
+    ctrlC.arm(() => interruptOnceStarted(runtime, sessionId, submitted, 0));
+    const result = await ctrlC.follow((onCtrlC) =>
+      driveSession(runtime, sessionId, submitted.turnId, {
+        json,
+        approvals: interactive ? 'ask' : 'approve',
+        autoNote: 'auto-approved: no terminal to ask in (run `oar demo` in a terminal to decide yourself)',
+        printer,
+        onCtrlC,
+      }),
+    );
     await printer.stop();
     if (json) {
       process.stdout.write(
@@ -176,8 +188,10 @@ async function demo(options: { store?: string; json?: boolean; tools?: string })
           .join('\n')}\n`,
       );
     }
-    return result.status === 'completed' ? 0 : 1;
+    if (ctrlC.requested || result.status === 'cancelled') return EXIT.cancelled;
+    return result.status === 'completed' ? EXIT.ok : EXIT.failed;
   } finally {
+    ctrlC.dispose();
     await runtime.close();
     await store.close();
   }

@@ -46,6 +46,7 @@ import {
 export async function openRuntime(
   options: GlobalOptions,
   sessions: WorkerOptions['sessions'],
+  open: { createStore?: boolean } = {},
 ): Promise<{ runtime: Runtime; store: Store; config: OarConfig }> {
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
@@ -58,6 +59,7 @@ export async function openRuntime(
     ...(options.model ? { model: options.model } : {}),
     ...(options.workspace ? { workspace: options.workspace } : {}),
     ...(options.runner ? { runner: options.runner } : {}),
+    ...open,
   });
   return { ...opened, config };
 }
@@ -312,21 +314,16 @@ async function runTurn(prompt: string, options: RunOptions, ctrlC: CtrlC): Promi
     const submitted = await runtime.submitTurn({ sessionId: session.sessionId, input: prompt, ...attachments });
     // From here Ctrl-C interrupts this turn — one pressed during the submit, at once.
     ctrlC.arm(() => interruptOnceStarted(runtime, session.sessionId, submitted, after));
-    const drive = () =>
+    await runtime.worker?.look(session.sessionId);
+    noteHolder(runtime, submitted.threadId, options.json === true);
+    const result = await ctrlC.follow((onCtrlC) =>
       driveSession(runtime, session.sessionId, submitted.turnId, {
         json: options.json === true,
         approvals,
         printer,
-      });
-    await runtime.worker?.look(session.sessionId);
-    noteHolder(runtime, submitted.threadId, options.json === true);
-    let result = await drive();
-    const interrupting = ctrlC.pending;
-    if (interrupting) {
-      // The interrupt records the cancellation after the running work stops; report the recorded outcome.
-      await interrupting;
-      result = await drive();
-    }
+        onCtrlC,
+      }),
+    );
     await printer.stop();
     return report(result, session.sessionId, options, opened.store.location, ctrlC.requested);
   });
@@ -432,7 +429,8 @@ export interface SessionUpdateOptions extends GlobalOptions {
 
 /** `oar session update`: change a session's binding, recorded as a fact; effective from its next turn. */
 export async function updateSession(sessionId: string, options: SessionUpdateOptions): Promise<number> {
-  const opened = await openRuntime(options, []);
+  // The session exists or the update is refused: a store that does not exist is reported, never made.
+  const opened = await openRuntime(options, [], { createStore: false });
   return withRuntime(opened, async (runtime) => {
     const template = runtime.defaultBinding;
     const update: BindingUpdate = {};

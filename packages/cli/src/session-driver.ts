@@ -18,6 +18,12 @@ export interface DriveOptions {
   /** Printed next to every automatic decision so nobody mistakes it for a human's. */
   autoNote?: string;
   printer?: Printer;
+  /**
+   * Ctrl-C at an approval prompt. In raw mode the terminal sends it to the prompt, not to the process as SIGINT, so
+   * the command's own Ctrl-C handling (`CtrlC.press`: interrupt the turn) is called from here. Without one, Ctrl-C
+   * does what it does anywhere: it ends the process (by SIGINT), and the decision keeps waiting.
+   */
+  onCtrlC?: () => void;
 }
 
 export interface DriveResult {
@@ -234,25 +240,32 @@ export interface Printer {
   stop(): Promise<void>;
 }
 
-async function ask(question: string, choices: ActionDecision[]): Promise<{ decision: ActionDecision; text?: string }> {
+/** Ctrl-C at a prompt (see `DriveOptions.onCtrlC`): no answer. */
+class PromptInterrupted extends Error {}
+
+/** One line typed at a prompt; Ctrl-C there is `PromptInterrupted`, not an error of the command. */
+async function prompt(text: string): Promise<string> {
   const rl = createInterface({ input: process.stdin, output: process.stdout });
   try {
-    const hint = choices.includes('approve_for_session') ? '[y]es / [n]o / [a]lways this session' : '[y]es / [n]o';
-    const answer = (await rl.question(`${question}\n  ${hint} > `)).trim().toLowerCase();
-    if (answer === 'a' && choices.includes('approve_for_session')) return { decision: 'approve_for_session' };
-    return { decision: answer === 'y' || answer === 'yes' ? 'approve' : 'deny' };
+    return await rl.question(text);
+  } catch (error) {
+    // readline/promises rejects the question with an AbortError when the terminal sends Ctrl-C.
+    if ((error as { code?: string }).code === 'ABORT_ERR') throw new PromptInterrupted();
+    throw error;
   } finally {
     rl.close();
   }
 }
 
+async function ask(question: string, choices: ActionDecision[]): Promise<{ decision: ActionDecision; text?: string }> {
+  const hint = choices.includes('approve_for_session') ? '[y]es / [n]o / [a]lways this session' : '[y]es / [n]o';
+  const answer = (await prompt(`${question}\n  ${hint} > `)).trim().toLowerCase();
+  if (answer === 'a' && choices.includes('approve_for_session')) return { decision: 'approve_for_session' };
+  return { decision: answer === 'y' || answer === 'yes' ? 'approve' : 'deny' };
+}
+
 async function askText(question: string): Promise<string> {
-  const rl = createInterface({ input: process.stdin, output: process.stdout });
-  try {
-    return await rl.question(`${question}\n  > `);
-  } finally {
-    rl.close();
-  }
+  return prompt(`${question}\n  > `);
 }
 
 /**
@@ -331,38 +344,58 @@ export async function driveSession(
     }
     await options.printer?.flush();
     const details = await requestDetails(runtime, sessionId);
-    for (const request of pending) {
-      const detail = details.get(request.actionId);
-      const choices = detail?.choices ?? ['approve', 'deny'];
-      if (options.approvals === 'ask') {
-        if (detail?.question) {
-          const text = await askText(request.prompt ?? 'Input needed');
-          await runtime.respondAction({
-            sessionId,
-            actionId: request.actionId,
-            decision: 'approve',
-            payload: { text },
-          });
-        } else {
-          const shown = (detail?.lines ?? []).map((line) => `\n  ${line}`).join('');
-          const { decision } = await ask(`${request.prompt ?? 'Approve?'}${shown}`, choices);
-          await answered(runtime.respondAction({ sessionId, actionId: request.actionId, decision }), request);
-        }
-        continue;
-      }
-      const decision: ActionDecision = options.approvals === 'approve' ? 'approve' : 'deny';
-      if (!options.json) process.stdout.write(`  ${options.autoNote ?? `auto-${decision}d (--${decision}-all)`}\n`);
-      await answered(
-        runtime.respondAction({
+    try {
+      await decide(runtime, sessionId, pending, details, options);
+    } catch (error) {
+      if (!(error instanceof PromptInterrupted)) throw error;
+      process.stdout.write('\n');
+      if (options.onCtrlC) options.onCtrlC();
+      // Nobody here interrupts a turn: Ctrl-C ends the process (the signal's default), as it would off the prompt.
+      else process.kill(process.pid, 'SIGINT');
+      return { status: 'waiting', threads: snapshot.threads, details };
+    }
+  }
+}
+
+/** Decide each pending request the way `options.approvals` says: at a prompt, or automatically. */
+async function decide(
+  runtime: Runtime,
+  sessionId: string,
+  pending: ThreadReadModel['pendingRequests'],
+  details: Map<string, RequestDetails>,
+  options: DriveOptions,
+): Promise<void> {
+  for (const request of pending) {
+    const detail = details.get(request.actionId);
+    const choices = detail?.choices ?? ['approve', 'deny'];
+    if (options.approvals === 'ask') {
+      if (detail?.question) {
+        const text = await askText(request.prompt ?? 'Input needed');
+        await runtime.respondAction({
           sessionId,
           actionId: request.actionId,
-          decision,
-          reason: options.autoNote ?? `--${decision}-all`,
-          resolvedBy: 'cli-auto',
-          ...(detail?.question ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
-        }),
-        request,
-      );
+          decision: 'approve',
+          payload: { text },
+        });
+      } else {
+        const shown = (detail?.lines ?? []).map((line) => `\n  ${line}`).join('');
+        const { decision } = await ask(`${request.prompt ?? 'Approve?'}${shown}`, choices);
+        await answered(runtime.respondAction({ sessionId, actionId: request.actionId, decision }), request);
+      }
+      continue;
     }
+    const decision: ActionDecision = options.approvals === 'approve' ? 'approve' : 'deny';
+    if (!options.json) process.stdout.write(`  ${options.autoNote ?? `auto-${decision}d (--${decision}-all)`}\n`);
+    await answered(
+      runtime.respondAction({
+        sessionId,
+        actionId: request.actionId,
+        decision,
+        reason: options.autoNote ?? `--${decision}-all`,
+        resolvedBy: 'cli-auto',
+        ...(detail?.question ? { payload: { text: 'approved automatically (no TTY)' } } : {}),
+      }),
+      request,
+    );
   }
 }

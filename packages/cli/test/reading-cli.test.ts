@@ -26,6 +26,7 @@ describe('reading commands over a missing store', { timeout: 300_000 }, () => {
     ['interrupt', 'ses_nope'],
     ['respond', 'ses_nope', 'act_nope', 'approve'],
     ['limit', 'ses_nope', '--turn-tokens', '10'],
+    ['session', 'update', 'ses_nope', '--permission-mode', 'bypass'],
     ['resume', 'ses_nope'],
     ['keys', 'list'],
     ['workspaces', 'list'],

@@ -256,28 +256,53 @@ describe('oar events --follow', () => {
   });
 });
 
+/**
+ * `oar demo` under `script` (util-linux), which gives the binary a real pseudo-terminal, so the TTY path runs as it
+ * does for a person: `keys` are typed at the first approval prompt.
+ */
+async function demoAtPrompt(cwd: string, keys: string): Promise<{ code: number | null; out: string; typed: boolean }> {
+  const child = spawn('script', ['-qfec', `${bin} demo`, '/dev/null'], { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  let typed = false;
+  child.stdout.on('data', (chunk: Buffer) => {
+    out += chunk.toString();
+    if (!typed && out.includes('[y]es / [n]o')) {
+      typed = true;
+      child.stdin.write(keys);
+    }
+  });
+  const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+  return { code, out, typed };
+}
+
 describe('interactive approvals in a terminal', () => {
-  // `script` (util-linux) gives the binary a real pseudo-terminal, so the TTY path runs as it does for a person.
   it.each([
     ['n', false],
     ['y', true],
   ])('answering %s at the prompt decides the write', async (key, written) => {
     const cwd = tempDir();
-    const child = spawn('script', ['-qfec', `${bin} demo`, '/dev/null'], { cwd, stdio: ['pipe', 'pipe', 'pipe'] });
-    let out = '';
-    let answered = false;
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (!answered && out.includes('[y]es / [n]o')) {
-        answered = true;
-        child.stdin.write(`${key}\n`);
-      }
-    });
-    const code = await new Promise((resolve) => child.on('exit', resolve));
-    expect(answered, out).toBe(true);
+    const { code, out, typed } = await demoAtPrompt(cwd, `${key}\n`);
+    expect(typed, out).toBe(true);
     expect(code).toBe(0);
     expect(out).not.toContain('auto-approved');
     expect(existsSync(join(cwd, '.oar/demo-workspace/REVIEW.md'))).toBe(written);
     expect(out).toContain(written ? 'decision approve' : 'decision deny');
+  });
+
+  // Seen (issue 25): in raw mode the terminal hands Ctrl-C to the prompt, not to the process as SIGINT; the prompt
+  // failed with internal_error (exit 70) and the turn was left waiting for its decision.
+  it('Ctrl-C at the prompt interrupts the turn: cancelled, exit 130, nothing written', async () => {
+    const cwd = tempDir();
+    const { code, out, typed } = await demoAtPrompt(cwd, '\x03');
+    expect(typed, out).toBe(true);
+    expect(code, out).toBe(130);
+    expect(out).not.toContain('internal_error');
+    expect(existsSync(join(cwd, '.oar/demo-workspace/REVIEW.md'))).toBe(false);
+    const sessionId = /ses_[0-9a-f]+/.exec(out)?.[0] ?? '';
+    const shown = oarIn(cwd, ['inspect', sessionId, '--json']);
+    expect(shown.code, shown.stderr).toBe(0);
+    const snapshot = JSON.parse(shown.stdout) as SessionSnapshot;
+    expect(snapshot.threads[0]?.turns.at(-1)?.status).toBe('cancelled');
+    expect(snapshot.threads.flatMap((t) => t.pendingRequests)).toEqual([]);
   });
 });

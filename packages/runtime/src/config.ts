@@ -160,6 +160,11 @@ export interface BuildOptions {
   /** The worker of this process: every session (default), only some, or none (`false`). */
   worker?: boolean | WorkerOptions;
   resumeOnStart?: boolean;
+  /**
+   * false: the store must exist already (`store_not_found` otherwise), for a command on existing sessions that still
+   * needs the config (`oar session update --from-config`). Default: a missing store is created.
+   */
+  createStore?: boolean;
 }
 
 /**
@@ -210,7 +215,7 @@ export async function buildRuntime(
     if (agent.runner) agent.runner = await boundRunner(agent.runner, runnerPackages, baseDir);
   }
   const storeUrl = options.store ?? config.store;
-  const store = await Store.open(storeUrl, { cwd: options.cwd });
+  const store = await Store.open(storeUrl, { cwd: options.cwd, create: options.createStore !== false });
   // A runtime that cannot start (missing workspace, …) must not leave its store open.
   const runtime = await Runtime.create({
     store,
