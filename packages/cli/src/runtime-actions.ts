@@ -28,8 +28,8 @@ import {
 import { CtrlC, interruptOnceStarted } from './ctrl-c.js';
 import { storeFlag } from './demo.js';
 import { printJson, readAttachments, redactedForOutput, turnErrorText, UsageError } from './io.js';
+import { camel, type GlobalOptions, LIMIT_FLAGS } from './options.js';
 import { renderEvent } from './render.js';
-import { camel, type GlobalOptions, LIMIT_FLAGS } from './runtime-commands.js';
 import {
   type ApprovalMode,
   attachPrinter,

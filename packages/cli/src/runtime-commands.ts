@@ -1,5 +1,6 @@
 import { PERMISSION_MODES } from '@oar/runtime/constants';
 import type { Command } from 'commander';
+import { type GlobalOptions, LIMIT_FLAGS } from './options.js';
 import type { ResumeOptions, RunOptions, SessionUpdateOptions } from './runtime-actions.js';
 
 /**
@@ -7,29 +8,6 @@ import type { ResumeOptions, RunOptions, SessionUpdateOptions } from './runtime-
  * inspect, replay, export — as commander sees them. What each does is in runtime-actions.ts, imported when it runs.
  */
 const actions = () => import('./runtime-actions.js');
-
-export interface GlobalOptions {
-  config?: string;
-  store?: string;
-  model?: string;
-  workspace?: string;
-  /** Bind the main agent of a new session to this runner (docs/runners.md). */
-  runner?: string;
-}
-
-/** `oar limit`'s limit flags: the flag, the limit it sets (`scope.dimension`), what it is. */
-export const LIMIT_FLAGS = [
-  ['--turn-tokens', 'turn.tokens', 'tokens per turn'],
-  ['--turn-cost', 'turn.costUsd', 'US dollars per turn'],
-  ['--turn-calls', 'turn.modelCalls', 'model calls per turn'],
-  ['--turn-time', 'turn.wallTimeMs', 'wall time per turn, in ms'],
-  ['--session-tokens', 'session.tokens', 'tokens per session'],
-  ['--session-cost', 'session.costUsd', 'US dollars per session'],
-  ['--session-calls', 'session.modelCalls', 'model calls per session'],
-  ['--session-time', 'session.wallTimeMs', "wall time of the session's turns, in ms"],
-] as const;
-
-export const camel = (flag: string) => flag.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 
 /** The options every command over a store takes. */
 export function globals(command: Command): Command {

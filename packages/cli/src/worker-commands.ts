@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
-import { type GlobalOptions, globals } from './runtime-commands.js';
+import type { GlobalOptions } from './options.js';
+import { globals } from './runtime-commands.js';
 
 /**
  * The scale-out processes (docs/deployment.md): `oar worker` executes turns of every session of the store, and
