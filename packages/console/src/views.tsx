@@ -1,7 +1,7 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, type EventPage, enc, get, type OarEvent, qs, type Snapshot } from './api';
 import { foldEvents } from './model';
-import { Timeline } from './session';
+import { Timeline } from './timeline';
 import { Empty, ErrorBox, Json, Loading, navigate, Status, shortId, usePath } from './ui';
 
 /**

@@ -18,7 +18,10 @@ const ROOT = path.resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 function repositoryFiles(): string[] {
   const listed = gitFiles() ?? walkedFiles();
   return [...new Set(listed)]
+    // Generated listings whose paths are not the file's own: the lockfile's, and the import rules' known violations
+    // (each names an import as written in the source file that makes it, relative to that file).
     .filter((file) => file !== '' && !file.endsWith('package-lock.json'))
+    .filter((file) => file !== '.dependency-cruiser-known-violations.json')
     .filter((file) => existsSync(path.join(ROOT, file)) && statSync(path.join(ROOT, file)).isFile())
     .sort();
 }
