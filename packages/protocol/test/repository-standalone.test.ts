@@ -17,9 +17,9 @@ const ROOT = path.resolve(fileURLToPath(new URL('../../../', import.meta.url)));
 /** The files of the repository: what git tracks, plus new files it does not ignore. */
 function repositoryFiles(): string[] {
   const listed = gitFiles() ?? walkedFiles();
+  // Generated listings whose paths are not the file's own are left out: the lockfile, and the import rules' known
+  // violations (each names an import as written in the source file that makes it, relative to that file).
   return [...new Set(listed)]
-    // Generated listings whose paths are not the file's own: the lockfile's, and the import rules' known violations
-    // (each names an import as written in the source file that makes it, relative to that file).
     .filter((file) => file !== '' && !file.endsWith('package-lock.json'))
     .filter((file) => file !== '.dependency-cruiser-known-violations.json')
     .filter((file) => existsSync(path.join(ROOT, file)) && statSync(path.join(ROOT, file)).isFile())
