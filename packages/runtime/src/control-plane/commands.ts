@@ -30,7 +30,7 @@ import { bindingRedactor } from '../redaction/sources.js';
 import { actionStatusChange } from '../runner/action-context.js';
 import { compactionRange } from '../runner/compaction.js';
 import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
-import { failTurn } from '../runner/thread-runner.js';
+import { failTurn } from '../runner/turn-end.js';
 import { fenceOutUnheld } from '../store/leases.js';
 import { DEFAULT_WORKSPACE, Workspaces } from '../store/workspaces.js';
 import { prepareAttachments, type TurnAttachmentInput } from './attachments.js';

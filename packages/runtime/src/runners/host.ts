@@ -8,7 +8,7 @@ import { isClosing, OarRuntimeError } from '../errors.js';
 import { newId } from '../ids.js';
 import type { EventDraft } from '../log/event-log.js';
 import type { ThreadView, TurnState } from '../read-models/thread-state.js';
-import { completeTurn, failTurn } from '../runner/thread-runner.js';
+import { completeTurn, failTurn } from '../runner/turn-end.js';
 import { computeAccess, type RunAccess } from './access.js';
 import { checkRunnerConfig } from './config-check.js';
 import { expireDecisions } from './decisions.js';

@@ -14,7 +14,8 @@ import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import { type Limiter, ProviderLimiter } from '../runner/provider-limits.js';
 import { queueChanged, threadUnchanged } from '../runner/queue.js';
 import { RevealedObservations } from '../runner/revealed.js';
-import { advance, failTurn } from '../runner/thread-runner.js';
+import { advance } from '../runner/thread-runner.js';
+import { failTurn } from '../runner/turn-end.js';
 import { RunnerStorage } from '../runners/storage.js';
 import { isStoreFault } from '../store/faults.js';
 import {
