@@ -660,6 +660,12 @@ describe('scale-out on PostgreSQL: API nodes and workers as separate processes',
       victim.child.kill('SIGTERM');
       expect((await exitOf(victim, 'the victim')).code).toBe(0);
     }
+    // The victim may have finished the turn before the backup was up: a SIGTERM before its handler is installed
+    // would kill it by the signal (exit code null), which says nothing about draining. Stop it once it is running.
+    await until(
+      () => backup.err.includes('OAR worker') || backup.exited,
+      () => `the backup worker to start: ${describeProc(backup)}`,
+    );
     backup.child.kill('SIGTERM');
     expect((await exitOf(backup, 'the backup worker')).code).toBe(0);
   }, 180_000);
