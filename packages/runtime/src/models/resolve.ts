@@ -379,6 +379,11 @@ export async function bindingModel(
     env,
     ...(agent.name !== binding.mainAgent.name ? { agent: agent.name } : {}),
   });
+  return modelHandle(resolved);
+}
+
+/** What the loop calls a model through: the resolved model and what its configuration says of it. */
+export function modelHandle(resolved: ResolvedModel): ModelHandle {
   return {
     model: resolved.model,
     provider: resolved.info.provider,

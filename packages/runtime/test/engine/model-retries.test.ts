@@ -4,6 +4,7 @@ import type { LanguageModelV3CallOptions } from '@ai-sdk/provider';
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveModel } from '../../src/index.js';
+import { modelHandle } from '../../src/models/resolve.js';
 import { createScriptedModel, type ModelScriptStep } from '../../src/testing.js';
 import { type FakeOpenAI, fakeOpenAI } from '../support/fake-openai.js';
 import { tempDir } from '../support/temp-dirs.js';
@@ -265,12 +266,7 @@ describe('provider failures over HTTP (openai-compatible, real wire format)', ()
     h = await harness(
       { steps: [] },
       {
-        model: () => ({
-          model: resolved.model,
-          provider: resolved.info.provider,
-          modelId: resolved.info.modelId,
-          supportsForcedToolChoice: false,
-        }),
+        model: () => modelHandle(resolved),
       },
     );
     const { sessionId } = await h.runtime.createSession();

@@ -1,6 +1,7 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveModel } from '../../src/index.js';
+import { modelHandle } from '../../src/models/resolve.js';
 import type { ModelScriptStep } from '../../src/testing.js';
 import { type FakeOpenAI, fakeOpenAI } from '../support/fake-openai.js';
 import { assertEventsConform, eventProblems } from '../support/schemas.js';
@@ -170,12 +171,7 @@ describe('streaming over HTTP (openai-compatible, real SSE)', () => {
     h = await harness(
       { steps: [] },
       {
-        model: () => ({
-          model: resolved.model,
-          provider: resolved.info.provider,
-          modelId: resolved.info.modelId,
-          supportsForcedToolChoice: true,
-        }),
+        model: () => modelHandle(resolved),
       },
     );
   }

@@ -3,6 +3,7 @@ import type { OarError } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type ModelsConfig, resolveModel } from '../../src/index.js';
 import { withoutSdkAdvice } from '../../src/models/provider-errors.js';
+import { modelHandle } from '../../src/models/resolve.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { allEvents, errorCode, ofType, payload } from '../engine/helpers.js';
 import { type FakeOpenAI, type FakeReply, fakeOpenAI, type ResponsesEndpoint } from '../support/fake-openai.js';
@@ -39,13 +40,7 @@ async function turnWith(spec: string, env: Record<string, string>, models: Model
   h = await harness(
     { steps: [] },
     {
-      model: () => ({
-        model: resolved.model,
-        provider: resolved.info.provider,
-        modelId: resolved.info.modelId,
-        supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,
-        retry: { attempts: 1 },
-      }),
+      model: () => ({ ...modelHandle(resolved), retry: { attempts: 1 } }),
     },
   );
   const { sessionId, threadId } = await h.runtime.createSession();
