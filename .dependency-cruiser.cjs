@@ -18,6 +18,43 @@ function layer(name, from, below, comment) {
   };
 }
 
+/**
+ * The runtime's floors, from the ground up (docs/architecture.md "Floors and ports"). A file imports only its own
+ * floor and the floors below it: values and types alike. `facade` (the Runtime class and buildRuntime) stands on all
+ * of them, and the package root holds only index.ts.
+ */
+const FLOORS = [
+  'kernel',
+  'config',
+  'redaction',
+  'store',
+  'read-models',
+  'log',
+  'tools',
+  'models',
+  'policy',
+  'facts',
+  'control-plane',
+  'scheduler',
+  'executors',
+  'loop',
+  'agent-runners',
+  'worker',
+  'facade',
+];
+const RUNTIME = '^packages/runtime/src/';
+
+/** One rule per floor: nothing of it imports a floor above it. */
+function floorRules() {
+  return FLOORS.slice(0, -1).map((floor, i) => ({
+    name: `floor-${floor}`,
+    severity: 'error',
+    comment: `runtime/src/${floor} imports only the floors below it (${FLOORS.slice(0, i).join(', ') || 'none'}).`,
+    from: { path: `${RUNTIME}${floor}/` },
+    to: { path: `${RUNTIME}(${FLOORS.slice(i + 1).join('|')})/` },
+  }));
+}
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -27,6 +64,29 @@ module.exports = {
       comment: 'Files that import each other, directly or through others: one of them belongs a floor lower.',
       from: { path: '^packages/[^/]+/src/' },
       to: { circular: true },
+    },
+    ...floorRules(),
+    {
+      name: 'root-holds-only-index',
+      severity: 'error',
+      comment: 'The runtime package root holds index.ts alone; everything else stands on a floor.',
+      from: { path: `${RUNTIME}[^/]+$`, pathNot: `${RUNTIME}index\\.ts$` },
+      to: {},
+    },
+    {
+      name: 'no-model-sdk-under-the-loop',
+      severity: 'error',
+      comment:
+        'The control plane and the floors under it never load a model or MCP SDK: a command or a query starts no model.',
+      from: { path: `${RUNTIME}(kernel|config|redaction|store|read-models|log|policy|facts|control-plane)/` },
+      to: { path: 'node_modules/(@ai-sdk|ai|@modelcontextprotocol)/', dependencyTypesNot: ['type-only'] },
+    },
+    {
+      name: 'control-plane-reaches-no-model',
+      severity: 'error',
+      comment: 'Nothing the control plane stands on calls a model: models/ is for the loop and the runner host.',
+      from: { path: `${RUNTIME}(kernel|config|redaction|store|read-models|log|policy|facts|control-plane)/` },
+      to: { path: `${RUNTIME}models/` },
     },
     layer(
       'protocol-is-the-ground',

@@ -2,7 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Command } from 'commander';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { OarConfigSchema } from '../../runtime/src/config.js';
+import { OarConfigSchema } from '../../runtime/src/config/oar-config.js';
 import { ModelScriptSchema } from '../../runtime/src/models/script-schema.js';
 import { main } from '../src/main.js';
 import { repoRoot } from './cli-helpers.js';

@@ -6,14 +6,8 @@
  * - read models and snapshots, structured errors.
  * The scripted model and other test helpers live under `@oar/runtime/testing`.
  */
-export {
-  type ArtifactContent,
-  artifactIdFromRef,
-  artifactUri,
-  getArtifact,
-  putArtifact,
-  type StoredArtifact,
-} from './artifacts.js';
+
+export * from './agent-runners/index.js';
 export {
   type AgentConfig,
   AgentSchema,
@@ -28,6 +22,7 @@ export {
   bindingHash,
   type CompactionConfig,
   CompactionConfigSchema,
+  DEFAULT_CONTEXT_BUDGET_TOKENS,
   DEFAULT_LIMITS,
   type RuntimeLimits,
   RuntimeLimitsSchema,
@@ -35,9 +30,46 @@ export {
   SecretsConfigSchema,
   type SessionBinding,
   SessionBindingSchema,
-} from './binding.js';
-export { type BuildOptions, buildRuntime, CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config.js';
-export { configJsonSchema } from './config-json-schema.js';
+} from './config/binding.js';
+export { type ExecConfig, ExecConfigSchema } from './config/exec.js';
+export {
+  HOOK_POINTS,
+  type HookConfig,
+  HookConfigSchema,
+  type HookInput,
+  type HookOutput,
+  type HookPoint,
+  HooksSchema,
+} from './config/hooks.js';
+export { configJsonSchema } from './config/json-schema.js';
+export { type McpServerConfig, McpServerConfigSchema, McpServersSchema } from './config/mcp.js';
+export {
+  absoluteModelChoice,
+  absoluteModelSpec,
+  DEFAULT_API_KEY_ENV,
+  FALLBACK_CLASSES,
+  MODEL_PROVIDERS,
+  type ModelChoice,
+  ModelChoiceSchema,
+  type ModelConfig,
+  ModelConfigSchema,
+  type ModelsConfig,
+  ModelsConfigSchema,
+  modelChain,
+  parseModelSpec,
+} from './config/models.js';
+export { CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config/oar-config.js';
+export {
+  type PipelineConfig,
+  PipelineSchema,
+  type PipelineStep,
+  PipelinesSchema,
+  type ServiceAuth,
+  type ServiceConfig,
+  ServiceSchema,
+  ServicesSchema,
+} from './config/pipelines.js';
+export { type ProviderLimit, type ProviderLimits, ProviderLimitsSchema } from './config/provider-limits.js';
 export {
   checkAttachments,
   MAX_TURN_ATTACHMENT_BYTES,
@@ -53,20 +85,11 @@ export type {
   SubmitTurnResult,
 } from './control-plane/commands.js';
 export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
-export type { BoundConfig, Engine } from './engine.js';
-export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './error-codes.js';
-export { notFound, OarRuntimeError, toOarError } from './errors.js';
-export {
-  type PipelineConfig,
-  PipelineSchema,
-  type PipelineStep,
-  PipelinesSchema,
-  type ServiceAuth,
-  type ServiceConfig,
-  ServiceSchema,
-  ServicesSchema,
-} from './executors/definitions.js';
-export { newId } from './ids.js';
+export { type BuildOptions, buildRuntime } from './facade/build.js';
+export { type AskedWatch, Runtime, type RuntimeOptions } from './facade/runtime.js';
+export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './kernel/error-codes.js';
+export { notFound, OarRuntimeError, ToolError, toOarError } from './kernel/errors.js';
+export { newId } from './kernel/ids.js';
 export {
   checkJsonDepth,
   INPUT_FILE_LIMITS,
@@ -74,41 +97,33 @@ export {
   readBoundedBytes,
   readBoundedText,
   utf8WithoutBom,
-} from './input-files.js';
+} from './kernel/input-files.js';
+export { type Command, commandMatches } from './kernel/match/command-match.js';
 export { resolutionOf } from './log/decision-log.js';
-export { type AppendOptions, type EventDraft, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
+export type { EventDraft } from './log/draft.js';
+export { type AppendOptions, EventLog, eventRow, NOTIFY_CHANNEL } from './log/event-log.js';
 export { isLiveEvent, LiveChannel, type LiveEvent, type LiveListener } from './log/live.js';
 export { type ChangeListener, Notifier, type NotifierOptions, type SessionChange } from './log/notifier.js';
 export {
-  absoluteModelChoice,
-  absoluteModelSpec,
-  bindingModel,
-  DEFAULT_API_KEY_ENV,
-  FALLBACK_CLASSES,
-  MODEL_PROVIDERS,
-  type ModelChoice,
-  ModelChoiceSchema,
-  type ModelConfig,
-  ModelConfigSchema,
-  type ModelsConfig,
-  ModelsConfigSchema,
-  modelChain,
-  parseModelSpec,
-  resolveModel,
-} from './models/resolve.js';
+  genAiProviderName,
+  setGlobalTracerProvider,
+  TRACER_NAME,
+  Tracing,
+  type TracingOptions,
+} from './log/tracing.js';
+export { COMPACTION_DEFAULTS, type ContextBudget, contextBudget } from './loop/context/compaction.js';
+export type { ModelHandle } from './models/model-call.js';
+export {
+  type ModelDelta,
+  type ModelDeltaSink,
+  PARTIAL_OUTPUT_LIMIT,
+  type PartialOutputFields,
+} from './models/model-deltas.js';
+export { ProviderLimiter, type SlotWait } from './models/provider-limits.js';
+export { bindingModel, resolveModel } from './models/resolve.js';
 export { loadModelScript, type ModelScript, ModelScriptSchema, parseModelScript } from './models/script-schema.js';
 export { contextWindowOf, DEFAULT_WINDOWS, DEFAULT_WINDOWS_AS_OF, outputReserveOf } from './models/windows.js';
-export { type Command, commandMatches } from './policy/command-match.js';
 export type { HookFunction } from './policy/hooks/run-hook.js';
-export {
-  HOOK_POINTS,
-  type HookConfig,
-  HookConfigSchema,
-  type HookInput,
-  type HookOutput,
-  type HookPoint,
-  HooksSchema,
-} from './policy/hooks/schema.js';
 export {
   DEFAULT_DENY_RULES,
   type DefaultDenyRule,
@@ -142,30 +157,18 @@ export {
   redactionFact,
   secretEnvNames,
 } from './redaction/index.js';
+export type { BoundConfig, Engine } from './scheduler/engine.js';
 export {
-  COMPACTION_DEFAULTS,
-  type ContextBudget,
-  contextBudget,
-  DEFAULT_CONTEXT_BUDGET_TOKENS,
-} from './runner/compaction.js';
-export type { ModelHandle } from './runner/model-call.js';
-export {
-  type ModelDelta,
-  type ModelDeltaSink,
-  PARTIAL_OUTPUT_LIMIT,
-  type PartialOutputFields,
-} from './runner/model-deltas.js';
-export {
-  type ProviderLimit,
-  ProviderLimiter,
-  type ProviderLimits,
-  ProviderLimitsSchema,
-  type SlotWait,
-} from './runner/provider-limits.js';
-export * from './runners/index.js';
-export { type AskedWatch, Runtime, type RuntimeOptions } from './runtime.js';
+  type ArtifactContent,
+  artifactIdFromRef,
+  artifactUri,
+  getArtifact,
+  putArtifact,
+  type StoredArtifact,
+} from './store/artifacts.js';
+export type { Dialect } from './store/dialect.js';
 export { type Fence, type LeaseHolder, LeaseLostError, ownerName } from './store/leases.js';
-export { DEFAULT_STORE_PATH, type Dialect, Store, type StoreOptions } from './store/store.js';
+export { DEFAULT_STORE_PATH, Store, type StoreOptions } from './store/store.js';
 export {
   type ApiKeyRecord,
   ApiKeyRecordSchema,
@@ -179,10 +182,8 @@ export {
 } from './store/workspaces.js';
 export { READ_ONLY_FILE_TOOL } from './tools/builtin/files.js';
 export { editTool, globTool, grepTool, readTool, workspaceTools, writeTool } from './tools/builtin/index.js';
-export { type ExecConfig, ExecConfigSchema } from './tools/exec/config.js';
 export { EXEC_TOOL } from './tools/exec/exec-tool.js';
 export { PROCESS_TOOL } from './tools/exec/process-tool.js';
-export { type McpServerConfig, McpServerConfigSchema, McpServersSchema } from './tools/mcp/config.js';
 export { McpPool } from './tools/mcp/pool.js';
 export { loadToolModule } from './tools/modules.js';
 export { type ToolInventoryEntry, ToolRegistry } from './tools/registry.js';
@@ -192,15 +193,7 @@ export {
   defineTool,
   type ToolContext,
   type ToolDefinition,
-  ToolError,
   type ToolFacts,
   type ToolOutput,
 } from './tools/tool.js';
-export {
-  genAiProviderName,
-  setGlobalTracerProvider,
-  TRACER_NAME,
-  Tracing,
-  type TracingOptions,
-} from './tracing.js';
 export { DEFAULT_LEASE_TTL_MS, Worker, type WorkerOptions } from './worker/worker.js';

@@ -4,7 +4,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 
 /**
  * Errors over HTTP: every failure is `{error: {code, message, retryable, details}}` with the status its code
- * means. The codes are the runtime's one table (packages/runtime/src/error-codes.ts, docs/errors.md); the status
+ * means. The codes are the runtime's one table (packages/runtime/src/kernel/error-codes.ts, docs/errors.md); the status
  * is derived here, by what the code says about the request, so a new runtime code gets a sensible status without
  * a second table to keep in step.
  */

@@ -1,11 +1,11 @@
 import { z } from 'zod';
-import { DEFAULT_MAX_ARTIFACT_BYTES, type PendingArtifact, prepareArtifact } from '../artifacts.js';
-import { OarRuntimeError } from '../errors.js';
-import type { EventDraft } from '../log/event-log.js';
+import { artifactCreated } from '../facts/action.js';
+import { OarRuntimeError } from '../kernel/errors.js';
+import type { EventDraft } from '../log/draft.js';
 import type { TurnAttachment } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
-import { artifactCreated } from '../runner/action-context.js';
+import { DEFAULT_MAX_ARTIFACT_BYTES, type PendingArtifact, prepareArtifact } from '../store/artifacts.js';
 
 /**
  * Files attached to a turn (docs/engine.md "Turn attachments"): each is stored as an artifact of the session — redacted

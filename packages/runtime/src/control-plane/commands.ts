@@ -1,36 +1,32 @@
 import { realpathSync, statSync } from 'node:fs';
 import { ACTION_DECISIONS, type ActionDecision, oarError, type RuntimeEvent } from '@oar/protocol';
 import {
+  agentByName,
   applyBindingUpdate,
   type BindingUpdate,
   BindingUpdateSchema,
   bindingHash,
   type SessionBinding,
-} from '../binding.js';
-import { agentByName, type Engine } from '../engine.js';
-import { notFound, OarRuntimeError } from '../errors.js';
-import { newId } from '../ids.js';
+} from '../config/binding.js';
+import { actionStatusChange } from '../facts/action.js';
+import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../facts/queue.js';
+import { endFailedTurn } from '../facts/turn-end.js';
+import type { FactWriter } from '../facts/writer.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import { setRecent } from '../kernel/lru.js';
 import { resolutionOf } from '../log/decision-log.js';
-import {
-  type AppendGuard,
-  type AppendOptions,
-  type EventDraft,
-  type EventLog,
-  loadReadModels,
-} from '../log/event-log.js';
+import type { AppendGuard, EventDraft } from '../log/draft.js';
+import { type AppendOptions, type EventLog, loadReadModels } from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
-import { setRecent } from '../lru.js';
 import { hooksChanged } from '../policy/hooks/changes.js';
 import { grantFor, type PermissionRequest, PermissionRequestSchema } from '../policy/permissions.js';
 import { threadView, threadViews } from '../read-models/project.js';
 import { bindingOf, isTerminalTaskStatus, type SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
+import { compactionRange } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { bindingRedactor } from '../redaction/sources.js';
-import { actionStatusChange } from '../runner/action-context.js';
-import { compactionRange } from '../runner/compaction.js';
-import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../runner/queue.js';
-import { failTurn } from '../runner/turn-end.js';
 import { fenceOutUnheld } from '../store/leases.js';
 import { DEFAULT_WORKSPACE, Workspaces } from '../store/workspaces.js';
 import { prepareAttachments, type TurnAttachmentInput } from './attachments.js';
@@ -504,7 +500,13 @@ export class Commands {
     const unheld: AppendGuard = async (tx) => {
       if (await fenceOutUnheld(tx, dialect, sessionId, threadId)) throw new ThreadChangedError(threadId);
     };
-    await failTurn(this.writer(unheld), thread, turn, oarError('interrupted', thread.interrupt.reason), 'cancelled');
+    await endFailedTurn(
+      this.writer(unheld),
+      thread,
+      turn,
+      oarError('interrupted', thread.interrupt.reason),
+      'cancelled',
+    );
   }
 
   /** The runner's turn-ending code, writing as a command: each append also re-checks `guard`. */
@@ -539,7 +541,7 @@ export class Commands {
     return redactor;
   }
 
-  private writer(guard: AppendGuard): Pick<Engine, 'append' | 'wake' | 'loadThread'> {
+  private writer(guard: AppendGuard): FactWriter {
     return {
       loadThread: (sessionId, threadId) => this.log.thread(sessionId, threadId),
       append: (sessionId, drafts, options = {}) =>
@@ -646,7 +648,7 @@ export class Commands {
     const thread = views.find((t) => t.pending.some((p) => p.actionId === input.actionId));
     const pending = thread?.pending.find((p) => p.actionId === input.actionId);
     if (!thread || !pending) throw await this.notPending(input.sessionId, input.actionId, views);
-    // A runner run's question has no graph action: the live run waiting for it reads the answer (runners/decisions.ts).
+    // A runner run's question has no graph action: the live run waiting for it reads the answer (agent-runners/decisions.ts).
     const run = pending.runnerId ? undefined : thread.runs.get(pending.runId);
     const action = run?.declaration.actions.find((a) => a.id === pending.graphActionId);
     if (!pending.runnerId && (!run || !action)) throw notFound('action', input.actionId);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { BindingUpdateSchema } from '../binding.js';
-import { OarRuntimeError } from '../errors.js';
+import { BindingUpdateSchema } from '../config/binding.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 import { TurnAttachmentInputSchema } from './attachments.js';
 
 /**

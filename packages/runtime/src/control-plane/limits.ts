@@ -1,10 +1,10 @@
-import { BUDGET_DIMENSIONS, type BudgetDimension } from '../binding.js';
-import { notFound, OarRuntimeError } from '../errors.js';
-import type { EventDraft } from '../log/event-log.js';
+import { BUDGET_DIMENSIONS, type BudgetDimension } from '../config/binding.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import type { EventDraft } from '../log/draft.js';
+import { effectiveBudgets } from '../read-models/budgets.js';
 import type { ReadModels } from '../read-models/project.js';
 import { threadViews } from '../read-models/project.js';
 import { bindingOf, type LimitOverrides } from '../read-models/session.js';
-import { effectiveBudgets } from '../runner/budgets.js';
 
 /**
  * The `change_limits` command's logic (docs/models.md "Budgets"): validate a change of a session's budget limits,

@@ -1,8 +1,7 @@
 import type { RuntimeEvent, SessionSnapshot, ThreadReadModel } from '@oar/protocol';
-import { getArtifact } from '../artifacts.js';
-import type { BoundConfig } from '../engine.js';
-import { notFound, OarRuntimeError } from '../errors.js';
-import { exportEvidence, exportReplay } from '../exports.js';
+import type { AgentConfig } from '../config/binding.js';
+import type { PermissionsConfig } from '../config/permissions.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { type EventLog, loadAllReadModels } from '../log/event-log.js';
 import { findContradictions } from '../read-models/contradictions.js';
 import { replay, threadView, threadViews } from '../read-models/project.js';
@@ -10,12 +9,22 @@ import type { SessionState } from '../read-models/session.js';
 import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
 import type { PendingDecision } from '../read-models/thread-state.js';
 import { TimeTravel } from '../read-models/time-travel.js';
+import { sessionWork } from '../read-models/work.js';
+import { getArtifact } from '../store/artifacts.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
-import { sessionWork } from '../worker/worker.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import { exportEvidence, exportReplay } from './exports.js';
+
+/** What the tool inventory shows of a session's bound configuration (the worker's `BoundConfig` is one). */
+export interface InventoryConfig {
+  readonly permissions: Pick<PermissionsConfig, 'mode'>;
+  readonly tools: Pick<ToolRegistry, 'inventory'>;
+  readonly agents: readonly Pick<AgentConfig, 'name' | 'description' | 'capabilities'>[];
+}
 
 export interface QueryDeps {
   log: EventLog;
-  configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig>;
+  configFor(session: SessionState | undefined, hash?: string): Promise<InventoryConfig>;
 }
 
 /** The control plane's queries: read models and events only — no model, no worker, nothing written. */

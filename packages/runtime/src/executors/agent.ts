@@ -1,11 +1,12 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { type AgentConfig, agentByName } from '../engine.js';
-import { newId } from '../ids.js';
-import type { EventDraft } from '../log/event-log.js';
+import { agentByName, DEFAULT_CONTEXT_BUDGET_TOKENS } from '../config/binding.js';
+import { actionIds, actionStatusEvent } from '../facts/action.js';
+import { newId } from '../kernel/ids.js';
+import type { EventDraft } from '../log/draft.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
-import { DEFAULT_CONTEXT_BUDGET_TOKENS } from '../runner/compaction.js';
-import { nodeRequest, resolveActionContext, taskText, unresolvedReference } from '../runner/references.js';
+import type { ActionContext } from '../scheduler/action-context.js';
+import type { AgentConfig } from '../scheduler/engine.js';
+import { nodeRequest, resolveActionContext, taskText, unresolvedReference } from './references.js';
 import { gate } from './tool.js';
 
 /** `auto` picks the first configured agent that has every requested capability. */

@@ -1,9 +1,10 @@
 import { oarError } from '@oar/protocol';
-import { newId } from '../ids.js';
+import { actionIds, actionStatusEvent } from '../facts/action.js';
+import { subagentStatus } from '../facts/subagent-status.js';
+import { newId } from '../kernel/ids.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import { type ActionContext, actionIds, actionStatusEvent } from '../runner/action-context.js';
-import { resolveActionContext, unresolvedReference } from '../runner/references.js';
-import { subagentStatus } from '../runner/subagent-status.js';
+import type { ActionContext } from '../scheduler/action-context.js';
+import { resolveActionContext, unresolvedReference } from './references.js';
 import { gate } from './tool.js';
 
 /**

@@ -5,18 +5,12 @@ import {
   mechanicalSummary,
   type OarError,
 } from '@oar/protocol';
-import type { StoredArtifact } from '../artifacts.js';
-import { toOarError } from '../errors.js';
-import type { EventDraft } from '../log/event-log.js';
+import { actionIds, artifactCreated, observe, toolFailedEvent, toolIds } from '../facts/action.js';
+import { toOarError } from '../kernel/errors.js';
+import type { EventDraft } from '../log/draft.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import {
-  type ActionContext,
-  actionIds,
-  artifactCreated,
-  observe,
-  toolFailedEvent,
-  toolIds,
-} from '../runner/action-context.js';
+import type { ActionContext } from '../scheduler/action-context.js';
+import type { StoredArtifact } from '../store/artifacts.js';
 
 /**
  * How the pipeline and service executors end an action, the way a tool action ends (executors/tool.ts): the full
@@ -77,7 +71,7 @@ export async function completeAction(
     before?: EventDraft[];
     /**
      * A permission rule explicitly allows what the call read (policy/reveal.ts): the model may see this observation
-     * unredacted for the rest of the turn (runner/revealed.ts); `attempt` is the call's (its `tool.started`). The
+     * unredacted for the rest of the turn (policy/revealed.ts); `attempt` is the call's (its `tool.started`). The
      * record gets the redacted form either way.
      */
     reveal?: { attempt: number };

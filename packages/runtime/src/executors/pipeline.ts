@@ -1,19 +1,13 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { isClosing } from '../errors.js';
-import type { EventDraft } from '../log/event-log.js';
+import { mappingRef, type PipelineConfig, type PipelineStep, stepOrder } from '../config/pipelines.js';
+import { actionIds, actionStatusEvent, artifactCreated, errorOutput, toolIds } from '../facts/action.js';
+import { isClosing } from '../kernel/errors.js';
+import type { EventDraft } from '../log/draft.js';
 import { evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import {
-  type ActionContext,
-  actionIds,
-  actionStatusEvent,
-  artifactCreated,
-  errorOutput,
-  toolIds,
-} from '../runner/action-context.js';
+import type { ActionContext } from '../scheduler/action-context.js';
 import type { AnyTool } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
-import { mappingRef, type PipelineConfig, type PipelineStep, stepOrder } from './definitions.js';
 import { type ActionOutput, completeAction, failAction, storeOutput, summaryOf } from './outcome.js';
 import { gate, invokeTool, toolPermissionRequest } from './tool.js';
 

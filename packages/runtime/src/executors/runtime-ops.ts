@@ -1,12 +1,12 @@
 import { oarError } from '@oar/protocol';
 import { RE2JS } from 're2js';
-import { isClosing, toOarError } from '../errors.js';
+import { actionStatusEvent, withDefaultPolicy } from '../facts/action.js';
+import { isClosing, ToolError, toOarError } from '../kernel/errors.js';
+import { MAX_PATTERN_LENGTH } from '../kernel/match/pattern.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import { type ActionContext, actionStatusEvent, withDefaultPolicy } from '../runner/action-context.js';
-import { resolveActionContext, resolveReference, unresolvedReference } from '../runner/references.js';
+import type { ActionContext } from '../scheduler/action-context.js';
 import { type MatchProgram, PatternMatcher } from '../tools/match-worker.js';
-import { MAX_PATTERN_LENGTH } from '../tools/pattern.js';
-import { ToolError } from '../tools/tool.js';
+import { resolveActionContext, resolveReference, unresolvedReference } from './references.js';
 import { gate, withTimeout } from './tool.js';
 
 /** The most lines one expand_ref returns; the model can ask for further ranges. */

@@ -1,9 +1,10 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { isClosing } from '../errors.js';
+import { IDEMPOTENT_METHODS, QUERY_METHODS, type ServiceConfig, serviceAttempts } from '../config/pipelines.js';
+import { actionStatusEvent, errorOutput, toolIds } from '../facts/action.js';
+import { isClosing } from '../kernel/errors.js';
+import { waitUnlessAborted } from '../kernel/signals.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import { type ActionContext, actionStatusEvent, errorOutput, toolIds } from '../runner/action-context.js';
-import { waitUnlessAborted } from '../signals.js';
-import { IDEMPOTENT_METHODS, QUERY_METHODS, type ServiceConfig, serviceAttempts } from './definitions.js';
+import type { ActionContext } from '../scheduler/action-context.js';
 import { completeAction, failAction } from './outcome.js';
 import { gate, withTimeout } from './tool.js';
 

@@ -1,9 +1,10 @@
 import { type Action, hasTask, type OarError, oarError, withCapabilities } from '@oar/protocol';
-import { TOOL_WORKER_DEFAULTS } from '../binding.js';
-import { type AgentConfig, agentByName, type Engine } from '../engine.js';
-import type { PermissionRequest } from '../policy/permission-schema.js';
+import { agentByName, TOOL_WORKER_DEFAULTS } from '../config/binding.js';
+import type { PermissionRequest } from '../config/permissions.js';
+import { actionStatusEvent } from '../facts/action.js';
 import type { RunActionStatus, ThreadView } from '../read-models/thread-state.js';
-import { type ActionContext, actionStatusEvent } from '../runner/action-context.js';
+import type { ActionContext } from '../scheduler/action-context.js';
+import type { AgentConfig, Engine } from '../scheduler/engine.js';
 import { delegatedWork, startChildThread } from './agent.js';
 import { gate } from './tool.js';
 

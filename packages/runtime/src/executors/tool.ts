@@ -5,21 +5,23 @@ import {
   type ToolAgentOutput,
   toolAgentProjection,
 } from '@oar/protocol';
-import { localActor } from '../actor.js';
-import type { Engine } from '../engine.js';
-import { isClosing, toOarError } from '../errors.js';
-import { newId } from '../ids.js';
-import type { EventDraft } from '../log/event-log.js';
-import type { Command } from '../policy/command-match.js';
-import type { HookVerdict } from '../policy/hooks/hooks.js';
+import type { PermissionEvaluation, PermissionRequest, PermissionRule } from '../config/permissions.js';
 import {
-  afterToolCall,
-  beforeExecutorCall,
-  beforeToolCall,
-  hasToolHooks,
-  withHookVerdict,
-} from '../policy/hooks/tool-hooks.js';
-import type { PermissionEvaluation, PermissionRequest, PermissionRule } from '../policy/permission-schema.js';
+  actionIds,
+  actionStatusEvent,
+  artifactCreated,
+  errorOutput,
+  toolFailedEvent,
+  toolIds,
+  withDefaultPolicy,
+} from '../facts/action.js';
+import { subagentStatus } from '../facts/subagent-status.js';
+import { localActor } from '../kernel/actor.js';
+import { isClosing, ToolError, toOarError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { Command } from '../kernel/match/command-match.js';
+import type { EventDraft } from '../log/draft.js';
+import type { HookVerdict } from '../policy/hooks/hooks.js';
 import {
   approvalScope,
   defaultDenial,
@@ -30,22 +32,14 @@ import {
 } from '../policy/permissions.js';
 import { revealsOutput } from '../policy/reveal.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import {
-  type ActionContext,
-  actionIds,
-  actionStatusEvent,
-  artifactCreated,
-  errorOutput,
-  toolFailedEvent,
-  toolIds,
-  withDefaultPolicy,
-} from '../runner/action-context.js';
-import { subagentStatus } from '../runner/subagent-status.js';
+import type { ActionContext } from '../scheduler/action-context.js';
+import type { Engine } from '../scheduler/engine.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { AnyTool, ToolCallInfo, ToolOutput, ToolRecorder } from '../tools/tool.js';
-import { callFacts, ToolError } from '../tools/tool.js';
+import { callFacts } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
 import { completeAction, failAction, storeOutput } from './outcome.js';
+import { afterToolCall, beforeExecutorCall, beforeToolCall, hasToolHooks, withHookVerdict } from './tool-hooks.js';
 
 /**
  * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,

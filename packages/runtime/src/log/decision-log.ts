@@ -4,7 +4,7 @@ import type { Db } from '../store/store.js';
 /**
  * The decision facts of a session's log, read straight from the store: the questions asked (`action.required`) and
  * their answers (`action.resolved`). Read by the control plane (to say a decision was already resolved), by a runner
- * call that waits for its approval in another process's hands (runners/decisions.ts), and by whoever drives a
+ * call that waits for its approval in another process's hands (agent-runners/decisions.ts), and by whoever drives a
  * session and must hear of a runner's question while the run is still going (`Runtime.settled`).
  */
 

@@ -1,9 +1,8 @@
 import { randomFillSync, randomUUID } from 'node:crypto';
-import { createEvent, type EventFields, type EventType, type RuntimeEvent } from '@oar/protocol';
+import { createEvent, type RuntimeEvent } from '@oar/protocol';
 import { sql } from 'kysely';
-import type { PendingArtifact } from '../artifacts.js';
-import { notFound, OarRuntimeError } from '../errors.js';
-import { setRecent } from '../lru.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { setRecent } from '../kernel/lru.js';
 import { contradiction, isEnding } from '../read-models/contradictions.js';
 import {
   applyEvent,
@@ -20,25 +19,16 @@ import type { RunState, ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { processRedactor } from '../redaction/sources.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
+import type { PendingArtifact } from '../store/artifacts.js';
 import { type Fence, fenceHolds, LeaseLostError } from '../store/leases.js';
 import { QueryTemplates } from '../store/query-templates.js';
 import type { Db, Store } from '../store/store.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
-import { withActiveSpan } from '../tracing.js';
-
-/** What the engine writes: an event without the fields the log assigns (ids, sequence, time, profile fields). */
-export type EventDraft = {
-  [T in EventType]: { type: T } & Omit<
-    EventFields<T>,
-    'sessionId' | 'sequence' | 'runtimeId' | 'eventId' | 'timestamp' | 'schemaVersion'
-  >;
-}[EventType];
+import type { AppendGuard, EventDraft } from './draft.js';
+import { withActiveSpan } from './tracing.js';
 
 /** `fenced`: written by a worker driving a thread (so it needs no worker's attention); else by a command. */
 export type EventListener = (events: RuntimeEvent[], origin: { fenced: boolean }) => void;
-
-/** A precondition re-checked under the session row lock, inside the append's transaction (see `EventLog.append`). */
-export type AppendGuard = (tx: Db) => Promise<void>;
 
 export interface AppendOptions {
   guard?: AppendGuard;

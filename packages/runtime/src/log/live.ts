@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createEvent, type EventPayload, type RuntimeEvent, type RuntimeEventOf } from '@oar/protocol';
-import { setRecent } from '../lru.js';
+import { setRecent } from '../kernel/lru.js';
 import type { EventLog } from './event-log.js';
 import type { Notifier } from './notifier.js';
 

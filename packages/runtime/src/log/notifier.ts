@@ -1,4 +1,4 @@
-import { setRecent } from '../lru.js';
+import { setRecent } from '../kernel/lru.js';
 import { type ChangeCursor, changeCursor, changesSince } from './changes.js';
 import { type EventLog, NOTIFY_CHANNEL } from './event-log.js';
 

@@ -1,7 +1,7 @@
 import { pointer } from '@oar/protocol';
 import { z } from 'zod';
-import { OarRuntimeError } from '../errors.js';
-import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from '../input-files.js';
+import { OarRuntimeError } from '../kernel/errors.js';
+import { checkJsonDepth, INPUT_FILE_LIMITS, readBoundedText } from '../kernel/input-files.js';
 
 /**
  * The model script file: a documented list of responses a scripted model replays, one per model call. Used by the

@@ -10,7 +10,7 @@ import {
   type LanguageModelV3Usage,
 } from '@ai-sdk/provider';
 import { AGENT_PROTOCOL_TOOL_NAME } from '@oar/protocol';
-import { OarRuntimeError } from '../errors.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 import type { ModelScript, ModelScriptStep } from './script-schema.js';
 
 export {

@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
-import { commandMatches } from './command-match.js';
-import { globMatches } from './glob-match.js';
-import type { PermissionRequest, PermissionRule, SessionGrant } from './permission-schema.js';
+import type { PermissionRequest, PermissionRule, SessionGrant } from '../config/permissions.js';
+import { commandMatches } from '../kernel/match/command-match.js';
+import { globMatches } from '../kernel/match/glob-match.js';
 
 /**
  * Pure matching of rules and grants against a request. No I/O: `node:path`'s posix helpers are string functions.

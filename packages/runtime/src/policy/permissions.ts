@@ -1,6 +1,5 @@
 import type { ActionDecision, PermissionDecision, PermissionEvaluatedPayloadSchema } from '@oar/protocol';
 import type { z } from 'zod';
-import { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
 import type {
   EvaluationSource,
   IndexedPermissionRule,
@@ -10,11 +9,12 @@ import type {
   PermissionRequest,
   PermissionRule,
   SessionGrant,
-} from './permission-schema.js';
+} from '../config/permissions.js';
+import { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
 import { DEFAULT_DENY_RULES, defaultDenial, describeDefaultRule } from './sensitive-paths.js';
 
+export * from '../config/permissions.js';
 export { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
-export * from './permission-schema.js';
 export {
   DEFAULT_DENY_RULES,
   defaultDenial,

@@ -1,4 +1,4 @@
-import type { DefaultDenyRule, PermissionRequest, PermissionRule } from './permission-schema.js';
+import type { DefaultDenyRule, PermissionRequest, PermissionRule } from '../config/permissions.js';
 import { DEFAULT_DENY_RULES, explicitlyAllowed } from './sensitive-paths.js';
 
 /**

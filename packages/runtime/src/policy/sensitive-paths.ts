@@ -1,7 +1,7 @@
 import { posix } from 'node:path';
-import { globMatches } from './glob-match.js';
+import type { DefaultDenyRule, PermissionRequest, PermissionRule } from '../config/permissions.js';
+import { globMatches } from '../kernel/match/glob-match.js';
 import { normalizeTouchedPath, ruleMatches } from './permission-match.js';
-import type { DefaultDenyRule, PermissionRequest, PermissionRule } from './permission-schema.js';
 
 /**
  * The runtime's default deny rules: files that hold credentials are not touched by any tool unless the binding

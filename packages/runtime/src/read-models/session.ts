@@ -1,7 +1,7 @@
 import { type RuntimeEvent, type Task, type TaskAttempt, type TaskStatusValue, UsageSchema } from '@oar/protocol';
 import { z } from 'zod';
-import { type SessionBinding, SessionBindingSchema } from '../binding.js';
-import { SessionGrantSchema } from '../policy/permission-schema.js';
+import { type SessionBinding, SessionBindingSchema } from '../config/binding.js';
+import { SessionGrantSchema } from '../config/permissions.js';
 import { memberOf } from './thread-state.js';
 
 const OverrideLimitsSchema = z.object({
@@ -45,7 +45,7 @@ export const SessionStateSchema = z.object({
   /** The recorded cost of the session's priced model calls (approximate; unpriced calls are not in it). */
   cost: z.object({ currency: z.literal('USD'), amount: z.number(), pricedCalls: z.number().int() }).optional(),
   /**
-   * What budgets count beyond usage and cost (runner/budgets.ts): model calls made, the time of ended turns and the
+   * What budgets count beyond usage and cost (facts/budgets.ts): model calls made, the time of ended turns and the
    * start of running ones, and the `quota.low` facts recorded for session limits. Absent until the first turn.
    */
   budget: z

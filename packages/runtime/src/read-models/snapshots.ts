@@ -6,8 +6,8 @@ import {
   type ThreadStatus,
   type TurnStatus,
 } from '@oar/protocol';
-import { effectiveBudgets, hasBudgets } from '../runner/budgets.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
+import { effectiveBudgets, hasBudgets } from './budgets.js';
 import { bindingOf, type SessionState } from './session.js';
 import type { ThreadState, ThreadView } from './thread-state.js';
 

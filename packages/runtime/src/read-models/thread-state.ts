@@ -6,7 +6,7 @@ import {
   TurnStatusSchema,
 } from '@oar/protocol';
 import { z } from 'zod';
-import { HookRunSchema } from '../policy/hooks/read-model.js';
+import { HookRunSchema } from './hook-runs.js';
 
 /** A membership test for a fixed subset of a status vocabulary (typed, so a misspelt member does not compile). */
 export function memberOf<S extends string>(statuses: readonly S[]): (status: S) => boolean {
@@ -137,7 +137,7 @@ export const TurnStateSchema = z.object({
    * before that those of `turn.submitted` (the delegating turn, or the submitter's span).
    */
   trace: z.object({ traceId: z.string(), spanId: z.string() }).optional(),
-  /** What the turn's model calls spent (budgets, runner/budgets.ts): tokens, approximate USD, calls. */
+  /** What the turn's model calls spent (budgets, facts/budgets.ts): tokens, approximate USD, calls. */
   spend: z.object({ tokens: z.number(), costUsd: z.number(), modelCalls: z.number().int() }).optional(),
   /** The `quota.low` facts recorded for the turn's limits (each once per limit). */
   quotaLow: z.array(z.string()).optional(),
@@ -155,7 +155,7 @@ export type TurnState = z.infer<typeof TurnStateSchema>;
 export const ResourceWaitSchema = z.object({
   kind: z.enum(['quota', 'provider']),
   turnId: z.string(),
-  /** quota: `scope:dimension:limit:spent` (runner/budgets.ts); provider: the limit's key. */
+  /** quota: `scope:dimension:limit:spent` (facts/budgets.ts); provider: the limit's key. */
   key: z.string(),
   reason: z.string(),
   message: z.string().optional(),
@@ -315,3 +315,17 @@ export type ThreadState = z.infer<typeof ThreadStateSchema>;
  * rewrites that run only, not the whole history of the thread; the view joins them for the runner.
  */
 export type ThreadView = ThreadState & { runs: ReadonlyMap<string, RunState> };
+
+/** The turns a compaction would replace: finished turns after the boundary, before the active or queued ones. */
+export function compactionRange(thread: ThreadView, keepTurns: number): TurnState[] {
+  const through = thread.compaction ? thread.turns.findIndex((t) => t.turnId === thread.compaction?.throughTurnId) : -1;
+  const finished: TurnState[] = [];
+  for (const turn of thread.turns.slice(through + 1)) {
+    // The range is contiguous: it ends at the first turn still in progress (the active one, a queued one).
+    if (turn.turnId === thread.activeTurnId || !isTerminalTurnStatus(turn.status)) break;
+    finished.push(turn);
+  }
+  const kept = finished.slice(0, Math.max(0, finished.length - keepTurns));
+  // When keeping the most recent turns would leave nothing to compact, all finished turns are compacted.
+  return kept.length > 0 ? kept : finished;
+}

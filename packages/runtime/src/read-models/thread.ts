@@ -1,5 +1,5 @@
 import type { OarError, RuntimeEvent } from '@oar/protocol';
-import { hookRunOf, MAX_TURN_HOOK_RUNS } from '../policy/hooks/read-model.js';
+import { hookRunOf, MAX_TURN_HOOK_RUNS } from './hook-runs.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
 import {

@@ -1,5 +1,5 @@
 import type { RuntimeEvent } from '@oar/protocol';
-import { setRecent } from '../lru.js';
+import { setRecent } from '../kernel/lru.js';
 import { applyEvent, emptyReadModels, type ReadModels } from './project.js';
 
 /**

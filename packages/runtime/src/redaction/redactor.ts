@@ -50,7 +50,7 @@ export class Redactor {
    * This redactor narrowed to the secrets it would NOT recognise on their own, out of the context they were found
    * in: a password found after `password=` or inside a URL, a token after `Bearer `. Secrets it recognises
    * anywhere — known values (environment, `.env`) and self-evident shapes (provider keys, PEM blocks, JWTs) — are
-   * left in place. What the model may be shown unredacted (runner/revealed.ts): whatever it repeats of that is
+   * left in place. What the model may be shown unredacted (policy/revealed.ts): whatever it repeats of that is
    * recognised again when it is recorded, whereas a context-only secret repeated without its context would not be.
    */
   contextualOnly(): Redactor {

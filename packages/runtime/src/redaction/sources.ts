@@ -1,11 +1,11 @@
 import { constants, type Dirent } from 'node:fs';
 import { type FileHandle, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { serviceSecretEnv } from '../executors/definitions.js';
-import { DEFAULT_API_KEY_ENV, type ModelsConfig } from '../models/resolve.js';
-import { cliSecretEnv } from '../tools/cli/config.js';
-import { execSecretEnv } from '../tools/exec/config.js';
-import { type McpServersConfig, mcpSecretEnv } from '../tools/mcp/config.js';
+import { cliSecretEnv } from '../config/cli.js';
+import { execSecretEnv } from '../config/exec.js';
+import { type McpServersConfig, mcpSecretEnv } from '../config/mcp.js';
+import { DEFAULT_API_KEY_ENV, type ModelsConfig } from '../config/models.js';
+import { serviceSecretEnv } from '../config/pipelines.js';
 import { dotenvSecretValues, isDotenvFileName } from './dotenv.js';
 import type { LiteralSecret } from './literals.js';
 import { Redactor } from './redactor.js';

@@ -1,5 +1,5 @@
 import type { DatabaseConnection, Dialect, Driver, QueryResult } from 'kysely';
-import { OarRuntimeError } from '../errors.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 
 /**
  * Store faults, named. A driver error that says the store cannot take writes or cannot be reached becomes a

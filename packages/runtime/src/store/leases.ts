@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import { type ExpressionBuilder, sql } from 'kysely';
-import { OarRuntimeError } from '../errors.js';
+import { OarRuntimeError } from '../kernel/errors.js';
+import type { Dialect } from './dialect.js';
 import type { Database } from './schema.js';
-import type { Db, Dialect } from './store.js';
+import type { Db } from './store.js';
 
 /**
  * Thread leases: one writer per thread. A worker claims a thread's lease before it drives the thread, renews it

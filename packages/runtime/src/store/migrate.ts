@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
+import type { Dialect } from './dialect.js';
 import { migrations } from './migrations.js';
 import type { Database } from './schema.js';
-import type { Dialect } from './store.js';
 
 /**
  * Apply every migration this version knows and the store lacks, in name order, in one transaction.

@@ -1,5 +1,5 @@
 import { type Kysely, type Migration, sql } from 'kysely';
-import type { Dialect } from './store.js';
+import type { Dialect } from './dialect.js';
 
 /**
  * Versioned migrations, in code so a bundled binary needs no migration folder. Names sort in apply order.
@@ -161,7 +161,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     },
     '0006_provider_limits': {
       async up(db: Kysely<unknown>) {
-        // Provider limits shared by every worker of one store (runner/shared-limits.ts): the calls running now (a
+        // Provider limits shared by every worker of one store (models/shared-limits.ts): the calls running now (a
         // slot per call and limited key, renewed while the call runs, so a dead worker's slots run out), the
         // starts of the last minute, and the pauses providers asked for (429 retry-after). Times in epoch ms.
         await db.schema
@@ -196,7 +196,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     },
     '0007_runner_storage': {
       async up(db: Kysely<unknown>) {
-        // A runner's storage.* (runners/storage.ts): values by area and owner (the plugin, workspace or binding the
+        // A runner's storage.* (agent-runners/storage.ts): values by area and owner (the plugin, workspace or binding the
         // area belongs to), JSON text or base64 of bytes, with the decoded size kept so a quota is one sum.
         await db.schema
           .createTable('oar_runner_storage')

@@ -20,7 +20,7 @@ export interface Database {
   oar_runner_storage: RunnerStorageTable;
 }
 
-/** Migration 0007: a runner's storage.* values (runners/storage.ts), by area, owner and key. */
+/** Migration 0007: a runner's storage.* values (agent-runners/storage.ts), by area, owner and key. */
 export interface RunnerStorageTable {
   /** plugin | workspace | binding */
   area: string;

@@ -3,15 +3,14 @@ import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
 import type pg from 'pg';
-import { DEFAULT_STORE_PATH } from '../constants.js';
-import { OarRuntimeError } from '../errors.js';
+import { DEFAULT_STORE_PATH } from '../kernel/constants.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 import { maskConnectionUrl } from '../redaction/connection-url.js';
+import type { Dialect } from './dialect.js';
 import { faultNamingDialect, storeFault } from './faults.js';
 import { migrateStore, storeUpToDate } from './migrate.js';
 import type { Database } from './schema.js';
 import { statementCache } from './statement-cache.js';
-
-export type Dialect = 'sqlite' | 'postgres';
 export type Db = Kysely<Database> | Transaction<Database>;
 
 /** How a lost LISTEN connection is made again: the pause doubles from the first to the maximum, with no end. */

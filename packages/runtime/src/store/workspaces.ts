@@ -1,8 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { z } from 'zod';
-import { DEFAULT_WORKSPACE } from '../constants.js';
-import { notFound, OarRuntimeError } from '../errors.js';
-import { newId } from '../ids.js';
+import { DEFAULT_WORKSPACE } from '../kernel/constants.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
 import type { ApiKeysTable } from './schema.js';
 import type { Store } from './store.js';
 

@@ -1,4 +1,4 @@
-import { ToolError } from './tool.js';
+import { ToolError } from '../kernel/errors.js';
 
 /**
  * Throw `aborted` if the call was interrupted or timed out. Tools call this between units of work (directories,

@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import { ToolError } from '../kernel/errors.js';
 import { abortedError } from './errors.js';
-import { ToolError } from './tool.js';
 
 /**
  * Pattern matching on model-supplied patterns runs in a worker thread that the calling tool terminates when its

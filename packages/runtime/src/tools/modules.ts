@@ -1,15 +1,7 @@
-import { isAbsolute, resolve } from 'node:path';
+import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { OarRuntimeError } from '../errors.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 import type { AnyTool } from './tool.js';
-
-/**
- * The absolute form of a tool module spec: a relative path is resolved against `baseDir` (the config file's
- * folder), so a binding names the same module from any working directory; a package name stays as it is.
- */
-export function absoluteModuleSpec(spec: string, baseDir: string): string {
-  return spec.startsWith('.') || isAbsolute(spec) ? resolve(baseDir, spec) : spec;
-}
 
 /** Load an ES module exporting tools (default export or `tools`: a ToolDefinition or an array of them). */
 export async function loadToolModule(spec: string): Promise<AnyTool[]> {

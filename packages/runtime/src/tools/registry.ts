@@ -1,6 +1,7 @@
 import { type CatalogTool, type OarError, oarError, pointer } from '@oar/protocol';
 import { z } from 'zod';
-import { type AnyTool, ToolError } from './tool.js';
+import { ToolError } from '../kernel/errors.js';
+import type { AnyTool } from './tool.js';
 
 /** One row of the tool inventory snapshot: the facts the scheduler and the UI rely on, without the schema. */
 export const ToolInventoryEntrySchema = z.object({

@@ -1,7 +1,7 @@
 import type { ResultPolicy, ToolAgentOutput } from '@oar/protocol';
 import type { z } from 'zod';
-import { OarRuntimeError, type OarRuntimeErrorOptions } from '../errors.js';
-import type { Command } from '../policy/command-match.js';
+import type { ToolError } from '../kernel/errors.js';
+import type { Command } from '../kernel/match/command-match.js';
 
 /**
  * A tool the runtime can execute. The flags are facts the scheduler and the permission policy rely on, so every
@@ -204,24 +204,6 @@ export interface ToolOutput {
    * `tool.result` `isError: true`, so people see it failed; the model sees the output and its status line.
    */
   isError?: boolean;
-}
-
-/**
- * A tool failure with a stable code: the runtime's structured error (`error` is its `{code, message, retryable,
- * details}`), thrown by a tool. `path_outside_workspace` is recorded as a sandbox violation; other codes become
- * `tool.failed` with the structured error. `options` are the options as given (unset fields stay unset).
- */
-export class ToolError extends OarRuntimeError {
-  constructor(
-    code: string,
-    message: string,
-    readonly options: OarRuntimeErrorOptions = {},
-    /** The failed call's canonical record (a business CLI): on `tool.failed`, and its projection is what the model sees. */
-    readonly agentOutput?: ToolAgentOutput,
-  ) {
-    super(code, message, options);
-    this.name = 'ToolError';
-  }
 }
 
 /** Identity helper that keeps the input type inferred from the zod schema. */

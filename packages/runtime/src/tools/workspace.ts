@@ -1,8 +1,8 @@
 import { constants, readlinkSync, type Stats } from 'node:fs';
 import { type FileHandle, lstat, mkdir, open, readlink, realpath, unlink } from 'node:fs/promises';
 import path from 'node:path';
+import { ToolError } from '../kernel/errors.js';
 import { fsToolError, isMissing } from './errors.js';
-import { ToolError } from './tool.js';
 
 /**
  * Workspace confinement: every path a file tool touches must resolve, after following every symlink, to a place

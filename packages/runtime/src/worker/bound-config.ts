@@ -1,9 +1,9 @@
 import { existsSync } from 'node:fs';
-import type { AgentConfig, SessionBinding } from '../binding.js';
-import type { BoundConfig } from '../engine.js';
-import { OarRuntimeError } from '../errors.js';
+import type { AgentConfig, SessionBinding } from '../config/binding.js';
+import { OarRuntimeError } from '../kernel/errors.js';
+import type { ModelHandle } from '../models/model-call.js';
 import { bindingRedactor } from '../redaction/sources.js';
-import type { ModelHandle } from '../runner/model-call.js';
+import type { BoundConfig } from '../scheduler/engine.js';
 import { cliTool, loadCliTool } from '../tools/cli/cli-tool.js';
 import { execTool } from '../tools/exec/exec-tool.js';
 import { PROCESS_TOOL, processTool } from '../tools/exec/process-tool.js';

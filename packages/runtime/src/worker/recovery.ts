@@ -1,5 +1,6 @@
 import { type Action, oarError } from '@oar/protocol';
-import type { EventDraft } from '../log/event-log.js';
+import { actionStatusChange } from '../facts/action.js';
+import type { EventDraft } from '../log/draft.js';
 import {
   isTerminalRunStatus,
   type ProcessState,
@@ -7,7 +8,6 @@ import {
   type RunState,
   type ThreadView,
 } from '../read-models/thread-state.js';
-import { actionStatusChange } from '../runner/action-context.js';
 import { type BackgroundProcess, backgroundProcesses } from '../tools/exec/processes.js';
 
 /**

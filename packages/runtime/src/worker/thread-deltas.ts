@@ -1,7 +1,7 @@
-import type { EventDraft } from '../log/event-log.js';
+import type { EventDraft } from '../log/draft.js';
 import type { LiveChannel } from '../log/live.js';
+import { type ModelDelta, type ModelDeltaSink, PartialOutput } from '../models/model-deltas.js';
 import type { Redactor } from '../redaction/redactor.js';
-import { type ModelDelta, type ModelDeltaSink, PartialOutput } from '../runner/model-deltas.js';
 
 /** Where held-back streamed text may be cut: after whitespace, a quote or a separator (never inside a token). */
 const BOUNDARY = /[\s"'`,;:()[\]{}<>]/;

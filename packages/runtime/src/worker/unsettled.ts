@@ -1,8 +1,8 @@
 import type { RuntimeEvent } from '@oar/protocol';
+import { sessionWork } from '../read-models/work.js';
 import type { LeaseHolder } from '../store/leases.js';
 import { sessionLeases } from '../store/leases.js';
 import type { Db } from '../store/store.js';
-import { sessionWork } from './worker.js';
 
 /** A thread of a session that is not settled: held by a worker, or with work nobody holds yet. */
 export interface UnsettledThread {

@@ -1,22 +1,26 @@
 import { type ActionDecision, type OarError, oarError } from '@oar/protocol';
-import { getArtifact, getArtifactText, type PendingArtifact, prepareArtifact } from '../artifacts.js';
-import type { BoundConfig, Engine } from '../engine.js';
-import { OarRuntimeError, runtimeClosing, toOarError } from '../errors.js';
-import { newId } from '../ids.js';
+import { runnerTurn } from '../agent-runners/host.js';
+import { RunnerStorage } from '../agent-runners/storage.js';
+import { queueChanged, threadUnchanged } from '../facts/queue.js';
+import { OarRuntimeError, runtimeClosing, toOarError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
 import { resolutionOf } from '../log/decision-log.js';
-import type { AppendGuard, EventDraft, EventLog } from '../log/event-log.js';
+import type { AppendGuard, EventDraft } from '../log/draft.js';
+import type { EventLog } from '../log/event-log.js';
 import type { LiveChannel, LiveDelta } from '../log/live.js';
 import type { Notifier, SessionChange } from '../log/notifier.js';
+import { Tracing } from '../log/tracing.js';
+import { advance } from '../loop/thread-runner.js';
+import { failTurn } from '../loop/turn-end.js';
+import { type Limiter, ProviderLimiter } from '../models/provider-limits.js';
+import { RevealedObservations } from '../policy/revealed.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { sessionWork } from '../read-models/work.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
-import { type Limiter, ProviderLimiter } from '../runner/provider-limits.js';
-import { queueChanged, threadUnchanged } from '../runner/queue.js';
-import { RevealedObservations } from '../runner/revealed.js';
-import { advance } from '../runner/thread-runner.js';
-import { failTurn } from '../runner/turn-end.js';
-import { RunnerStorage } from '../runners/storage.js';
+import type { BoundConfig, Engine } from '../scheduler/engine.js';
+import { getArtifact, getArtifactText, type PendingArtifact, prepareArtifact } from '../store/artifacts.js';
 import { isStoreFault } from '../store/faults.js';
 import {
   claimLease,
@@ -24,14 +28,10 @@ import {
   type LeaseHolder,
   LeaseLostError,
   leasesToTakeOver,
-  ownerIsGone,
   ownerName,
   releaseLease,
   renewLease,
-  sessionLeases,
 } from '../store/leases.js';
-import type { Db } from '../store/store.js';
-import { Tracing } from '../tracing.js';
 import { recoveryDrafts } from './recovery.js';
 import { stepTurn } from './step-scheduler.js';
 import { ThreadDeltas } from './thread-deltas.js';
@@ -383,7 +383,7 @@ export class Worker {
       }
       // The thread as just read: the step starts from it (read once per step, not twice).
       const scope = { runtimeId: this.deps.runtimeId, sessionId, threadId, thread, engine };
-      if (await this.tracing.drive(scope, () => advance(engine, thread))) continue;
+      if (await this.tracing.drive(scope, () => advance(engine, thread, runnerTurn))) continue;
       // Stopped rather than done (closing, lease lost): the thread is not idle, the next worker must look at it.
       if (this.closed || driver.lost) return 0;
       // A commit point: the thread is about to wait, and idleness is judged on what the store holds.
@@ -502,47 +502,9 @@ export class Worker {
   }
 }
 
-/**
- * The threads of a session that are in progress: held by a worker (`holder`), or with something to do that no
- * worker holds (nobody is on them yet).
- */
-export async function sessionWork(
-  db: Db,
-  sessionId: string,
-): Promise<{ threadId: string; thread: ThreadState; holder?: LeaseHolder }[]> {
-  const rows = await db
-    .selectFrom('oar_read_models')
-    .select('body')
-    .where('session_id', '=', sessionId)
-    .where('kind', '=', 'thread')
-    .execute();
-  const leases = await sessionLeases(db, sessionId);
-  const work: { threadId: string; thread: ThreadState; holder?: LeaseHolder }[] = [];
-  for (const row of rows) {
-    const thread = JSON.parse(row.body) as ThreadState;
-    const lease = leases.get(thread.threadId);
-    // A holder that was a process of this machine and has exited holds nothing: its lease is taken over on claim.
-    if (lease?.holder && !ownerIsGone(lease.holder.owner))
-      work.push({ threadId: thread.threadId, thread, holder: lease.holder });
-    else if (needsDrive(thread, lease?.idleSequence)) work.push({ threadId: thread.threadId, thread });
-  }
-  return work;
-}
-
 /** An interrupt was requested for the turn that is running. */
 function interruptPending(thread: ThreadState): boolean {
   return thread.interrupt !== undefined && thread.interrupt.turnId === thread.activeTurnId;
-}
-
-/**
- * Whether a thread nobody holds has something for a worker to do. A thread left idle by its last driver needs
- * nothing until one of its events moves its sequence on (a decision, a child's result, a submit, an interrupt).
- */
-export function needsDrive(thread: ThreadState, idleSequence: number | undefined): boolean {
-  if (thread.status === 'closed') return false;
-  if (idleSequence !== undefined && idleSequence === thread.lastSequence) return false;
-  if (thread.activeTurnId !== undefined || thread.compactionRequest !== undefined) return true;
-  return thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted');
 }
 
 /**
@@ -567,7 +529,7 @@ class ThreadEngine implements Engine {
   readonly threadId: string;
   /** The delta sink of this thread's model calls. */
   readonly deltas: ThreadDeltas;
-  /** Unredacted observations for this thread's model context (runner/revealed.ts): gone with this tenure. */
+  /** Unredacted observations for this thread's model context (policy/revealed.ts): gone with this tenure. */
   readonly revealed = new RevealedObservations();
 
   constructor(
@@ -762,7 +724,7 @@ class ThreadEngine implements Engine {
     },
   };
 
-  /** A runner's storage.* values, straight to the store (not facts of the session: see runners/storage.ts). */
+  /** A runner's storage.* values, straight to the store (not facts of the session: see agent-runners/storage.ts). */
   get runnerStorage(): RunnerStorage {
     return new RunnerStorage(this.deps.log.store);
   }

@@ -1,5 +1,5 @@
 import { OAR_SCHEMA_VERSION, type RuntimeEvent } from '@oar/protocol';
-import type { EventDraft } from '../log/event-log.js';
+import type { EventDraft } from '../log/draft.js';
 import { applyEvent, emptyReadModels, updatedView } from '../read-models/project.js';
 import type { RunState, ThreadView } from '../read-models/thread-state.js';
 

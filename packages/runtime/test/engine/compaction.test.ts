@@ -3,7 +3,6 @@ import { fileURLToPath } from 'node:url';
 import type { LanguageModelV3, LanguageModelV3CallOptions } from '@ai-sdk/provider';
 import { type RuntimeEvent, renderTranscript } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import { getArtifactText } from '../../src/artifacts.js';
 import {
   type AgentConfig,
   contextBudget,
@@ -13,12 +12,13 @@ import {
   parseModelScript,
   Store,
 } from '../../src/index.js';
+import { compactionSummary } from '../../src/loop/context/compaction.js';
+import { assembleContext } from '../../src/loop/context/context.js';
+import type { ModelHandle } from '../../src/models/model-call.js';
+import { createScriptedModel } from '../../src/models/testing.js';
 import { replay, threadView } from '../../src/read-models/project.js';
 import type { ThreadView } from '../../src/read-models/thread-state.js';
-import { compactionSummary } from '../../src/runner/compaction.js';
-import { assembleContext } from '../../src/runner/context.js';
-import type { ModelHandle } from '../../src/runner/model-call.js';
-import { createScriptedModel } from '../../src/testing.js';
+import { getArtifactText } from '../../src/store/artifacts.js';
 import { assertEventsConform, assertSnapshotConforms, eventProblems } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, errorCode, ofType, payload } from './helpers.js';

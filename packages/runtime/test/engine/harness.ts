@@ -1,7 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type AgentConfig, type ModelScript, Runtime, type RuntimeOptions, Store } from '../../src/index.js';
-import { createScriptedModel } from '../../src/testing.js';
+import { createScriptedModel } from '../../src/models/testing.js';
 import { tempDir } from '../support/temp-dirs.js';
 
 export interface Harness {

@@ -13,7 +13,7 @@ import {
   ToolRegistry,
   workspaceTools,
 } from '../../src/index.js';
-import { createScriptedModel } from '../../src/testing.js';
+import { createScriptedModel } from '../../src/models/testing.js';
 import { abortedError } from '../../src/tools/errors.js';
 import type { Harness } from './harness.js';
 

@@ -1,6 +1,6 @@
 import { MAX_JSON_DEPTH, MAX_OUTPUT_CHARS } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ModelScriptStep } from '../../src/testing.js';
+import type { ModelScriptStep } from '../../src/models/testing.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, ofType, payload, recordingModel, types } from './helpers.js';
 

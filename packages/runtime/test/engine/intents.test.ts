@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { getArtifactText } from '../../src/artifacts.js';
 import { ToolRegistry, workspaceTools } from '../../src/index.js';
+import { getArtifactText } from '../../src/store/artifacts.js';
 import { assertEventsConform } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { actionRows, allEvents, dsl, flakyTool, ofType, payload, recordingModel } from './helpers.js';

@@ -5,7 +5,7 @@ import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveModel } from '../../src/index.js';
 import { modelHandle } from '../../src/models/resolve.js';
-import { createScriptedModel, type ModelScriptStep } from '../../src/testing.js';
+import { createScriptedModel, type ModelScriptStep } from '../../src/models/testing.js';
 import { type FakeOpenAI, fakeOpenAI } from '../support/fake-openai.js';
 import { tempDir } from '../support/temp-dirs.js';
 import { type Harness, harness } from './harness.js';

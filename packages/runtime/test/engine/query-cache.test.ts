@@ -1,7 +1,7 @@
 import { TableNode } from 'kysely';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Runtime } from '../../src/index.js';
-import { createScriptedModel } from '../../src/testing.js';
+import { createScriptedModel } from '../../src/models/testing.js';
 import { type Harness, harness } from './harness.js';
 import { act, answer } from './helpers.js';
 

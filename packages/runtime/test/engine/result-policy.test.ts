@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ModelScriptStep } from '../../src/testing.js';
+import type { ModelScriptStep } from '../../src/models/testing.js';
 import { type Harness, harness } from './harness.js';
 import { act, actionRows, allEvents, answer, dsl, ofType, payload, recordingModel } from './helpers.js';
 

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { HooksSchema } from '../../src/policy/hooks/schema.js';
+import { HooksSchema } from '../../src/config/hooks.js';
 import { assertEventsConform, assertSnapshotConforms } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, ofType, payload, recordingModel } from './helpers.js';

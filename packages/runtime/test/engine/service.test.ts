@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ServiceSchema } from '../../src/executors/definitions.js';
+import { ServiceSchema } from '../../src/config/pipelines.js';
 import { buildRequest } from '../../src/executors/service.js';
 import { Store } from '../../src/index.js';
 import { assertEventsConform } from '../support/schemas.js';

@@ -2,7 +2,7 @@ import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { resolveModel } from '../../src/index.js';
 import { modelHandle } from '../../src/models/resolve.js';
-import type { ModelScriptStep } from '../../src/testing.js';
+import type { ModelScriptStep } from '../../src/models/testing.js';
 import { type FakeOpenAI, fakeOpenAI } from '../support/fake-openai.js';
 import { assertEventsConform, eventProblems } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';

@@ -18,7 +18,7 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type AgentConfig, type ModelScript, type RuntimeOptions, Store } from '../../src/index.js';
-import type { ModelScriptStep } from '../../src/testing.js';
+import type { ModelScriptStep } from '../../src/models/testing.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, ofType, payload } from './helpers.js';
 

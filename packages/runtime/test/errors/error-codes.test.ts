@@ -2,7 +2,7 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ERROR_CODES, type ErrorCodeInfo } from '../../src/error-codes.js';
+import { ERROR_CODES, type ErrorCodeInfo } from '../../src/kernel/error-codes.js';
 
 /**
  * One table of error codes (src/error-codes.ts), documented in docs/errors.md. This test keeps four things in

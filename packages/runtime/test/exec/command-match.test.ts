@@ -1,11 +1,11 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_READ_ONLY_COMMANDS } from '../../src/config/exec.js';
 import { loadConfig } from '../../src/index.js';
-import { commandMatches } from '../../src/policy/command-match.js';
+import { commandMatches } from '../../src/kernel/match/command-match.js';
 import { evaluatePermission } from '../../src/policy/permissions.js';
 import { commandText, isReadOnlyCommand } from '../../src/tools/exec/command.js';
-import { DEFAULT_READ_ONLY_COMMANDS } from '../../src/tools/exec/config.js';
 import { planSandbox } from '../../src/tools/exec/sandbox.js';
 import { tempDir } from '../support/temp-dirs.js';
 import { sandboxUnavailable } from './support.js';

@@ -1,6 +1,6 @@
 import { APICallError } from '@ai-sdk/provider';
 import { describe, expect, it } from 'vitest';
-import { classifyModelError, retryAfter, retryDelay } from '../../src/runner/model-errors.js';
+import { classifyModelError, retryAfter, retryDelay } from '../../src/models/model-errors.js';
 
 const apiError = (statusCode: number, extra: { headers?: Record<string, string>; body?: string } = {}) =>
   new APICallError({

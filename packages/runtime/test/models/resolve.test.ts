@@ -2,8 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OarRuntimeError } from '../../src/errors.js';
-import { type ModelConfig, parseModelSpec, resolveModel } from '../../src/models/resolve.js';
+import { type ModelConfig, parseModelSpec } from '../../src/config/models.js';
+import { OarRuntimeError } from '../../src/kernel/errors.js';
+import { resolveModel } from '../../src/models/resolve.js';
 import { removeAfterFile } from '../support/temp-dirs.js';
 
 const cwd = removeAfterFile(mkdtempSync(join(tmpdir(), 'oar-resolve-')));

@@ -13,7 +13,7 @@ import {
   tool,
 } from 'ai';
 import { describe, expect, it } from 'vitest';
-import { OarRuntimeError } from '../../src/errors.js';
+import { OarRuntimeError } from '../../src/kernel/errors.js';
 import { createScriptedModel, loadModelScript, type ModelScript, parseModelScript } from '../../src/models/script.js';
 import { removeAfterFile } from '../support/temp-dirs.js';
 

@@ -1,12 +1,12 @@
 import fc from 'fast-check';
 import picomatch from 'picomatch';
 import { describe, expect, it } from 'vitest';
-import { globMatches } from '../../src/policy/glob-match.js';
+import { globMatches } from '../../src/kernel/match/glob-match.js';
 import { evaluatePermission, type PermissionRequest, PermissionRuleSchema } from '../../src/policy/permissions.js';
 import { sensitivePathRule } from '../../src/policy/sensitive-paths.js';
 
 /**
- * Globs of permission rules run on a linear-time engine (policy/glob-match.ts). Seen: picomatch (which rules used)
+ * Globs of permission rules run on a linear-time engine (kernel/match/glob-match.ts). Seen: picomatch (which rules used)
  * compiles nested extglob stars to a backtracking RegExp; a rule like the one below met with a long path froze the
  * process for minutes inside the permission check — before any tool timeout could act.
  */

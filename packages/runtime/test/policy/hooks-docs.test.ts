@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { absoluteHooks, type HookConfig, type HookInput, HooksSchema } from '../../src/config/hooks.js';
 import { OarConfigSchema } from '../../src/index.js';
 import { runHook } from '../../src/policy/hooks/run-hook.js';
-import { absoluteHooks, type HookConfig, type HookInput, HooksSchema } from '../../src/policy/hooks/schema.js';
 import { evaluatePermission } from '../../src/policy/permissions.js';
 import { tempDir } from '../support/temp-dirs.js';
 

@@ -1,9 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import type { HookConfig } from '../../src/config/hooks.js';
+import { HooksSchema } from '../../src/config/hooks.js';
 import { runHook } from '../../src/policy/hooks/run-hook.js';
-import type { HookConfig } from '../../src/policy/hooks/schema.js';
-import { HooksSchema } from '../../src/policy/hooks/schema.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, actionRows, allEvents, answer, dsl, ofType, payload, recordingModel, types } from '../engine/helpers.js';
 import { assertEventsConform } from '../support/schemas.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { PermissionRequest, PermissionRule } from '../../src/policy/permission-schema.js';
+import type { PermissionRequest, PermissionRule } from '../../src/config/permissions.js';
 import { revealsOutput } from '../../src/policy/reveal.js';
 
 /** What counts as a rule that EXPLICITLY allows a read (docs/security.md, "What the model sees"). */

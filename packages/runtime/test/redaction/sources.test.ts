@@ -3,8 +3,13 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { applyBindingUpdate, bindingHash, type SessionBinding, SessionBindingSchema } from '../../src/binding.js';
-import { OarConfigSchema } from '../../src/config.js';
+import {
+  applyBindingUpdate,
+  bindingHash,
+  type SessionBinding,
+  SessionBindingSchema,
+} from '../../src/config/binding.js';
+import { OarConfigSchema } from '../../src/config/oar-config.js';
 import {
   bindingSecrets,
   dotenvSecrets,

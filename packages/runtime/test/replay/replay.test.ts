@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import type { RuntimeEvent } from '@oar/protocol';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { AgentConfig } from '../../src/engine.js';
-import { OarRuntimeError } from '../../src/errors.js';
+import { Runtime } from '../../src/facade/runtime.js';
+import { OarRuntimeError } from '../../src/kernel/errors.js';
 import { createScriptedModel, type ModelScript, type ModelScriptStep } from '../../src/models/script.js';
 import { replay, threadView } from '../../src/read-models/project.js';
 import type { ThreadState } from '../../src/read-models/thread-state.js';
-import { Runtime } from '../../src/runtime.js';
+import type { AgentConfig } from '../../src/scheduler/engine.js';
 import { Store } from '../../src/store/store.js';
 import { assertEventsConform, assertSnapshotConforms } from '../support/schemas.js';
 

@@ -10,9 +10,9 @@ import {
 } from '@oar/protocol';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { type AgentProfile, assembleContext, systemPrompt, threadTranscript } from '../../src/loop/context/context.js';
 import { reduceThread } from '../../src/read-models/thread.js';
 import type { RunState, ThreadState, ThreadView, TurnState } from '../../src/read-models/thread-state.js';
-import { type AgentProfile, assembleContext, systemPrompt, threadTranscript } from '../../src/runner/context.js';
 
 /**
  * Context assembly remembers its work by read-model object (threadTranscript) and by turn object (renderTranscript).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { boundedReference, nodeRequest } from '../../src/runner/references.js';
+import { boundedReference, nodeRequest } from '../../src/executors/references.js';
 
 /** Golden forms of the node request a delegated agent or a tool worker receives (docs/protocol.md "Node requests"). */
 describe('node requests', () => {

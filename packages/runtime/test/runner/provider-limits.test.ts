@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { budgetExceeded, checkBudgets, effectiveBudgets } from '../../src/runner/budgets.js';
-import { ProviderLimiter, type SlotWait } from '../../src/runner/provider-limits.js';
+import { budgetExceeded, checkBudgets } from '../../src/facts/budgets.js';
+import { ProviderLimiter, type SlotWait } from '../../src/models/provider-limits.js';
+import { effectiveBudgets } from '../../src/read-models/budgets.js';
 
 /** The in-process limiter (docs/models.md "Provider limits") and the budget arithmetic (docs/models.md "Budgets"). */
 afterEach(() => {

@@ -1,6 +1,6 @@
 import type { ActionResult } from '@oar/protocol';
 import { describe, expect, it } from 'vitest';
-import { RevealedObservations } from '../../src/runner/revealed.js';
+import { RevealedObservations } from '../../src/policy/revealed.js';
 
 /** The unredacted side channel is bounded and stands only for the very result it was made with. */
 

@@ -1,9 +1,9 @@
 import { expect, it } from 'vitest';
-import { SharedProviderLimiter } from '../../src/runner/shared-limits.js';
+import { SharedProviderLimiter } from '../../src/models/shared-limits.js';
 import { describeStores } from '../support/stores.js';
 
 /**
- * Provider limits shared through the store (runner/shared-limits.ts): two limiters on two independent Store
+ * Provider limits shared through the store (models/shared-limits.ts): two limiters on two independent Store
  * connections of one database stand for two workers. Whatever the interleaving, the number of slots held at once
  * never exceeds the limit; a pause one worker records holds back the other; a dead worker's slots run out.
  */

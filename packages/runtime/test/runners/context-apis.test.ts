@@ -3,7 +3,7 @@ import type { LanguageModelV3, LanguageModelV3CallOptions } from '@ai-sdk/provid
 import type { AgentAPIError } from '@oar/runner-sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { AgentConfig, ModelScript, RunnerBinding } from '../../src/index.js';
-import { createScriptedModel } from '../../src/testing.js';
+import { createScriptedModel } from '../../src/models/testing.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { allEvents, ofType, payload } from '../engine/helpers.js';
 import { audits, codeOf, inProcess, type Probe } from './probe.js';

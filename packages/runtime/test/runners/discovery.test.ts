@@ -2,10 +2,15 @@ import { mkdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { defineRunner, type Runner } from '@oar/runner-sdk';
 import { describe, expect, it } from 'vitest';
-import { OarConfigSchema } from '../../src/config.js';
-import { OarRuntimeError } from '../../src/errors.js';
-import { boundRunner, discoverRunners, type RunnerPackage, readRunnerPackage } from '../../src/runners/packages.js';
-import { inProcessTransport } from '../../src/runners/transport.js';
+import {
+  boundRunner,
+  discoverRunners,
+  type RunnerPackage,
+  readRunnerPackage,
+} from '../../src/agent-runners/packages.js';
+import { inProcessTransport } from '../../src/agent-runners/transport.js';
+import { OarConfigSchema } from '../../src/config/oar-config.js';
+import { OarRuntimeError } from '../../src/kernel/errors.js';
 import { tempDir } from '../support/temp-dirs.js';
 
 /** Discovery: every package is asked with LIST_AGENT_RUNNERS; bad manifests and claimed ids are skipped, not fatal. */

@@ -2,11 +2,11 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { AgentRunContextSchema, type AgentRunnerManifest, AgentRunnerManifestSchema } from '@oar/runner-sdk';
 import { describe, expect, it } from 'vitest';
-import { OarConfigSchema } from '../../src/config.js';
+import { computeAccess } from '../../src/agent-runners/access.js';
+import { checkRunnerConfig } from '../../src/agent-runners/config-check.js';
+import { buildRunContext, type RunContextInput } from '../../src/agent-runners/run-context.js';
+import { OarConfigSchema } from '../../src/config/oar-config.js';
 import type { ThreadView, TurnState } from '../../src/read-models/thread-state.js';
-import { computeAccess } from '../../src/runners/access.js';
-import { checkRunnerConfig } from '../../src/runners/config-check.js';
-import { buildRunContext, type RunContextInput } from '../../src/runners/run-context.js';
 
 /** The event-first run context, the effective access and the binding-config check (docs/runners.md). */
 

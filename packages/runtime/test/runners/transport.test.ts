@@ -1,13 +1,13 @@
 import { join } from 'node:path';
 import type { AgentRunResult, Runner } from '@oar/runner-sdk';
 import { afterEach, describe, expect, it } from 'vitest';
-import { packageProcess, readRunnerPackage, runnerEnv } from '../../src/runners/packages.js';
+import { packageProcess, readRunnerPackage, runnerEnv } from '../../src/agent-runners/packages.js';
 import {
   inProcessTransport,
   processTransport,
   type RunnerConnection,
   type RunnerTransport,
-} from '../../src/runners/transport.js';
+} from '../../src/agent-runners/transport.js';
 
 /**
  * One protocol suite, three runners: the SDK runner as a child process on stdio and in-process over the same framed

@@ -1,8 +1,9 @@
 import { hostname } from 'node:os';
 import type { RuntimeEvent } from '@oar/protocol';
 import { expect, it } from 'vitest';
-import { OarRuntimeError } from '../../src/errors.js';
-import { type EventDraft, EventLog } from '../../src/log/event-log.js';
+import { OarRuntimeError } from '../../src/kernel/errors.js';
+import type { EventDraft } from '../../src/log/draft.js';
+import { EventLog } from '../../src/log/event-log.js';
 import { findContradictions } from '../../src/read-models/contradictions.js';
 import {
   claimLease,

@@ -4,7 +4,7 @@ import SQLite from 'better-sqlite3';
 import { sql } from 'kysely';
 import pg from 'pg';
 import { expect, it } from 'vitest';
-import { OarRuntimeError } from '../../src/errors.js';
+import { OarRuntimeError } from '../../src/kernel/errors.js';
 import type { Store } from '../../src/store/store.js';
 import { describeStores } from '../support/stores.js';
 

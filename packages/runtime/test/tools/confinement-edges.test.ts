@@ -3,12 +3,12 @@ import { once } from 'node:events';
 import { link, lstat, readdir, readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { ToolError } from '../../src/kernel/errors.js';
 import { editTool } from '../../src/tools/builtin/edit.js';
 import { grepTool } from '../../src/tools/builtin/grep.js';
 import { readTool } from '../../src/tools/builtin/read.js';
 import { writeTool } from '../../src/tools/builtin/write.js';
 import type { AnyTool } from '../../src/tools/tool.js';
-import { ToolError } from '../../src/tools/tool.js';
 import { files, run, sandbox, toolContext, toolError } from './helpers.js';
 
 const SECRET = 'TOP-SECRET-OUTSIDE';

@@ -1,9 +1,9 @@
 import picomatch from 'picomatch';
 import { RE2JS } from 're2js';
 import { describe, expect, it } from 'vitest';
-import { globSubject, translateGlob } from '../../src/tools/glob-pattern.js';
-import { MAX_PATTERN_LENGTH } from '../../src/tools/pattern.js';
-import { ToolError } from '../../src/tools/tool.js';
+import { ToolError } from '../../src/kernel/errors.js';
+import { globSubject, translateGlob } from '../../src/kernel/match/glob-pattern.js';
+import { MAX_PATTERN_LENGTH } from '../../src/kernel/match/pattern.js';
 
 /** Match on the main thread (the tools match in a worker; the translation is what is tested here). */
 function matcher(pattern: string, basename = false): (path: string) => boolean {

@@ -2,7 +2,8 @@ import { mkdir, mkdtemp, realpath, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, expect } from 'vitest';
-import { type AnyTool, type ToolContext, ToolError, type ToolOutput } from '../../src/tools/tool.js';
+import { ToolError } from '../../src/kernel/errors.js';
+import type { AnyTool, ToolContext, ToolOutput } from '../../src/tools/tool.js';
 
 export interface Sandbox {
   /** Real path of the workspace root. */

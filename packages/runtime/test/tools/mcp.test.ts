@@ -5,7 +5,7 @@ import { createRequire } from 'node:module';
 import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { connectTimeoutOf, McpServerConfigSchema } from '../../src/tools/mcp/config.js';
+import { connectTimeoutOf, McpServerConfigSchema } from '../../src/config/mcp.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, actionRows, allEvents, answer, errorCode, ofType, payload, recordingModel } from '../engine/helpers.js';
 import { assertEventsConform } from '../support/schemas.js';

@@ -8,6 +8,7 @@ import { type RuntimeEvent, ToolAgentOutputSchema } from '@oar/protocol';
 import { CREDENTIAL_ENV, issueCredential } from '@oar/tool-cli';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { CliToolConfigSchema } from '../../src/config/cli.js';
 import {
   loadConfig,
   type ModelScript,
@@ -16,8 +17,7 @@ import {
   Store,
   Workspaces,
 } from '../../src/index.js';
-import { createScriptedModel } from '../../src/testing.js';
-import { CliToolConfigSchema } from '../../src/tools/cli/config.js';
+import { createScriptedModel } from '../../src/models/testing.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, allEvents, answer, ofType, payload, waitFor } from '../engine/helpers.js';
 import { SecretScanner } from '../support/secret-scan.js';

@@ -3,14 +3,14 @@ import { defineCli, type Manifest, manifestOf, method } from '@oar/tool-cli';
 import { encode } from 'gpt-tokenizer';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { systemPrompt } from '../../src/runner/context.js';
+import { CliToolConfigSchema } from '../../src/config/cli.js';
+import { systemPrompt } from '../../src/loop/context/context.js';
 import { cliTool } from '../../src/tools/cli/cli-tool.js';
-import { CliToolConfigSchema } from '../../src/tools/cli/config.js';
 import { ToolRegistry } from '../../src/tools/registry.js';
 
 /**
  * What project_cli costs in the prompt, against "one tool per method". Both catalogs are rendered by the real
- * system prompt (runner/context.ts) from real catalog entries (ToolRegistry), and the "## Tools" section is counted
+ * system prompt (loop/context/context.ts) from real catalog entries (ToolRegistry), and the "## Tools" section is counted
  * with OAR's estimator and with gpt-tokenizer (o200k). The manifests are synthetic, built with the SDK from zod
  * schemas shaped like examples/business-cli (its nine methods), so the JSON Schemas are what a real CLI describes.
  */

@@ -1,6 +1,6 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { EventDraft } from '../../src/log/event-log.js';
+import type { EventDraft } from '../../src/log/draft.js';
 import { replay, threadView, updatedView } from '../../src/read-models/project.js';
 import type { ThreadView } from '../../src/read-models/thread-state.js';
 import { withStaged } from '../../src/worker/working-state.js';

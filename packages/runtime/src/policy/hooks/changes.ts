@@ -1,5 +1,5 @@
-import type { EventDraft } from '../../log/event-log.js';
-import type { HooksConfig } from './schema.js';
+import type { HooksConfig } from '../../config/hooks.js';
+import type { EventDraft } from '../../log/draft.js';
 
 /**
  * The `policy.changed` fact of a binding update that adds, removes or changes hooks: which, by name, and the

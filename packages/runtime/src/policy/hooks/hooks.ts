@@ -1,7 +1,4 @@
 import type { OarError } from '@oar/protocol';
-import type { EventDraft } from '../../log/event-log.js';
-import { type JsonChange, jsonDiff } from './diff.js';
-import { type HookRun, runHook } from './run-hook.js';
 import {
   failurePolicy,
   type HookConfig,
@@ -9,7 +6,10 @@ import {
   type HookMessage,
   type HookPoint,
   type HooksConfig,
-} from './schema.js';
+} from '../../config/hooks.js';
+import type { EventDraft } from '../../log/draft.js';
+import { type JsonChange, jsonDiff } from './diff.js';
+import { type HookRun, runHook } from './run-hook.js';
 
 /** What a hook point needs of the engine: the binding's hooks, the workspace, and the fenced writer. */
 export interface HookEngine {

@@ -1,9 +1,9 @@
 import { isAbsolute } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type OarError, oarError } from '@oar/protocol';
+import type { HookConfig, HookInput, HookOutput } from '../../config/hooks.js';
+import { HookOutputSchema, POINT_DECISIONS } from '../../config/hooks.js';
 import { runCliProcess } from '../../tools/cli/process.js';
-import type { HookConfig, HookInput, HookOutput } from './schema.js';
-import { HookOutputSchema, POINT_DECISIONS } from './schema.js';
 
 /** How one hook run ended: its (validated) answer, or a structured failure its failure policy then decides. */
 export type HookRun =

@@ -1,6 +1,7 @@
 import { z } from 'zod';
+import { ToolError } from '../../kernel/errors.js';
 import { fsToolError, throwIfAborted } from '../errors.js';
-import { defineTool, ToolError, type ToolOutput } from '../tool.js';
+import { defineTool, type ToolOutput } from '../tool.js';
 import {
   type ExistingFile,
   filePathInput,

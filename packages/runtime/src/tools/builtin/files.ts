@@ -1,7 +1,7 @@
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
+import { ToolError } from '../../kernel/errors.js';
 import { fsToolError } from '../errors.js';
-import { ToolError } from '../tool.js';
 import { openWorkspaceFile, requestedWorkspacePath, type WorkspaceFile } from '../workspace.js';
 
 /** How much of a file is inspected for a NUL byte, the same heuristic git and grep use. */

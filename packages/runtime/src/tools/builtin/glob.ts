@@ -1,10 +1,11 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { z } from 'zod';
+import { ToolError } from '../../kernel/errors.js';
+import { globSubject, translateGlob } from '../../kernel/match/glob-pattern.js';
 import { fsToolError, throwIfAborted } from '../errors.js';
-import { globSubject, translateGlob } from '../glob-pattern.js';
 import { PatternMatcher } from '../match-worker.js';
-import { defineTool, ToolError } from '../tool.js';
+import { defineTool } from '../tool.js';
 import { realWorkspaceRoot, requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
 import { READ_ONLY_FILE_TOOL } from './files.js';
 import { plural } from './format.js';

@@ -1,9 +1,10 @@
 import { z } from 'zod';
+import { ToolError } from '../../kernel/errors.js';
+import { type GlobProgram, globSubject, translateGlob } from '../../kernel/match/glob-pattern.js';
+import { checkPatternLength } from '../../kernel/match/pattern.js';
 import { fsToolError, isMissing, throwIfAborted } from '../errors.js';
-import { type GlobProgram, globSubject, translateGlob } from '../glob-pattern.js';
 import { type MatchProgram, PatternMatcher } from '../match-worker.js';
-import { checkPatternLength } from '../pattern.js';
-import { defineTool, ToolError } from '../tool.js';
+import { defineTool } from '../tool.js';
 import { openWorkspaceFile, realWorkspaceRoot } from '../workspace.js';
 import { looksBinary, READ_ONLY_FILE_TOOL } from './files.js';
 import { plural } from './format.js';

@@ -18,10 +18,10 @@ import {
   ManifestSchema,
 } from '@oar/tool-cli';
 import { z } from 'zod';
-import { OarRuntimeError } from '../../errors.js';
-import { globMatches } from '../../policy/glob-match.js';
-import { type AnyTool, defineTool, type ToolCallInfo, ToolError, type ToolFacts } from '../tool.js';
-import type { CliToolConfig } from './config.js';
+import type { CliToolConfig } from '../../config/cli.js';
+import { OarRuntimeError, ToolError } from '../../kernel/errors.js';
+import { globMatches } from '../../kernel/match/glob-match.js';
+import { type AnyTool, defineTool, type ToolCallInfo, type ToolFacts } from '../tool.js';
 import { type CliProcessResult, runCliProcess } from './process.js';
 
 /**

@@ -1,6 +1,6 @@
-import { type Command, commandMatches } from '../../policy/command-match.js';
+import { type Command, commandMatches } from '../../kernel/match/command-match.js';
 
-export type { Command } from '../../policy/command-match.js';
+export type { Command } from '../../kernel/match/command-match.js';
 
 /** A command as one line for prompts, records and grants: argv words quoted where a shell would split them. */
 export function commandText(command: Command): string {

@@ -1,13 +1,14 @@
 import { stat } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
 import { z } from 'zod';
-import { newId } from '../../ids.js';
-import { EnvVarNameSchema } from '../../models/resolve.js';
+import type { ExecConfig } from '../../config/exec.js';
+import { EnvVarNameSchema } from '../../config/models.js';
+import { ToolError } from '../../kernel/errors.js';
+import { newId } from '../../kernel/ids.js';
 import { abortedError } from '../errors.js';
-import { type AnyTool, defineTool, type ToolContext, ToolError, type ToolFacts, type ToolOutput } from '../tool.js';
+import { type AnyTool, defineTool, type ToolContext, type ToolFacts, type ToolOutput } from '../tool.js';
 import { requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } from '../workspace.js';
 import { type Command, commandText, isReadOnlyCommand } from './command.js';
-import type { ExecConfig } from './config.js';
 import { isBinary, outputView, sandboxViolations, statusLine } from './output.js';
 import { type ProcessEnd, ProcessGroup } from './process-group.js';
 import { type BackgroundProcess, backgroundProcesses } from './processes.js';

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { type AnyTool, defineTool, type ToolContext, ToolError, type ToolOutput, type ToolRecorder } from '../tool.js';
+import { ToolError } from '../../kernel/errors.js';
+import { type AnyTool, defineTool, type ToolContext, type ToolOutput, type ToolRecorder } from '../tool.js';
 import { isBinary, outputView } from './output.js';
 import type { ProcessEnd } from './process-group.js';
 import { type BackgroundProcess, backgroundProcesses } from './processes.js';

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import type { ExecSandbox } from './config.js';
+import type { ExecSandbox } from '../../config/exec.js';
 
 /**
  * The OS sandbox of `exec` (Linux, bubblewrap): the system read-only, the workspace read-write, a private /tmp,

@@ -1,8 +1,8 @@
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
-import { ToolError } from '../tool.js';
-import { connectTimeoutOf, type McpServerConfig, startsThroughPackageRunner } from './config.js';
+import { connectTimeoutOf, type McpServerConfig, startsThroughPackageRunner } from '../../config/mcp.js';
+import { ToolError } from '../../kernel/errors.js';
 import { type McpSdk, mcpSdk } from './sdk.js';
 
 /**

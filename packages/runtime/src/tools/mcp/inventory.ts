@@ -1,5 +1,5 @@
 import type { CatalogTool } from '@oar/protocol';
-import type { EventDraft } from '../../log/event-log.js';
+import type { EventDraft } from '../../log/draft.js';
 import type { ToolRegistry } from '../registry.js';
 
 /**

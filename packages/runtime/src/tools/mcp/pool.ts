@@ -1,6 +1,6 @@
-import { OarRuntimeError, runtimeClosing, toOarError } from '../../errors.js';
+import type { McpServerConfig, McpServersConfig } from '../../config/mcp.js';
+import { OarRuntimeError, runtimeClosing, toOarError } from '../../kernel/errors.js';
 import type { ToolRegistry } from '../registry.js';
-import type { McpServerConfig, McpServersConfig } from './config.js';
 import { McpConnection, type McpToolList } from './connection.js';
 import { mcpTool, mcpToolName } from './tools.js';
 

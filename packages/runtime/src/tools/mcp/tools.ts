@@ -1,8 +1,8 @@
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import type { McpServerConfig } from '../../config/mcp.js';
+import { ToolError } from '../../kernel/errors.js';
 import type { AnyTool, ToolContext, ToolFacts, ToolOutput } from '../tool.js';
-import { ToolError } from '../tool.js';
-import type { McpServerConfig } from './config.js';
 import { MAX_PROGRESS_EXTENSION, type McpConnection } from './connection.js';
 
 /**

@@ -1,0 +1,235 @@
+import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { notFound } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { EventLog } from '../log/event-log.js';
+import { loadAllReadModels } from '../log/event-log.js';
+import { threadViews } from '../read-models/project.js';
+import { toSessionSnapshot } from '../read-models/snapshots.js';
+
+/** Everything needed to replay a session elsewhere: the ordered event log and the snapshot it produces. */
+export async function exportReplay(log: EventLog, sessionId: string) {
+  const events = await log.read(sessionId);
+  if (events.length === 0) throw notFound('session', sessionId);
+  const models = await loadAllReadModels(log.store.db, sessionId);
+  if (!models.session) throw notFound('session', sessionId);
+  return {
+    format: 'oar.replay.v1',
+    sessionId,
+    runtimeId: log.runtimeId,
+    exportedAt: new Date().toISOString(),
+    events,
+    snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
+  };
+}
+
+function summarize(event: RuntimeEvent): string {
+  const p = (event.payload ?? {}) as Record<string, unknown>;
+  const error = p.error as OarError | undefined;
+  if (event.type.startsWith('hook.')) {
+    const what = error ? `failed (${error.code}), ${p.onFailure}` : (p.decision ?? 'started');
+    return `hook ${p.hookName} ${p.point}${p.toolName ? ` ${p.toolName}` : ''}: ${what}`.slice(0, 200);
+  }
+  if (error) return `${error.code}: ${error.message}`;
+  for (const key of ['summary', 'toolName', 'title', 'reason', 'decision', 'outcome', 'message']) {
+    if (typeof p[key] === 'string') return String(p[key]).slice(0, 200);
+  }
+  return '';
+}
+
+/** The cost, rate-limit, quota and limit facts of a session (the standard's Cost / limits family, plus limit.changed). */
+const LIMIT_FACTS = new Set(['cost.recorded', 'rate_limit.hit', 'quota.low', 'quota.blocked', 'limit.changed']);
+
+/**
+ * The limit facts of the log, each with the ids that join it (thread, turn), and per turn what its model calls
+ * spent and which limits it met: the same facts the read models count, joined by turn id.
+ */
+function limitFacts(events: RuntimeEvent[]) {
+  const pick = (p: Record<string, unknown>, keys: string[]) =>
+    Object.fromEntries(keys.filter((k) => p[k] !== undefined).map((k) => [k, p[k]]));
+  const limits = events
+    .filter((e) => LIMIT_FACTS.has(e.type))
+    .map((e) => {
+      const p = (e.payload ?? {}) as Record<string, unknown>;
+      return {
+        sequence: e.sequence,
+        type: e.type,
+        eventId: e.eventId,
+        ...(e.threadId ? { threadId: e.threadId } : {}),
+        ...(e.turnId ? { turnId: e.turnId } : {}),
+        ...(e.status ? { status: e.status } : {}),
+        ...pick(p, [
+          'modelId',
+          'provider',
+          'attempt',
+          'retryAfterMs',
+          'limits',
+          'providerRequestId',
+          'scope',
+          'dimension',
+          'limit',
+          'spent',
+          'requested',
+          'policy',
+          'amount',
+          'currency',
+          'changes',
+          'reason',
+        ]),
+      };
+    });
+  const byTurn: Record<
+    string,
+    {
+      threadId?: string;
+      modelCalls: number;
+      tokens: number;
+      costUsd: number;
+      rateLimitHits: number;
+      quotaLow: number;
+      quotaBlocked: number;
+      outcome?: string;
+    }
+  > = {};
+  const turn = (e: RuntimeEvent) => {
+    if (!e.turnId) return undefined;
+    byTurn[e.turnId] ??= {
+      ...(e.threadId ? { threadId: e.threadId } : {}),
+      modelCalls: 0,
+      tokens: 0,
+      costUsd: 0,
+      rateLimitHits: 0,
+      quotaLow: 0,
+      quotaBlocked: 0,
+    };
+    return byTurn[e.turnId];
+  };
+  for (const e of events) {
+    const p = (e.payload ?? {}) as Record<string, unknown>;
+    if (e.type === 'model.completed' || e.type === 'model.failed') {
+      const t = turn(e);
+      if (!t) continue;
+      const usage = p.usage as { totalTokens?: number } | undefined;
+      t.modelCalls++;
+      t.tokens += usage?.totalTokens ?? 0;
+    } else if (e.type === 'cost.recorded') {
+      const t = turn(e);
+      if (t && typeof p.amount === 'number') t.costUsd = Math.round((t.costUsd + p.amount) * 1e6) / 1e6;
+    } else if (e.type === 'rate_limit.hit') {
+      const t = turn(e);
+      if (t) t.rateLimitHits++;
+    } else if (e.type === 'quota.low') {
+      const t = turn(e);
+      if (t) t.quotaLow++;
+    } else if (e.type === 'quota.blocked') {
+      const t = turn(e);
+      if (t) t.quotaBlocked++;
+    } else if (e.type === 'turn.completed' || e.type === 'turn.failed') {
+      const t = turn(e);
+      if (t) t.outcome = e.status ?? (e.type === 'turn.completed' ? 'completed' : 'failed');
+    }
+  }
+  return { limits, byTurn };
+}
+
+/**
+ * The evidence pack of a session: the timeline, every failure with its structured error, the artifact refs and
+ * the correlation ids that join them — derived from the same events as the UI and the read models. Exporting is
+ * itself recorded as `evidence.changed`.
+ */
+export async function exportEvidence(log: EventLog, sessionId: string) {
+  const events = await log.read(sessionId);
+  if (events.length === 0) throw notFound('session', sessionId);
+  const ids = (
+    key: 'threadId' | 'turnId' | 'taskId' | 'runId' | 'toolCallId' | 'actionId' | 'subagentId' | 'artifactId',
+  ) => [...new Set(events.map((e) => e[key]).filter((v): v is string => typeof v === 'string'))];
+  const failures = events
+    .filter(
+      (e) =>
+        [
+          'turn.failed',
+          'tool.failed',
+          'model.failed',
+          'runtime.error',
+          'task.failed',
+          'subagent.failed',
+          'sandbox.violation',
+        ].includes(e.type) ||
+        (e.type === 'run.status' && (e.payload as Record<string, unknown>).status === 'denied'),
+    )
+    .map((e) => ({
+      sequence: e.sequence,
+      type: e.type,
+      eventId: e.eventId,
+      threadId: e.threadId,
+      turnId: e.turnId,
+      detail: summarize(e),
+      error:
+        (e.payload as Record<string, unknown>).error ??
+        (e.payload as Record<string, { error?: unknown }>).observation?.error,
+    }));
+  const artifacts = events
+    .filter((e) => e.type === 'artifact.changed')
+    .map((e) => {
+      const p = e.payload as Record<string, unknown>;
+      return { artifactId: e.artifactId, uri: p.uri, mime: p.mime, size: p.size, hash: p.hash, name: p.name };
+    });
+  const { limits, byTurn } = limitFacts(events);
+  const evidenceId = newId('ev');
+  const pack = {
+    format: 'oar.evidence.v1',
+    evidenceId,
+    sessionId,
+    runtimeId: log.runtimeId,
+    exportedAt: new Date().toISOString(),
+    timeline: events.map((e) => ({
+      sequence: e.sequence,
+      type: e.type,
+      timestamp: e.timestamp,
+      ...(e.threadId ? { threadId: e.threadId } : {}),
+      ...(e.turnId ? { turnId: e.turnId } : {}),
+      ...(e.status ? { status: e.status } : {}),
+      summary: summarize(e),
+    })),
+    failures,
+    artifacts,
+    limits,
+    turns: byTurn,
+    // Every hook run with its decision and, for a rewrite, the change (docs/hooks.md; scenario 12).
+    hooks: events
+      .filter((e) => e.type === 'hook.completed' || e.type === 'hook.failed')
+      .map((e) => ({
+        sequence: e.sequence,
+        type: e.type,
+        ...(e.turnId ? { turnId: e.turnId } : {}),
+        ...(e.toolCallId ? { toolCallId: e.toolCallId } : {}),
+        ...(e.payload as Record<string, unknown>),
+      })),
+    correlation: {
+      sessionId,
+      threadIds: ids('threadId'),
+      turnIds: ids('turnId'),
+      taskIds: ids('taskId'),
+      runIds: ids('runId'),
+      toolCallIds: ids('toolCallId'),
+      decisionIds: ids('actionId'),
+      subagentIds: ids('subagentId'),
+      artifactIds: ids('artifactId'),
+    },
+  };
+  const threadId = ids('threadId')[0];
+  await log.append(sessionId, [
+    {
+      type: 'evidence.changed',
+      evidenceId,
+      ...(threadId ? { threadId } : {}),
+      payload: {
+        kind: 'evidence_pack',
+        events: events.length,
+        failures: failures.length,
+        artifacts: artifacts.length,
+        ref: `runtime://evidence/${evidenceId}`,
+      },
+    },
+  ]);
+  return pack;
+}

@@ -1,0 +1,737 @@
+import type { RuntimeEvent } from '@oar/protocol';
+import type { z } from 'zod';
+import {
+  type AgentConfig,
+  AgentSchema,
+  type BindingUpdate,
+  type Budgets,
+  BudgetsSchema,
+  bindingHash,
+  DEFAULT_LIMITS,
+  type RuntimeLimits,
+  type SecretsConfig,
+  SecretsConfigSchema,
+  type SessionBinding,
+} from '../config/binding.js';
+import { CliToolConfigSchema } from '../config/cli.js';
+import { ExecConfigSchema } from '../config/exec.js';
+import { HooksSchema } from '../config/hooks.js';
+import { McpServersSchema } from '../config/mcp.js';
+import { absoluteModelChoice, type ModelChoice, type ModelsConfig } from '../config/models.js';
+import { type PermissionsConfig, PermissionsConfigSchema } from '../config/permissions.js';
+import { type PipelineConfig, PipelinesSchema, type ServiceConfig, ServicesSchema } from '../config/pipelines.js';
+import type { ProviderLimits } from '../config/provider-limits.js';
+import {
+  bindingWith,
+  Commands,
+  type CompactionResult,
+  type InterruptResult,
+  type RespondActionInput,
+  type SubmitTurnInput,
+  type SubmitTurnResult,
+} from '../control-plane/commands.js';
+import { type ControlInput, checkInput } from '../control-plane/inputs.js';
+import type { ChangeLimitsInput, ChangeLimitsResult } from '../control-plane/limits.js';
+import { Queries } from '../control-plane/queries.js';
+import { notFound } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import { setRecent } from '../kernel/lru.js';
+import { questionsAfter } from '../log/decision-log.js';
+import { EventLog } from '../log/event-log.js';
+import { LiveChannel, type LiveEvent } from '../log/live.js';
+import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from '../log/notifier.js';
+import { Tracing, type TracingOptions } from '../log/tracing.js';
+import { resolveChain } from '../loop/model/model-chain.js';
+import type { ModelHandle } from '../models/model-call.js';
+import { ProviderLimiter } from '../models/provider-limits.js';
+import { SharedProviderLimiter } from '../models/shared-limits.js';
+import { bindingOf, type SessionState } from '../read-models/session.js';
+import type { ThreadState } from '../read-models/thread-state.js';
+import type { BoundConfig } from '../scheduler/engine.js';
+import { isStoreFault } from '../store/faults.js';
+import type { Store } from '../store/store.js';
+import { workspaceTools } from '../tools/builtin/index.js';
+import { EXEC_TOOL } from '../tools/exec/exec-tool.js';
+import { PROCESS_TOOL } from '../tools/exec/process-tool.js';
+import { backgroundProcesses } from '../tools/exec/processes.js';
+import { McpPool } from '../tools/mcp/pool.js';
+import { ToolRegistry } from '../tools/registry.js';
+import { bindConfig, type Host } from '../worker/bound-config.js';
+import { type UnsettledThread, unsettledThreads } from '../worker/unsettled.js';
+import { Worker, type WorkerOptions } from '../worker/worker.js';
+
+export type { InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
+
+export interface RuntimeOptions {
+  store: Store;
+  /** Stable id of this installation (events carry it); generated and kept in the store when omitted. */
+  runtimeId?: string;
+  /**
+   * The tools this process can run (default: the built-in workspace tools). New sessions are bound to all of
+   * them unless `bindTools` narrows it.
+   */
+  tools?: ToolRegistry;
+  /** Names of the tools new sessions are bound to (default: every tool in `tools` and `toolModules`). */
+  bindTools?: string[];
+  /** Tool modules (absolute paths or package names) new sessions are bound to; loaded wherever a session runs. */
+  toolModules?: string[];
+  // ---- the binding new sessions get (each session records its own; later steps use the recorded one) ----
+  /** Root every workspace tool is confined to. */
+  workspaceRoot: string;
+  /** The main agent (name "main" unless given) and the sub-agents it may delegate to. */
+  mainAgent?: Partial<AgentConfig>;
+  agents?: AgentConfig[];
+  /** Default model spec recorded in new bindings (agents without their own `model`). */
+  defaultModel?: ModelChoice;
+  /** Configured models the specs may name (environment variable names for keys, never keys). */
+  models?: ModelsConfig;
+  /** The model spec of semantic tool actions' workers (default: the declaring agent's model). */
+  toolWorkerModel?: ModelChoice;
+  permissions?: Partial<PermissionsConfig>;
+  limits?: Partial<RuntimeLimits>;
+  /** Spending limits per turn and per session (docs/models.md "Budgets"). */
+  budgets?: Budgets;
+  /** A turn submitted while the thread is busy waits in the queue (default) or is rejected. */
+  queuePolicy?: 'queue' | 'reject';
+  /** After a failed corrective retry: fail the turn (default) or show the model's text as the answer. */
+  onProtocolFailure?: 'fail' | 'plain_text';
+  /** Environment variables (names) whose values are secrets, beyond the provider keys (docs/security.md). */
+  secrets?: Partial<SecretsConfig>;
+  /** Pipelines and services new sessions may call (docs/executors.md); config-file shapes, defaults applied here. */
+  pipelines?: z.input<typeof PipelinesSchema> | PipelineConfig[];
+  services?: z.input<typeof ServicesSchema> | ServiceConfig[];
+  /**
+   * A business CLI behind one tool (docs/tool-protocol.md), bound to new sessions; its paths as given (absolute
+   * paths mean the same from any directory). Its tool's name must also be among `bindTools` when that is given.
+   */
+  cli?: z.input<typeof CliToolConfigSchema>;
+  /** The `exec` and `process` tools (docs/commands.md), bound to new sessions; both are offered with it. */
+  exec?: z.input<typeof ExecConfigSchema>;
+  /** Hooks bound to new sessions (docs/hooks.md); paths absolute, as `absoluteHooks` makes them. */
+  hooks?: z.input<typeof HooksSchema>;
+  /** MCP servers bound to new sessions (docs/mcp.md); paths absolute, as `absoluteMcpServers` makes them. */
+  mcpServers?: z.input<typeof McpServersSchema>;
+  // ---- this process ----
+  /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
+  model: (agent: AgentConfig, binding: SessionBinding) => ModelHandle | Promise<ModelHandle>;
+  /**
+   * Run a worker in this process (default: yes, for every session). `false`: a control plane only — commands and
+   * queries, with the threads driven by workers elsewhere.
+   */
+  worker?: boolean | WorkerOptions;
+  /**
+   * OpenTelemetry spans of the worker's turns, model calls and tool runs (docs/tracing.md): the tracer provider
+   * (default the global one, a no-op until an SDK is registered) and whether prompts and outputs are recorded.
+   */
+  tracing?: TracingOptions;
+  /**
+   * Limits per provider and per model (`openai`, `openai:gpt-4.1`: concurrency, requests per minute) shared by every
+   * session this runtime drives (docs/models.md "Provider limits"); pass one `ProviderLimiter` to several runtimes
+   * of a process to share it among them too.
+   */
+  providerLimits?: ProviderLimits | ProviderLimiter;
+  /** Look for unfinished work in the worker's sessions when the runtime starts (default true). */
+  resumeOnStart?: boolean;
+  /**
+   * How much per-session and per-binding state a long-lived process keeps between uses, least recently used first
+   * out; whatever is forgotten is rebuilt from the store when it is needed again. `sessions`: the notifier's newest
+   * sequence per session (default 4,096); `bindings`: runnable configurations, one per binding hash (default 64).
+   */
+  caches?: { sessions?: number; bindings?: number };
+}
+
+/** How many runnable configurations (one per binding hash) a runtime keeps by default. */
+const DEFAULT_BOUND_CONFIGS = 64;
+
+/**
+ * The runtime of one process: the control plane (commands and queries) and, unless turned off, a worker — joined
+ * only by the event log and the notifier, so that any number of runtimes, in this process or others, can share
+ * one store. Unknown ids and invalid commands throw `OarRuntimeError`.
+ */
+export class Runtime {
+  readonly log: EventLog;
+  readonly notifier: Notifier;
+  /** Live-only events of this process's model calls (`model.delta`): `subscribe(…, { deltas: true })`. */
+  readonly live: LiveChannel;
+  readonly commands: Commands;
+  readonly queries: Queries;
+  /** This process's worker, if it runs one. */
+  readonly worker: Worker | undefined;
+  private readonly template: SessionBinding;
+  /** Runnable configurations by binding hash: a bounded LRU (most recently used last). */
+  private readonly configs = new Map<string, Promise<BoundConfig>>();
+  private readonly maxConfigs: number;
+  private readonly host: Host;
+  private readonly templateHash: string;
+  private closed = false;
+
+  private constructor(
+    readonly store: Store,
+    readonly runtimeId: string,
+    options: RuntimeOptions,
+  ) {
+    this.log = new EventLog(store, runtimeId);
+    this.notifier = new Notifier(this.log, { maxSessions: options.caches?.sessions ?? DEFAULT_NOTIFIER_SESSIONS });
+    this.live = new LiveChannel(this.log, this.notifier, runtimeId);
+    this.maxConfigs = Math.max(1, options.caches?.bindings ?? DEFAULT_BOUND_CONFIGS);
+    const tools = options.tools ?? new ToolRegistry(workspaceTools());
+    const cli = options.cli ? CliToolConfigSchema.parse(options.cli) : undefined;
+    const exec = options.exec ? ExecConfigSchema.parse(options.exec) : undefined;
+    this.template = bindingWith(
+      {
+        mainAgent: withAbsoluteModel(
+          AgentSchema.parse({ name: 'main', description: 'The main agent', ...options.mainAgent }),
+        ),
+        agents: (options.agents ?? []).map((agent) => withAbsoluteModel(AgentSchema.parse(agent))),
+        // A binding must mean the same from any directory: a relative script path is made absolute here.
+        ...(options.defaultModel ? { model: absoluteModelChoice(options.defaultModel, process.cwd()) } : {}),
+        models: options.models ?? {},
+        ...(options.toolWorkerModel
+          ? { toolWorkerModel: absoluteModelChoice(options.toolWorkerModel, process.cwd()) }
+          : {}),
+        workspaceRoot: options.workspaceRoot,
+        // The business CLI's tool is always offered with it.
+        tools: [
+          ...new Set([
+            ...(options.bindTools ?? tools.list().map((tool) => tool.name)),
+            ...(cli ? [cli.name] : []),
+            ...(exec ? [EXEC_TOOL, PROCESS_TOOL] : []),
+          ]),
+        ],
+        toolModules: options.toolModules ?? [],
+        permissions: PermissionsConfigSchema.parse(options.permissions ?? {}),
+        limits: { ...DEFAULT_LIMITS, ...options.limits },
+        queuePolicy: options.queuePolicy ?? 'queue',
+        onProtocolFailure: options.onProtocolFailure ?? 'fail',
+        // Recorded only when some are named, so a binding without any keeps the hash it had before the field.
+        ...(options.secrets?.env?.length
+          ? { secrets: SecretsConfigSchema.parse({ env: [...new Set(options.secrets.env)].sort() }) }
+          : {}),
+        // Likewise recorded only when there are some.
+        ...(options.pipelines?.length ? { pipelines: PipelinesSchema.parse(options.pipelines) } : {}),
+        ...(options.services?.length ? { services: ServicesSchema.parse(options.services) } : {}),
+        ...(cli ? { cli } : {}),
+        ...(exec ? { exec } : {}),
+        // Recorded only when there are some, like pipelines; an own `undefined` otherwise (left out of the record
+        // and the hash), so `oar session update --from-config` with a file that has none clears a session's.
+        hooks: options.hooks?.length ? HooksSchema.parse(options.hooks) : undefined,
+        mcpServers: options.mcpServers?.length ? McpServersSchema.parse(options.mcpServers) : undefined,
+        ...(options.budgets && Object.keys(options.budgets).length > 0
+          ? { budgets: BudgetsSchema.parse(options.budgets) }
+          : {}),
+      },
+      undefined,
+    );
+    this.templateHash = bindingHash(this.template);
+    this.host = {
+      tools,
+      model: options.model,
+      // The MCP servers this process reaches (docs/mcp.md), shared by the bindings that name them.
+      mcp: new McpPool(),
+      // `exec` hides the store from commands: its SQLite file (a PostgreSQL store is out of a sandbox's reach).
+      ...(store.dialect === 'sqlite' && store.location !== ':memory:' ? { storeFile: store.location } : {}),
+    };
+    const configFor = (session: SessionState | undefined, hash?: string) => this.configFor(session, hash);
+    const template = () => this.template;
+    const verify = (binding: SessionBinding, hash: string) => this.verify(binding, hash);
+    this.commands = new Commands({ log: this.log, notifier: this.notifier, template, verify });
+    this.queries = new Queries({ log: this.log, configFor });
+    const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
+    this.worker = workerOptions
+      ? new Worker(
+          {
+            log: this.log,
+            notifier: this.notifier,
+            live: this.live,
+            runtimeId,
+            configFor,
+            tracing: new Tracing(options.tracing),
+            // One process on SQLite: limits in memory. On PostgreSQL, where several workers share the store, the
+            // store keeps them, so every worker honours the same limits and pauses (docs/deployment.md).
+            limiter:
+              options.providerLimits instanceof ProviderLimiter
+                ? options.providerLimits
+                : store.dialect === 'postgres'
+                  ? new SharedProviderLimiter(store, options.providerLimits ?? {}, {
+                      owner: workerOptions.owner ?? `runtime:${runtimeId}`,
+                      ...(workerOptions.leaseTtlMs ? { slotTtlMs: workerOptions.leaseTtlMs } : {}),
+                    })
+                  : new ProviderLimiter(options.providerLimits ?? {}),
+          },
+          workerOptions,
+        )
+      : undefined;
+  }
+
+  static async create(options: RuntimeOptions): Promise<Runtime> {
+    const runtimeId = options.runtimeId ?? (await storedRuntimeId(options.store));
+    const runtime = new Runtime(options.store, runtimeId, options);
+    if (options.resumeOnStart !== false) await runtime.recover();
+    return runtime;
+  }
+
+  /**
+   * The runnable configuration of a session's binding — `hash` picks a turn's binding, default the current one; a
+   * session without a binding (created before bindings) runs with the binding new sessions get. Built once per
+   * binding hash and kept while it is among the `caches.bindings` most recently used: a configuration is a pure
+   * function of its binding (recorded in the log), so a forgotten one is simply built again — a thread already
+   * running keeps the one it holds.
+   */
+  private configFor(session: SessionState | undefined, hash?: string): Promise<BoundConfig> {
+    const binding = session ? bindingOf(session, hash) : undefined;
+    const key = binding ? (hash ?? session?.bindingHash ?? '') : this.templateHash;
+    let config = this.configs.get(key);
+    if (!config) {
+      const built = bindConfig(binding ?? this.template, key, this.host);
+      config = built;
+      // A failed build (a module that cannot load) is tried again next time, not remembered.
+      built.catch(() => {
+        if (this.configs.get(key) === built) this.configs.delete(key);
+      });
+    }
+    setRecent(this.configs, key, config, this.maxConfigs);
+    return config;
+  }
+
+  /** The binding new sessions get from this runtime's options. */
+  get defaultBinding(): SessionBinding {
+    return this.template;
+  }
+
+  // ----- commands ----------------------------------------------------------------------------------------------
+
+  createSession(input: Parameters<Commands['createSession']>[0] = {}) {
+    return this.checked('createSession', 'createSession', input, (i) => this.commands.createSession(i));
+  }
+
+  updateBinding(input: { sessionId: string; update: BindingUpdate }) {
+    return this.checked('updateBinding', 'updateBinding', input, (i) => this.commands.updateBinding(i));
+  }
+
+  submitTurn(input: SubmitTurnInput): Promise<SubmitTurnResult> {
+    return this.checked('submitTurn', 'submitTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.submitTurn(i)),
+    );
+  }
+
+  removeQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }) {
+    return this.checked('removeQueuedTurn', 'queuedTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.removeQueuedTurn(i)),
+    );
+  }
+
+  promoteQueuedTurn(input: { sessionId: string; threadId: string; turnId: string }) {
+    return this.checked('promoteQueuedTurn', 'queuedTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.promoteQueuedTurn(i)),
+    );
+  }
+
+  interruptTurn(input: { sessionId: string; threadId?: string; reason?: string; waitMs?: number }) {
+    return this.checked('interruptTurn', 'interruptTurn', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.interruptTurn(i)),
+    );
+  }
+
+  /**
+   * Compact a thread's context now (docs/models.md "Context budget and compaction"): a durable request the thread's
+   * worker acts on under its lease; resolves when the compaction completed or failed, or after `waitMs` (default
+   * 120 s) with status `requested`. `nothing_to_compact` when the thread has no finished turn to summarise.
+   */
+  compact(input: {
+    sessionId: string;
+    threadId?: string;
+    reason?: string;
+    waitMs?: number;
+  }): Promise<CompactionResult> {
+    return this.checked('compact', 'compact', input, async (i) => {
+      const request = await this.afterCommand(i.sessionId, this.commands.requestCompaction(i));
+      return this.commands.awaitCompaction(request, i.waitMs);
+    });
+  }
+
+  respondAction(input: RespondActionInput) {
+    return this.checked('respondAction', 'respondAction', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.respondAction(i)),
+    );
+  }
+
+  closeSubagent(input: { sessionId: string; subagentId: string; reason?: string }) {
+    return this.checked('closeSubagent', 'closeSubagent', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.closeSubagent(i)),
+    );
+  }
+
+  cancelTask(input: { sessionId: string; taskId: string; reason?: string }) {
+    return this.checked('cancelTask', 'cancelTask', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.cancelTask(i)),
+    );
+  }
+
+  retryTask(input: { sessionId: string; taskId: string }) {
+    return this.checked('retryTask', 'retryTask', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.retryTask(i)),
+    );
+  }
+
+  /**
+   * Check an input's shape before anything reads it (a JSON caller can send what TypeScript would refuse): a bad
+   * one rejects with `invalid_input` — always as a rejected promise, never a synchronous throw.
+   */
+  private checked<I, T>(method: string, kind: ControlInput, input: I, run: (input: I) => Promise<T>): Promise<T> {
+    try {
+      return run(checkInput(method, kind, input));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * After a command: this process's worker (if it drives the session) looks at once, so a caller that awaits the
+   * command finds the work already claimed. Other processes' workers hear of it through the notifier.
+   */
+  private async afterCommand<T>(sessionId: string, command: Promise<T>): Promise<T> {
+    const result = await command;
+    // The command has committed: a failed look (a store hiccup) must not report it as failed — a retry would
+    // repeat it. The notifier and the worker's backstop poll find the work anyway.
+    await this.worker?.look(sessionId).catch(() => undefined);
+    return result;
+  }
+
+  /**
+   * Change a session's budget limits (`limit.changed`): in force at once, the running turn included; a thread
+   * waiting for a budget continues when the new limits allow its next call. Bad values: `invalid_limit`.
+   */
+  changeLimits(input: ChangeLimitsInput): Promise<ChangeLimitsResult> {
+    return this.checked('changeLimits', 'changeLimits', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.changeLimits(i)),
+    );
+  }
+
+  setState(input: { sessionId: string; threadId?: string; key: string; value: unknown }) {
+    return this.checked('setState', 'setState', input, (i) => this.commands.setState(i));
+  }
+
+  // ----- queries -----------------------------------------------------------------------------------------------
+
+  listSessions(filter: { workspaceId?: string; sessionIds?: readonly string[] } = {}) {
+    return this.queries.listSessions(filter);
+  }
+
+  getSession(input: { sessionId: string; cursor?: number; limit?: number }) {
+    return this.checked('getSession', 'getSession', input, (i) => this.queries.getSession(i));
+  }
+
+  getThreadRead(input: { sessionId: string; threadId: string }) {
+    return this.checked('getThreadRead', 'getThreadRead', input, (i) => this.queries.getThreadRead(i));
+  }
+
+  /** The session snapshot as it was right after event `at` (time travel). */
+  snapshotAt(input: { sessionId: string; at: number }) {
+    return this.checked('snapshotAt', 'snapshotAt', input, (i) => this.queries.snapshotAt(i));
+  }
+
+  /** Pending decisions across a workspace's sessions (every session when none is named), oldest first. */
+  pendingDecisions(filter: { workspaceId?: string } = {}) {
+    return this.queries.pendingDecisions(filter);
+  }
+
+  /** An artifact's metadata and bytes (`artifact_not_found` for an id of another session). */
+  getArtifact(input: { sessionId: string; artifactId: string }) {
+    return this.checked('getArtifact', 'artifact', input, (i) => this.queries.getArtifact(i));
+  }
+
+  getBinding(sessionId: string) {
+    return this.checked('getBinding', 'sessionId', sessionId, (i) => this.queries.getBinding(i));
+  }
+
+  getToolInventory(input: { sessionId: string; threadId?: string }) {
+    return this.checked('getToolInventory', 'onThread', input, (i) => this.queries.getToolInventory(i));
+  }
+
+  getState(input: { sessionId: string; threadId?: string; key?: string }) {
+    return this.checked('getState', 'getState', input, (i) => this.queries.getState(i));
+  }
+
+  listSubagents(input: { sessionId: string; threadId?: string }) {
+    return this.checked('listSubagents', 'onThread', input, (i) => this.queries.listSubagents(i));
+  }
+
+  resumableSessions() {
+    return this.queries.resumableSessions();
+  }
+
+  /**
+   * Have this process's worker look at the session now (unfinished work after a restart, a thread whose worker
+   * died): it claims what it may and drives it. Completed actions never run again. `driven: false` when this
+   * runtime runs no worker (a control plane only): a worker elsewhere finds the work by itself.
+   */
+  async resume(sessionId: string): Promise<{ sessionId: string; driven: boolean }> {
+    await this.checked('resume', 'sessionId', sessionId, (i) => this.queries.lastSequence(i));
+    if (!this.worker) return { sessionId, driven: false };
+    await this.worker.look(sessionId);
+    return { sessionId, driven: true };
+  }
+
+  /**
+   * Make sure a session's binding (or, without an id, the binding new sessions get) can run here: its tools load
+   * and every agent's model resolves — so a missing key or module fails now, not in the middle of a turn.
+   */
+  async checkBinding(sessionId?: string): Promise<void> {
+    checkInput('checkBinding', 'optionalSessionId', sessionId);
+    const session = sessionId ? (await this.log.readModels(sessionId, [])).session : undefined;
+    if (sessionId && !session) throw notFound('session', sessionId);
+    const config = await this.configFor(session);
+    await this.verify(config.binding, config.bindingHash);
+  }
+
+  private async verify(binding: SessionBinding, hash: string): Promise<void> {
+    const config = await bindConfig(binding, hash, this.host);
+    // Runnable when every agent has a usable model: for a chain, one usable candidate is enough (the rest are
+    // recorded as excluded when a turn resolves the chain).
+    for (const agent of [config.mainAgent, ...config.agents]) {
+      const chain = await resolveChain(config, agent);
+      if (chain.candidates.length === 0) await config.model(agent);
+    }
+  }
+
+  replaySession(sessionId: string) {
+    return this.checked('replaySession', 'sessionId', sessionId, (i) => this.queries.replaySession(i));
+  }
+
+  exportReplay(sessionId: string) {
+    return this.checked('exportReplay', 'sessionId', sessionId, (i) => this.queries.exportReplay(i));
+  }
+
+  exportEvidence(sessionId: string) {
+    return this.checked('exportEvidence', 'sessionId', sessionId, (i) => this.queries.exportEvidence(i));
+  }
+
+  /**
+   * The session's events after `after`, as they become durable — from this process or any other on the store —
+   * until `signal` aborts. Catch-up comes from the log; notifications only say when to read again.
+   *
+   * `deltas: true` adds the live-only events of this process's work for the session: `model.delta` of its model calls
+   * (streamed text and tool-call arguments) and `process.output` of its commands (docs/commands.md) — never stored,
+   * so never replayed (one published while nobody listened is
+   * gone, and a subscriber more than `LIVE_BUFFER` deltas behind loses the newest). Each comes in its position: after
+   * the durable event whose `sequence` it carries, ordered among the others by its `payload.index`.
+   */
+  async *subscribe(
+    sessionId: string,
+    options: { after?: number; signal?: AbortSignal; deltas?: boolean } = {},
+  ): AsyncGenerator<RuntimeEvent> {
+    let cursor = options.after ?? 0;
+    let changed = true;
+    let wake: (() => void) | undefined;
+    const stop = this.notifier.listen((change) => {
+      if (change.sessionId !== sessionId) return;
+      changed = true;
+      wake?.();
+    });
+    // Live events wait here until the durable event they follow has been delivered.
+    const live: LiveEvent[] = [];
+    const stopLive = options.deltas
+      ? this.live.listen(sessionId, (event) => {
+          if (live.length >= LIVE_BUFFER) return;
+          live.push(event);
+          wake?.();
+        })
+      : undefined;
+    function* liveUpTo(sequence: number): Generator<LiveEvent> {
+      while (live.length > 0 && (live[0] as LiveEvent).sequence <= sequence) yield live.shift() as LiveEvent;
+    }
+    const onAbort = () => wake?.();
+    options.signal?.addEventListener('abort', onAbort);
+    try {
+      while (!options.signal?.aborted && !this.closed) {
+        if (live.length > 0 && (live[0] as LiveEvent).sequence <= cursor) {
+          yield* liveUpTo(cursor);
+          continue;
+        }
+        if (changed) {
+          changed = false;
+          const events: RuntimeEvent[] = await this.log.read(sessionId, { after: cursor, limit: 500 });
+          for (const event of events) {
+            yield* liveUpTo(event.sequence - 1);
+            cursor = event.sequence;
+            this.live.seen(sessionId, cursor);
+            yield event;
+          }
+          if (events.length === 500) changed = true;
+          continue;
+        }
+        let backstop = false;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(() => {
+            backstop = true;
+            resolve();
+          }, 1000);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = undefined;
+        // Woken by a live event: the log is read when a notification says so (or the 1 s backstop fires).
+        if (backstop || live.length === 0) changed = true;
+      }
+    } finally {
+      stop();
+      stopLive?.();
+      options.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  // ----- work --------------------------------------------------------------------------------------------------
+
+  /** Look for unfinished work in the worker's sessions and drive it (threads somebody else holds are left alone). */
+  async recover(): Promise<void> {
+    const worker = this.worker;
+    if (!worker) return;
+    // Oldest change first: the work that has waited longest is claimed first (a worker with a concurrency bound
+    // queues the rest in this order).
+    const sessions = (await this.queries.listSessions()).sort((a, b) => a.updatedAt.localeCompare(b.updatedAt));
+    for (const { sessionId } of sessions) {
+      if (worker.drives(sessionId)) await worker.look(sessionId);
+    }
+  }
+
+  /**
+   * Resolves when nothing of the session is in progress anywhere: no thread held by a worker (of this process or
+   * another) and none with work that a worker should pick up — everything finished or waits for a decision.
+   * Without a session id: when this process's worker drives nothing.
+   *
+   * Waiting claims nothing, with two exceptions, both threads this process's worker answers for and that would
+   * otherwise wait for a lease to run out, or forever:
+   * - a thread whose lease this worker still holds without driving it (the release failed on a store fault):
+   *   nobody else may drive it before the lease runs out, and only this worker can end its own tenure sooner;
+   * - a thread with work nobody holds, in a session this worker drives, that the worker has not taken up on its
+   *   own: work committed before it started listening (`resumeOnStart: false`), or whose notification was spent
+   *   on a look the store failed. Waiting for such a session is asking for it to be seen through.
+   * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
+   * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
+   */
+  async settled(sessionId?: string, options: { orAsked?: AskedWatch } = {}): Promise<void> {
+    const outages = { count: 0 };
+    const stop = new AbortController();
+    // A runner run asks its questions while it runs (docs/runners.md "Decisions"): whoever answers them must hear
+    // of one before the session settles, or the run would wait for an answer nobody is asked for.
+    const asked =
+      sessionId !== undefined && options.orAsked ? this.askedBy(sessionId, options.orAsked, stop.signal) : undefined;
+    try {
+      for (;;) {
+        const driving = Promise.allSettled(this.worker?.driving(sessionId) ?? []);
+        if ((await Promise.race(asked ? [driving, asked] : [driving])) === 'asked') return;
+        if (await this.settleLook(sessionId, outages)) return;
+      }
+    } finally {
+      stop.abort();
+    }
+  }
+
+  /** Resolves with 'asked' once the session has a pending decision of a live runner run that is not known. */
+  private async askedBy(sessionId: string, watch: AskedWatch, signal: AbortSignal): Promise<'asked' | 'stopped'> {
+    // Cheap while nothing is asked: only the questions after the watch's last look are read (by the log's primary
+    // key), across calls — a question it passed is known or answered already.
+    const { known } = watch;
+    while (!signal.aborted && !this.closed) {
+      const found = await questionsAfter(this.store.db, sessionId, watch.cursor).catch(() => undefined);
+      const fresh = (found?.questions ?? []).filter(
+        (q) => (q.payload as { runner?: unknown }).runner !== undefined && !known.has(q.actionId ?? ''),
+      );
+      // Still pending? (one answered or closed since is nothing to stop for). A failed read looks again later.
+      const threads =
+        fresh.length > 0
+          ? (await this.log.allReadModels(sessionId).catch(() => undefined))?.threads
+          : new Map<string, ThreadState>();
+      if (found && threads) {
+        watch.cursor = found.sequence;
+        for (const thread of threads.values()) {
+          if (thread.pending.some((p) => p.runnerId !== undefined && !known.has(p.actionId))) return 'asked';
+        }
+      }
+      await this.notifier.waitFor(sessionId, async () => signal.aborted, 250);
+    }
+    return 'stopped';
+  }
+
+  /** One look of `settled` after the drives it waited for: true when settled; otherwise it waits before the next. */
+  private async settleLook(sessionId: string | undefined, outages: { count: number }): Promise<boolean> {
+    // A store fault the log could not record ends the wait: nothing will move until the store is healthy.
+    const fault = this.worker?.takeFault(sessionId);
+    if (fault) throw fault;
+    if (sessionId === undefined) return (this.worker?.driving().length ?? 0) === 0;
+    let work: UnsettledThread[];
+    try {
+      work = await unsettledThreads(this.store.db, sessionId);
+      outages.count = 0;
+    } catch (error) {
+      // A store that is briefly unreachable (a dropped connection) is waited out like the work itself, for a while.
+      if (!isStoreFault(error) || !error.error.retryable || ++outages.count > SETTLE_OUTAGES) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      return false;
+    }
+    if (work.length === 0 && (this.worker?.driving(sessionId).length ?? 0) === 0) return true;
+    const worker = this.worker;
+    if (worker?.drives(sessionId)) {
+      for (const item of work) {
+        // A thread it drives right now needs no kick (one would only make its driver look again for nothing).
+        const held = item.holder?.owner === worker.owner && !worker.isDriving(item.threadId);
+        if (!item.holder || held) worker.kick(sessionId, item.threadId);
+      }
+    }
+    await this.notifier.waitFor(sessionId, async () => false, 100);
+    return false;
+  }
+
+  /** Stop the worker (its leases are released; unfinished work resumes wherever it is claimed next). */
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.worker?.close();
+    // Background processes outlive their turn, not their runtime (docs/commands.md).
+    await backgroundProcesses.stopAll(this.runtimeId, 'runtime_closing');
+    this.live.close();
+    await this.notifier.close();
+    await this.host.mcp?.close();
+  }
+}
+
+/**
+ * What `settled(…, {orAsked})` watches: the runner questions already seen (`known`), and how far the log was looked
+ * at. Kept by the caller across calls, so each look reads only what is new.
+ */
+export interface AskedWatch {
+  known: Set<string>;
+  cursor: number;
+}
+
+/** How many live events one subscriber may have waiting before the newest are dropped (live events are lossy). */
+const LIVE_BUFFER = 10_000;
+
+/** How many consecutive failed looks (200 ms apart) `settled` rides out before it reports the store fault. */
+const SETTLE_OUTAGES = 25;
+
+function withAbsoluteModel(agent: AgentConfig): AgentConfig {
+  return agent.model ? { ...agent, model: absoluteModelChoice(agent.model, process.cwd()) } : agent;
+}
+
+/** The installation's runtime id: created once per store; concurrent first starts agree on whichever was written. */
+async function storedRuntimeId(store: Store): Promise<string> {
+  await store.db
+    .insertInto('oar_state')
+    .values({
+      scope: 'runtime',
+      key: 'runtime_id',
+      value: JSON.stringify(newId('rt')),
+      updated_at: new Date().toISOString(),
+    })
+    .onConflict((oc) => oc.columns(['scope', 'key']).doNothing())
+    .execute();
+  const stored = await store.db
+    .selectFrom('oar_state')
+    .select('value')
+    .where('scope', '=', 'runtime')
+    .where('key', '=', 'runtime_id')
+    .executeTakeFirstOrThrow();
+  return JSON.parse(stored.value) as string;
+}

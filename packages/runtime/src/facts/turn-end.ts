@@ -1,0 +1,167 @@
+import type { ActionResult, OarError } from '@oar/protocol';
+import type { AppendGuard, EventDraft } from '../log/draft.js';
+import {
+  isTerminalActionStatus,
+  isTerminalRunStatus,
+  type ThreadView,
+  type TurnState,
+} from '../read-models/thread-state.js';
+import { delegationStructured } from './delegation-result.js';
+import { bothGuards, DelegationEndedError, delegationStillOpen, ThreadChangedError, turnStillActive } from './queue.js';
+import type { FactWriter } from './writer.js';
+
+/**
+ * The facts of a turn's end, and their writing: a failed or cancelled turn's runs and tasks, the turn, the thread
+ * idle again, and — for a child thread's delegated turn — the end of the parent's delegation. The loop (which also
+ * runs the turn-end hooks, loop/turn-end.ts), the worker, the runner host and the control plane (cancelling an
+ * interrupted turn no worker holds) all end turns through here.
+ */
+
+export function turnIds(thread: ThreadView, turn: TurnState) {
+  return { threadId: thread.threadId, turnId: turn.turnId };
+}
+
+/** A child thread's first turn is the one its delegation submitted; later turns are its own. */
+export function isDelegatedTurn(thread: ThreadView, turn: TurnState): boolean {
+  return thread.parent !== undefined && thread.turns[0]?.turnId === turn.turnId;
+}
+
+/** Record a failed (or cancelled) turn; false when someone else ended it first. No hooks run here. */
+export async function endFailedTurn(
+  engine: FactWriter,
+  thread: ThreadView,
+  turn: TurnState,
+  error: OarError,
+  status: 'failed' | 'cancelled' = 'failed',
+): Promise<boolean> {
+  const drafts: EventDraft[] = [];
+  for (const runId of turn.runIds) {
+    const run = thread.runs.get(runId);
+    if (run && !isTerminalRunStatus(run.status)) {
+      const ids = { threadId: thread.threadId, turnId: turn.turnId, taskId: run.taskId, runId };
+      drafts.push(
+        {
+          type: 'run.status',
+          ...ids,
+          status: 'cancelled',
+          payload: { phase: 'cancelled', title: 'cancelled', reason: error.message },
+        },
+        status === 'cancelled'
+          ? { type: 'task.cancelled', ...ids, payload: { reason: error.message, requestedBy: 'interrupt' } }
+          : { type: 'task.failed', ...ids, payload: { error } },
+      );
+    }
+  }
+  drafts.push(
+    { type: 'turn.failed', ...turnIds(thread, turn), status, payload: { error } },
+    { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
+  );
+  try {
+    await endTurn(engine, thread, turn, drafts, { error }, turnStillActive(thread, turn.turnId));
+  } catch (error) {
+    // Someone else (the driver, another interrupt) ended this turn first: nothing left to record.
+    if (error instanceof ThreadChangedError) return false;
+    throw error;
+  }
+  return true;
+}
+
+/**
+ * Record a turn's end; a child thread's delegated turn also ends the parent's delegation. Whether the parent's
+ * action still waits is read first and re-checked when writing: an interrupt of the parent may end that action in
+ * between, and then the child's result must not be written to it (a second ending), so the end is written again
+ * without it.
+ */
+export async function endTurn(
+  engine: FactWriter,
+  thread: ThreadView,
+  turn: TurnState,
+  drafts: EventDraft[],
+  end: DelegatedEnd,
+  guard?: AppendGuard,
+): Promise<void> {
+  // The turn's unredacted observations are of no use past it: they leave memory with it (policy/revealed.ts).
+  engine.revealed?.clear();
+  for (let attempt = 1; ; attempt++) {
+    const waits = attempt === 1 && (await parentWaits(engine, thread));
+    const ended = delegationEnd(thread, turn, end, waits);
+    const parentGuard = waits && thread.parent ? delegationStillOpen(thread.sessionId, thread.parent) : undefined;
+    const both = bothGuards(guard, parentGuard);
+    try {
+      await engine.append(thread.sessionId, [...drafts, ...ended], both ? { guard: both } : {});
+    } catch (error) {
+      if (error instanceof DelegationEndedError && attempt === 1) continue;
+      throw error;
+    }
+    if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
+      engine.wake(thread.sessionId, thread.parent.threadId);
+    return;
+  }
+}
+
+/**
+ * Events that end a delegation on the parent thread when the child thread's delegated turn ends. That turn is the
+ * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
+ * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
+ */
+/** How a delegated turn ended: its answer (with the observation made of it, when the worker made one) or error. */
+type DelegatedEnd = { answer?: string; error?: OarError; observation?: ActionResult };
+
+function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, parentWaits: boolean): EventDraft[] {
+  const parent = thread.parent;
+  if (!parent || !isDelegatedTurn(thread, turn)) return [];
+  const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
+  // A failed tool worker still reports the calls it made: their results are in the record either way.
+  const structured = delegationStructured(thread, end.error?.message ?? '');
+  const observation: ActionResult = end.error
+    ? { id: parent.actionId, status: 'failed', artifacts: [], error: end.error, ...(structured ? { structured } : {}) }
+    : (end.observation ?? {
+        id: parent.actionId,
+        status: 'completed',
+        artifacts: [],
+        summary: end.answer ?? '',
+        content: end.answer ?? '',
+      });
+  const delegation: EventDraft[] = [
+    end.error
+      ? {
+          type: 'subagent.failed',
+          ...ids,
+          subagentId: parent.subagentId,
+          payload: { error: end.error, graphActionId: parent.actionId, observation },
+        }
+      : {
+          type: 'subagent.completed',
+          ...ids,
+          subagentId: parent.subagentId,
+          payload: { summary: (end.answer ?? '').slice(0, 500), graphActionId: parent.actionId, observation },
+        },
+  ];
+  // The delegation task ends with the child's turn either way; the parent's action only while it still waits (an
+  // interrupted parent already ended it, and a second ending would contradict the record).
+  return [
+    ...(parentWaits ? delegation : []),
+    end.error
+      ? {
+          type: 'task.failed',
+          threadId: thread.threadId,
+          taskId: parent.delegationTaskId,
+          payload: { error: end.error },
+        }
+      : {
+          type: 'task.completed',
+          threadId: thread.threadId,
+          taskId: parent.delegationTaskId,
+          payload: { summary: (end.answer ?? '').slice(0, 500) },
+        },
+  ];
+}
+
+/** Whether the parent's delegating action is still open (the child's result is still its answer). */
+async function parentWaits(engine: Pick<FactWriter, 'loadThread'>, thread: ThreadView): Promise<boolean> {
+  const parent = thread.parent;
+  if (!parent) return false;
+  const view = await engine.loadThread(thread.sessionId, parent.threadId);
+  const status = view.runs.get(parent.runId)?.actions[parent.actionId]?.status;
+  return status !== undefined && !isTerminalActionStatus(status);
+}

@@ -1,0 +1,45 @@
+import { costOf, DEFAULT_PRICES_AS_OF, priceOf } from '../config/prices.js';
+import type { EventDraft } from '../log/draft.js';
+import type { ModelHandle, ModelOutput } from './model-call.js';
+
+/**
+ * Cost facts of model calls (docs/models.md "Prices and cost"): `cost.estimated` before a call, from the estimated
+ * input only (the output is not known yet), and `cost.recorded` after it, from the usage the provider reported.
+ * A model without a known price has neither: an unknown price stays unknown rather than becoming a zero.
+ */
+
+type TurnIds = { threadId: string; turnId: string };
+
+function priced(model: ModelHandle) {
+  const price = priceOf(model);
+  if (!price) return undefined;
+  return {
+    price,
+    facts: {
+      modelId: model.modelId,
+      provider: model.provider,
+      currency: 'USD',
+      priceSource: model.price ? 'configured' : `defaults of ${DEFAULT_PRICES_AS_OF}`,
+      approximate: true,
+    },
+  };
+}
+
+export function costEstimated(ids: TurnIds, model: ModelHandle, inputTokenEstimate: number): EventDraft[] {
+  const known = priced(model);
+  if (!known) return [];
+  const amount = costOf(known.price, { inputTokens: inputTokenEstimate, outputTokens: 0 });
+  return [
+    {
+      type: 'cost.estimated',
+      ...ids,
+      payload: { ...known.facts, amount, inputTokens: inputTokenEstimate, basis: 'estimated input tokens only' },
+    },
+  ];
+}
+
+export function costRecorded(ids: TurnIds, model: ModelHandle, usage: ModelOutput['usage']): EventDraft[] {
+  const known = priced(model);
+  if (!known) return [];
+  return [{ type: 'cost.recorded', ...ids, payload: { ...known.facts, amount: costOf(known.price, usage), usage } }];
+}

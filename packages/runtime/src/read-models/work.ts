@@ -1,0 +1,41 @@
+import { type LeaseHolder, ownerIsGone, sessionLeases } from '../store/leases.js';
+import type { Db } from '../store/store.js';
+import type { ThreadState } from './thread-state.js';
+
+/**
+ * The threads of a session that are in progress: held by a worker (`holder`), or with something to do that no
+ * worker holds (nobody is on them yet).
+ */
+export async function sessionWork(
+  db: Db,
+  sessionId: string,
+): Promise<{ threadId: string; thread: ThreadState; holder?: LeaseHolder }[]> {
+  const rows = await db
+    .selectFrom('oar_read_models')
+    .select('body')
+    .where('session_id', '=', sessionId)
+    .where('kind', '=', 'thread')
+    .execute();
+  const leases = await sessionLeases(db, sessionId);
+  const work: { threadId: string; thread: ThreadState; holder?: LeaseHolder }[] = [];
+  for (const row of rows) {
+    const thread = JSON.parse(row.body) as ThreadState;
+    const lease = leases.get(thread.threadId);
+    // A holder that was a process of this machine and has exited holds nothing: its lease is taken over on claim.
+    if (lease?.holder && !ownerIsGone(lease.holder.owner))
+      work.push({ threadId: thread.threadId, thread, holder: lease.holder });
+    else if (needsDrive(thread, lease?.idleSequence)) work.push({ threadId: thread.threadId, thread });
+  }
+  return work;
+}
+
+/**
+ * Whether a thread nobody holds has something for a worker to do. A thread left idle by its last driver needs
+ * nothing until one of its events moves its sequence on (a decision, a child's result, a submit, an interrupt).
+ */
+export function needsDrive(thread: ThreadState, idleSequence: number | undefined): boolean {
+  if (thread.status === 'closed') return false;
+  if (idleSequence !== undefined && idleSequence === thread.lastSequence) return false;
+  if (thread.activeTurnId !== undefined || thread.compactionRequest !== undefined) return true;
+  return thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted');
+}
