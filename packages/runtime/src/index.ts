@@ -77,14 +77,10 @@ export {
   type TurnAttachmentInput,
   TurnAttachmentInputSchema,
 } from './control-plane/attachments.js';
-export type {
-  CompactionResult,
-  InterruptResult,
-  RespondActionInput,
-  SubmitTurnInput,
-  SubmitTurnResult,
-} from './control-plane/commands.js';
+export type { CompactionResult } from './control-plane/compaction.js';
+export type { RespondActionInput } from './control-plane/decisions.js';
 export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
+export type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from './control-plane/turns.js';
 export { type BuildOptions, buildRuntime } from './facade/build.js';
 export { type AskedWatch, Runtime, type RuntimeOptions } from './facade/runtime.js';
 export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './kernel/error-codes.js';

@@ -9,7 +9,7 @@ import {
 } from '@oar/runner-sdk';
 import type { EventDraft } from '../log/draft.js';
 import type { ThreadState } from '../read-models/thread-state.js';
-import type { AuditTarget } from './proxy.js';
+import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
 
 /**

@@ -2,9 +2,16 @@ import type { ActionDecision } from '@oar/protocol';
 import { newId } from '../kernel/ids.js';
 import { waitUnlessAborted } from '../kernel/signals.js';
 import type { EventDraft } from '../log/draft.js';
-import { loadReadModels } from '../log/event-log.js';
+import { loadReadModels } from '../log/read-model-rows.js';
 import type { Engine } from '../scheduler/engine.js';
-import { apiError, type RunnerRunIds, type RunSession, runnerStatus } from './run-session.js';
+import {
+  apiError,
+  type OpenDecision,
+  type RunnerAskType,
+  type RunnerRunIds,
+  type RunSession,
+  runnerStatus,
+} from './run-session.js';
 
 /**
  * Durable decisions of a runner run (docs/runners.md "Decisions"): a `tools.call` that the permission policy asks
@@ -25,7 +32,7 @@ export const MAX_OPEN_DECISIONS = 8;
 
 /** What a runner asks to be decided. */
 export interface RunnerAsk {
-  actionType: 'tool_approval' | 'platform_action';
+  actionType: RunnerAskType;
   /** What the question names: the tool, or `platform:<action>`. */
   toolName: string;
   prompt: string;
@@ -39,14 +46,6 @@ export interface RunnerAsk {
   before?: EventDraft[];
   /** Extra payload of the `action.required` (a platform action's action, target and payload). */
   extra?: Record<string, unknown>;
-}
-
-/** An open question, as its closing facts need it. */
-export interface OpenDecision {
-  actionId: string;
-  actionType: RunnerAsk['actionType'];
-  toolName: string;
-  toolCallId?: string;
 }
 
 export interface RunnerDecision {

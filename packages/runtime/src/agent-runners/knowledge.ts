@@ -2,7 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import Database from 'better-sqlite3';
 import { newWalkStats, walkFiles, walkPolicyFor } from '../tools/builtin/walk.js';
 import { realWorkspaceRoot, resolveWorkspacePath } from '../tools/workspace.js';
-import type { AuditTarget } from './proxy.js';
+import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
 
 /**

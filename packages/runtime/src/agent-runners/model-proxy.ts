@@ -12,7 +12,7 @@ import { MODEL_CALL_DEFAULTS } from '../config/binding.js';
 import { costRecorded } from '../models/cost.js';
 import { callModel, type GenerationSettings, type ModelHandle } from '../models/model-call.js';
 import { checkRunnerBudget } from './budget-check.js';
-import type { AuditTarget } from './proxy.js';
+import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
 
 /** The model resource id of the agent's own bound model. */

@@ -1,6 +1,6 @@
 import { ResultDataSchemas } from '@oar/runner-sdk';
 import { awaitDecision } from './decisions.js';
-import type { AuditTarget } from './proxy.js';
+import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession, runnerStatus } from './run-session.js';
 
 /**

@@ -7,22 +7,17 @@ import {
   type RequestStream,
   toWireError,
 } from '@oar/runner-sdk';
+import { MAX_STORAGE_SET_PAYLOAD_BYTES } from '../store/runner-storage.js';
 import { artifactRead, eventsCall, historyPage, historySearch, stateCall } from './context-apis.js';
 import { knowledgeRetrieve } from './knowledge.js';
 import { modelCall } from './model-proxy.js';
 import { requestPlatformAction } from './platform-actions.js';
-import { apiError, type RunSession } from './run-session.js';
-import { MAX_STORAGE_SET_PAYLOAD_BYTES, storageCall } from './storage.js';
+import { type AuditTarget, apiError, type RunSession } from './run-session.js';
+import { storageCall } from './storage.js';
 import { toolCall, toolDetail } from './tool-proxy.js';
 
 /** The largest proxy request the host reads (its payload as JSON). */
 export const MAX_API_PAYLOAD_BYTES = 256 * 1024;
-
-/** What one proxy call touched, for its audit event: the resource (a model, tool, artifact…) and the scope. */
-export interface AuditTarget {
-  resource?: string;
-  scope?: string;
-}
 
 type ApiHandler = (
   session: RunSession,

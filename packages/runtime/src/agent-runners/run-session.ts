@@ -4,7 +4,17 @@ import type { EventDraft } from '../log/draft.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { AgentConfig, Engine } from '../scheduler/engine.js';
 import type { RunAccess } from './access.js';
-import type { OpenDecision } from './decisions.js';
+
+/** What a runner may ask a person to decide: a tool call's approval, or a platform action. */
+export type RunnerAskType = 'tool_approval' | 'platform_action';
+
+/** An open question, as its closing facts need it. */
+export interface OpenDecision {
+  actionId: string;
+  actionType: RunnerAskType;
+  toolName: string;
+  toolCallId?: string;
+}
 
 /** The correlation ids of everything a runner run records: it is one task attempt of the turn. */
 export interface RunnerRunIds {
@@ -101,4 +111,10 @@ export function runnerStatus(
     ...session.ids,
     payload: { phase, title, runner: { runId: session.ids.runId, runnerId: session.runnerId, ...rest } },
   };
+}
+
+/** What one proxy call touched, for its audit event: the resource (a model, tool, artifact…) and the scope. */
+export interface AuditTarget {
+  resource?: string;
+  scope?: string;
 }

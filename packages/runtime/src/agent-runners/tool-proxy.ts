@@ -1,15 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Action, OarError } from '@oar/protocol';
 import { ToolCallArgsSchema, type ToolCallResult } from '@oar/runner-sdk';
-import { deniedByUpdatedBinding, invokeTool, pathsBeyondApproval, toolPermissionRequest } from '../executors/tool.js';
+import { invokeTool, pathsBeyondApproval, toolPermissionRequest } from '../executors/tool.js';
 import { artifactCreated } from '../facts/action.js';
 import { toOarError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
-import { approvalScope, evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import { approvalEvaluated, authorize, deniedByUpdatedBinding, permissionEvaluated } from '../policy/authorize.js';
+import { approvalScope } from '../policy/permissions.js';
 import type { RunAction, RunState } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';
+import { openBracket } from '../scheduler/bracket.js';
 import { awaitDecision } from './decisions.js';
-import type { AuditTarget } from './proxy.js';
+import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
 
 /** The tools a run may see: the granted ones that this process has, as catalog entries (name, description, schema). */
@@ -68,17 +70,8 @@ export async function toolCall(
   const ids = { ...session.ids, stepId: toolCallId, toolCallId };
   const runnerFacts = { runner: { runId: session.ids.runId, runnerId: session.runnerId } };
   let request = await toolPermissionRequest(tool, input.input, engine.workspaceRoot);
-  const grants = await engine.grants(session.sessionId);
-  const evaluation = evaluatePermission(request, {
-    ...engine.permissions,
-    grants,
-    workspaceRoot: engine.workspaceRoot,
-  });
-  const evaluated: EventDraft = {
-    type: 'permission.evaluated',
-    ...ids,
-    payload: { ...toPermissionEvaluatedPayload(evaluation, request), ...runnerFacts },
-  };
+  const evaluation = await authorize(engine, session.sessionId, request);
+  const evaluated = permissionEvaluated(ids, evaluation, request, runnerFacts);
   if (evaluation.decision === 'deny') {
     await session.record([evaluated]);
     throw apiError('unauthorized', `permission denied: ${evaluation.reason}`, {
@@ -135,56 +128,40 @@ export async function toolCall(
     }
     request = now;
     before = [
-      {
-        type: 'permission.evaluated',
-        ...ids,
-        payload: {
-          decision: 'allow',
-          source: 'human',
-          reason: `approved by respond_action (${answer.actionId})`,
-          toolName: name,
-          ...runnerFacts,
-        },
-      },
+      approvalEvaluated(
+        ids,
+        { reason: `approved by respond_action (${answer.actionId})`, toolName: name },
+        runnerFacts,
+      ),
     ];
   }
   session.proxyToolCalls.add(toolCallId);
-  const idempotent = tool.isIdempotent;
-  await session.record(
-    [
-      ...before,
-      {
-        type: 'tool.started',
-        ...ids,
-        payload: {
-          toolName: name,
-          attempt: 1,
-          idempotent,
-          input: input.input as Record<string, unknown>,
-          ...runnerFacts,
-        },
-      },
-    ],
-    !idempotent,
-  );
+  const bracket = await openBracket((drafts, options) => session.record(drafts, options.durable), {
+    ids,
+    authorization: before,
+    payload: {
+      toolName: name,
+      attempt: 1,
+      idempotent: tool.isIdempotent,
+      input: input.input as Record<string, unknown>,
+      ...runnerFacts,
+    },
+  });
   const ran = await invokeTool(actionContext(session, toolCallId, signal), tool, input.input, request, ids, {
     toolName: name,
   });
   if (ran.outcome !== 'completed') {
     const error: OarError =
       ran.outcome === 'failed' ? ran.error : { code: 'interrupted', message: 'the host is closing', retryable: true };
-    await session.record(
-      [
-        ...(ran.outcome === 'failed' ? ran.before : []),
-        {
-          type: 'tool.failed',
-          ...ids,
-          ...(ran.outcome === 'failed' && ran.status === 'cancelled' ? { status: 'cancelled' as const } : {}),
-          payload: { toolName: name, error, durationMs: ran.outcome === 'failed' ? ran.durationMs : 0, ...runnerFacts },
-        },
-      ],
-      !idempotent,
-    );
+    await bracket.end([
+      ...(ran.outcome === 'failed' ? ran.before : []),
+      {
+        type: 'tool.failed',
+        ...ids,
+        ...(ran.outcome === 'failed' && ran.status === 'cancelled' ? { status: 'cancelled' as const } : {}),
+        payload: { toolName: name, error, durationMs: ran.outcome === 'failed' ? ran.durationMs : 0, ...runnerFacts },
+      },
+    ]);
     // A tool's own failure is the runner's result to handle (as a model's tool result would be), not a refusal.
     return {
       tool_call_id: toolCallId,
@@ -203,24 +180,21 @@ export async function toolCall(
     engine.limits.maxArtifactBytes,
   );
   session.artifactIds.add(stored.artifactId);
-  await session.record(
-    [
-      artifactCreated(session.ids, stored),
-      {
-        type: 'tool.result',
-        ...ids,
-        payload: {
-          toolName: name,
-          summary: output.summary ?? text.slice(0, 200),
-          outputRef: stored.uri,
-          artifactIds: [stored.artifactId],
-          durationMs,
-          ...runnerFacts,
-        },
+  await bracket.end([
+    artifactCreated(session.ids, stored),
+    {
+      type: 'tool.result',
+      ...ids,
+      payload: {
+        toolName: name,
+        summary: output.summary ?? text.slice(0, 200),
+        outputRef: stored.uri,
+        artifactIds: [stored.artifactId],
+        durationMs,
+        ...runnerFacts,
       },
-    ],
-    !idempotent,
-  );
+    },
+  ]);
   return {
     tool_call_id: toolCallId,
     ok: true,

@@ -2,7 +2,7 @@ import type { OarError, RuntimeEvent } from '@oar/protocol';
 import { notFound } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { EventLog } from '../log/event-log.js';
-import { loadAllReadModels } from '../log/event-log.js';
+import { loadAllReadModels } from '../log/read-model-rows.js';
 import { threadViews } from '../read-models/project.js';
 import { toSessionSnapshot } from '../read-models/snapshots.js';
 

@@ -1,16 +1,18 @@
 import { BUDGET_DIMENSIONS, type BudgetDimension } from '../config/binding.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
+import { loadReadModels } from '../log/read-model-rows.js';
 import { effectiveBudgets } from '../read-models/budgets.js';
 import type { ReadModels } from '../read-models/project.js';
 import { threadViews } from '../read-models/project.js';
 import { bindingOf, type LimitOverrides } from '../read-models/session.js';
+import type { CommandContext } from './command-context.js';
 
 /**
- * The `change_limits` command's logic (docs/models.md "Budgets"): validate a change of a session's budget limits,
- * and the facts that record it — one `limit.changed` with the limits before and after, and for every thread that
- * waits for a budget (`waiting_resource`, kind quota) a `thread.updated` that ends the wait, so its worker checks
- * again with the new limits and continues the same turn (or waits again, recorded, when still over).
+ * The `change_limits` command (docs/models.md "Budgets"): validate a change of a session's budget limits, and the
+ * facts that record it — one `limit.changed` with the limits before and after, and for every thread that waits for
+ * a budget (`waiting_resource`, kind quota) a `thread.updated` that ends the wait, so its worker checks again with
+ * the new limits and continues the same turn (or waits again, recorded, when still over).
  */
 
 /** A limit change: a positive number sets a limit, `null` removes it (unbounded); left out, unchanged. */
@@ -146,4 +148,35 @@ export function limitChangeFacts(
     ),
   ];
   return { drafts, result: { limits: next, changes, resumed: waiting.map((t) => t.threadId) } };
+}
+
+/**
+ * Change a session's budget limits (`limit.changed`, docs/models.md "Budgets"): in force at once, for the running
+ * turn too. A thread waiting for a budget is woken (its worker checks again and continues the same turn). Two
+ * changes computed from the same limits must not drop one another's: the second is refused and retried.
+ */
+export async function changeLimits(ctx: CommandContext, input: ChangeLimitsInput): Promise<ChangeLimitsResult> {
+  validateLimitChange(input);
+  for (let attempt = 1; ; attempt++) {
+    const models = await ctx.log.allReadModels(input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const { drafts, result } = limitChangeFacts(models, input);
+    const seen = JSON.stringify(models.session.limits ?? null);
+    try {
+      await ctx.append(input.sessionId, drafts, {
+        guard: async (tx) => {
+          const now = (await loadReadModels(tx, input.sessionId, [])).session?.limits;
+          if (JSON.stringify(now ?? null) !== seen) {
+            throw new OarRuntimeError('limits_changed', 'the limits changed while the change was prepared; retry', {
+              retryable: true,
+            });
+          }
+        },
+      });
+      return result;
+    } catch (error) {
+      if (error instanceof OarRuntimeError && error.code === 'limits_changed' && attempt < 3) continue;
+      throw error;
+    }
+  }
 }

@@ -2,7 +2,8 @@ import type { RuntimeEvent, SessionSnapshot, ThreadReadModel } from '@oar/protoc
 import type { AgentConfig } from '../config/binding.js';
 import type { PermissionsConfig } from '../config/permissions.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
-import { type EventLog, loadAllReadModels } from '../log/event-log.js';
+import type { EventLog } from '../log/event-log.js';
+import { loadAllReadModels } from '../log/read-model-rows.js';
 import { findContradictions } from '../read-models/contradictions.js';
 import { replay, threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';

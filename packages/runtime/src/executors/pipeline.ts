@@ -3,9 +3,10 @@ import { mappingRef, type PipelineConfig, type PipelineStep, stepOrder } from '.
 import { actionIds, actionStatusEvent, artifactCreated, errorOutput, toolIds } from '../facts/action.js';
 import { isClosing } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
-import { evaluatePermission, toPermissionEvaluatedPayload } from '../policy/permissions.js';
+import { authorize, permissionEvaluated } from '../policy/authorize.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';
+import { openBracket } from '../scheduler/bracket.js';
 import type { AnyTool } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
 import { type ActionOutput, completeAction, failAction, storeOutput, summaryOf } from './outcome.js';
@@ -55,28 +56,22 @@ export async function runPipelineAction(ctx: ActionContext): Promise<RunActionSt
 
   // Re-running is harmless only when every step is: otherwise the start is made durable first (a crash mid-way
   // then ends in an honest `lost`, see worker/recovery.ts), and so is every step's start and end.
-  const idempotent = tools.every((tool) => tool?.isIdempotent === true);
-  const durable = { durable: !idempotent };
-  await engine.append(
-    sessionId,
-    [
-      ...gated.allowed,
-      {
-        type: 'tool.started',
-        ...toolIds(ctx),
-        payload: {
-          toolName: pipeline.name,
-          executor: 'pipeline',
-          attempt: ctx.state.attempt + 1,
-          idempotent,
-          graphActionId: action.id,
-          input: action.input,
-          steps: steps.map((step) => ({ id: step.id, tool: step.tool, depends: step.depends })),
-        },
-      },
-    ],
-    durable,
-  );
+  // Re-running is harmless only when every step is: otherwise the start is made durable first (a crash mid-way
+  // then ends in an honest `lost`, see worker/recovery.ts), and so is every step's start and end.
+  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    ids: toolIds(ctx),
+    authorization: gated.allowed,
+    payload: {
+      toolName: pipeline.name,
+      executor: 'pipeline',
+      attempt: ctx.state.attempt + 1,
+      idempotent: tools.every((tool) => tool?.isIdempotent === true),
+      graphActionId: action.id,
+      input: action.input,
+      steps: steps.map((step) => ({ id: step.id, tool: step.tool, depends: step.depends })),
+    },
+  });
+  const durable = { durable: bracket.durable };
   const started = Date.now();
   const values = new Map<string, StepValue>();
   const records: StepRecord[] = [];
@@ -180,23 +175,18 @@ async function runStep(
   // wait for an answer mid-way. An ask that is only the mode's default is covered by the pipeline's own
   // authorization: its steps are fixed in the binding, so authorizing the pipeline authorizes them.
   const request = await toolPermissionRequest(tool, parsed.input, engine.workspaceRoot);
-  const evaluation = evaluatePermission(request, { ...engine.permissions, grants: await engine.grants(sessionId) });
+  const evaluation = await authorize(engine, sessionId, request);
   const covered = evaluation.decision === 'ask' && evaluation.source !== 'rule';
-  const evaluated: EventDraft = {
-    type: 'permission.evaluated',
-    ...ids,
-    payload: {
-      ...toPermissionEvaluatedPayload(evaluation, request),
-      ...(covered
-        ? {
-            decision: 'allow',
-            reason: `${evaluation.reason}; covered by the authorization of pipeline "${pipeline.name}"`,
-            coveredBy: { executor: 'pipeline', target: pipeline.name, graphActionId: ctx.action.id },
-          }
-        : {}),
-      ...facts,
-    },
-  };
+  const evaluated = permissionEvaluated(ids, evaluation, request, {
+    ...(covered
+      ? {
+          decision: 'allow',
+          reason: `${evaluation.reason}; covered by the authorization of pipeline "${pipeline.name}"`,
+          coveredBy: { executor: 'pipeline', target: pipeline.name, graphActionId: ctx.action.id },
+        }
+      : {}),
+    ...facts,
+  });
   if (evaluation.decision === 'deny' || (evaluation.decision === 'ask' && !covered)) {
     const error =
       evaluation.decision === 'deny'
@@ -216,20 +206,12 @@ async function runStep(
     return failed(error, { before: [evaluated] });
   }
 
-  const { isIdempotent } = callFacts(tool, parsed.input);
-  const durable = { durable: !isIdempotent };
-  await engine.append(
-    sessionId,
-    [
-      evaluated,
-      {
-        type: 'tool.started',
-        ...ids,
-        payload: { ...facts, attempt: 1, idempotent: isIdempotent, input: parsed.input },
-      },
-    ],
-    durable,
-  );
+  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    ids,
+    authorization: [evaluated],
+    payload: { ...facts, attempt: 1, idempotent: callFacts(tool, parsed.input).isIdempotent, input: parsed.input },
+  });
+  const durable = { durable: bracket.durable };
   // A `block` tool finishes even when the turn is interrupted; the pipeline then stops before its next step.
   const ran = await invokeTool(ctx, tool, parsed.input, request, ids, facts);
   if (ran.outcome === 'closing') return 'closing';

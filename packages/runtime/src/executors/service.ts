@@ -5,6 +5,7 @@ import { isClosing } from '../kernel/errors.js';
 import { waitUnlessAborted } from '../kernel/signals.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';
+import { openBracket } from '../scheduler/bracket.js';
 import { completeAction, failAction } from './outcome.js';
 import { gate, withTimeout } from './tool.js';
 
@@ -39,32 +40,24 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
     await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', errorOutput(request.error))]);
     return 'failed';
   }
-  const idempotent = IDEMPOTENT_METHODS.has(service.method);
-  // A POST that must not happen twice starts only once its start is durable (a crash then ends in `lost`).
-  const durable = { durable: !idempotent };
   const maxAttempts = serviceAttempts(service);
-  await engine.append(
-    sessionId,
-    [
-      ...gated.allowed,
-      {
-        type: 'tool.started',
-        ...toolIds(ctx),
-        payload: {
-          toolName: service.name,
-          executor: 'service',
-          attempt: ctx.state.attempt + 1,
-          idempotent,
-          graphActionId: action.id,
-          input: action.input,
-          method: service.method,
-          url: request.url,
-          maxAttempts,
-        },
-      },
-    ],
-    durable,
-  );
+  // A POST that must not happen twice starts only once its start is durable (a crash then ends in `lost`).
+  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    ids: toolIds(ctx),
+    authorization: gated.allowed,
+    payload: {
+      toolName: service.name,
+      executor: 'service',
+      attempt: ctx.state.attempt + 1,
+      idempotent: IDEMPOTENT_METHODS.has(service.method),
+      graphActionId: action.id,
+      input: action.input,
+      method: service.method,
+      url: request.url,
+      maxAttempts,
+    },
+  });
+  const durable = { durable: bracket.durable };
   const started = Date.now();
   let failure: OarError | undefined;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {

@@ -1,5 +1,5 @@
 import type { HookConfig, HookInput } from '../config/hooks.js';
-import type { PermissionEvaluation, PermissionRequest } from '../config/permissions.js';
+import type { PermissionRequest } from '../config/permissions.js';
 import { toolIds } from '../facts/action.js';
 import { type HookVerdict, hooksAt, runHooks } from '../policy/hooks/hooks.js';
 import type { ActionContext } from '../scheduler/action-context.js';
@@ -83,25 +83,6 @@ export function afterToolCall(
       },
     },
   });
-}
-
-/**
- * The permission evaluation with the hooks' verdict folded in: a hook's deny denies what the rules would allow or
- * ask; a hook's ask asks where the rules would allow — with approve and deny only (like an ask rule, it asks every
- * time, so a session grant is not offered). A hook's allow changes nothing: it is no objection, never a permission,
- * so the rules and the mode still decide.
- */
-export function withHookVerdict(
-  evaluation: PermissionEvaluation,
-  verdict: HookVerdict | undefined,
-): PermissionEvaluation {
-  if (!verdict || verdict.decision === 'allow' || evaluation.decision === 'deny') return evaluation;
-  const reason = verdict.reason ?? `hook "${verdict.hook}" decided`;
-  if (verdict.decision === 'deny') return { decision: 'deny', source: 'hook', mode: evaluation.mode, reason };
-  if (evaluation.decision === 'ask') {
-    return { ...evaluation, reason: `${evaluation.reason}; ${reason}`, decisions: ['approve', 'deny'] };
-  }
-  return { decision: 'ask', source: 'hook', mode: evaluation.mode, reason, decisions: ['approve', 'deny'] };
 }
 
 /**

@@ -5,7 +5,7 @@ import {
   type ToolAgentOutput,
   toolAgentProjection,
 } from '@oar/protocol';
-import type { PermissionEvaluation, PermissionRequest, PermissionRule } from '../config/permissions.js';
+import type { PermissionRequest, PermissionRule } from '../config/permissions.js';
 import {
   actionIds,
   actionStatusEvent,
@@ -21,25 +21,19 @@ import { isClosing, ToolError, toOarError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { Command } from '../kernel/match/command-match.js';
 import type { EventDraft } from '../log/draft.js';
+import { approvalEvaluated, authorize, deniedByUpdatedBinding, permissionEvaluated } from '../policy/authorize.js';
 import type { HookVerdict } from '../policy/hooks/hooks.js';
-import {
-  approvalScope,
-  defaultDenial,
-  evaluatePermission,
-  normalizeTouchedPath,
-  ruleMatches,
-  toPermissionEvaluatedPayload,
-} from '../policy/permissions.js';
+import { approvalScope, defaultDenial, normalizeTouchedPath, ruleMatches } from '../policy/permissions.js';
 import { revealsOutput } from '../policy/reveal.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';
-import type { Engine } from '../scheduler/engine.js';
+import { openBracket } from '../scheduler/bracket.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { AnyTool, ToolCallInfo, ToolOutput, ToolRecorder } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
 import { completeAction, failAction, storeOutput } from './outcome.js';
-import { afterToolCall, beforeExecutorCall, beforeToolCall, hasToolHooks, withHookVerdict } from './tool-hooks.js';
+import { afterToolCall, beforeExecutorCall, beforeToolCall, hasToolHooks } from './tool-hooks.js';
 
 /**
  * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,
@@ -131,14 +125,10 @@ export type GateResult =
 
 export async function gate(ctx: ActionContext, request: PermissionRequest, hooks?: HookVerdict): Promise<GateResult> {
   const { engine } = ctx;
-  const grants = await engine.grants(ctx.thread.sessionId);
   // A before_tool_call hook's deny or ask is folded in as one more restriction (docs/hooks.md), never an allow:
   // a tool action's hooks ran already (they may rewrite its input); other executors' run here.
   const verdict = hooks ?? (request.executor.type === 'tool' ? undefined : await beforeExecutorCall(ctx, request));
-  let evaluation = withHookVerdict(
-    evaluatePermission(request, { ...engine.permissions, grants, workspaceRoot: engine.workspaceRoot }),
-    verdict,
-  );
+  let evaluation = await authorize(engine, ctx.thread.sessionId, request, verdict);
   // Approved by respond_action: the approval answers an ask, never a deny. It is checked again now, on the request as
   // it is now (a path that became a link to `.env` since the question reaches `.env`): a deny under the binding the
   // action runs with, or under the session's binding if it was updated while the approval waited, wins
@@ -159,27 +149,14 @@ export async function gate(ctx: ActionContext, request: PermissionRequest, hooks
     if (now) evaluation = now;
   }
   if (approved && evaluation.decision !== 'deny') {
+    const reason = 'approved by respond_action';
     return {
       allowed: [
-        {
-          type: 'permission.evaluated',
-          ...toolIds(ctx),
-          payload: {
-            decision: 'allow',
-            source: 'human',
-            reason: 'approved by respond_action',
-            ...(request.tool ? { toolName: request.tool.name } : {}),
-            graphActionId: ctx.action.id,
-          },
-        },
+        approvalEvaluated(toolIds(ctx), { reason, toolName: request.tool?.name }, { graphActionId: ctx.action.id }),
       ],
     };
   }
-  const evaluated: EventDraft = {
-    type: 'permission.evaluated',
-    ...toolIds(ctx),
-    payload: { ...toPermissionEvaluatedPayload(evaluation, request), graphActionId: ctx.action.id },
-  };
+  const evaluated = permissionEvaluated(toolIds(ctx), evaluation, request, { graphActionId: ctx.action.id });
   if (evaluation.decision === 'allow') return { allowed: [evaluated], byRule: evaluation.source === 'rule' };
   if (evaluation.decision === 'deny') {
     const error = oarError('permission_denied', `permission denied: ${evaluation.reason}`, {
@@ -221,21 +198,6 @@ export async function gate(ctx: ActionContext, request: PermissionRequest, hooks
     ...subagentStatus(ctx.thread, ctx.run.turnId, 'blocked', `waiting for a decision: ${prompt}`),
   ]);
   return { stopped: 'waiting_permission' };
-}
-
-/**
- * The binding as it is now denies an approved call, if it does: it was updated while the approval waited. An approval
- * never outlives a rule added since.
- */
-export async function deniedByUpdatedBinding(
-  engine: Pick<Engine, 'updatedPermissions' | 'workspaceRoot'>,
-  sessionId: string,
-  request: PermissionRequest,
-): Promise<PermissionEvaluation | undefined> {
-  const updated = await engine.updatedPermissions(sessionId);
-  const now = updated && evaluatePermission(request, { ...updated, workspaceRoot: engine.workspaceRoot });
-  if (now?.decision !== 'deny') return undefined;
-  return { ...now, reason: `${now.reason} (the session's binding was updated while the approval waited)` };
 }
 
 /**
@@ -453,30 +415,20 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   if ('stopped' in gated) return gated.stopped;
 
   const attempt = ctx.state.attempt + 1;
-  // The write-ahead rule: a side effect that must not run twice starts only once its start is durable (a crash
-  // then ends in an honest `lost`), and its end is committed right after. Idempotent work is simply redone.
-  const idempotent = callFacts(tool, parsed.input).isIdempotent;
-  const durable = { durable: !idempotent };
-  await engine.append(
-    sessionId,
-    [
-      ...gated.allowed,
-      {
-        type: 'tool.started',
-        ...toolIds(ctx),
-        payload: {
-          toolName: tool.name,
-          attempt,
-          idempotent,
-          graphActionId: action.id,
-          input: action.input,
-          // What runs is what the hooks left: the record says so next to what the model asked for.
-          ...(hooks?.input ? { effectiveInput: parsed.input, rewrittenBy: hooks.rewrittenBy } : {}),
-        },
-      },
-    ],
-    durable,
-  );
+  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    ids: toolIds(ctx),
+    authorization: gated.allowed,
+    payload: {
+      toolName: tool.name,
+      attempt,
+      idempotent: callFacts(tool, parsed.input).isIdempotent,
+      graphActionId: action.id,
+      input: action.input,
+      // What runs is what the hooks left: the record says so next to what the model asked for.
+      ...(hooks?.input ? { effectiveInput: parsed.input, rewrittenBy: hooks.rewrittenBy } : {}),
+    },
+  });
+  const durable = { durable: bracket.durable };
   const ran = await invokeTool(ctx, tool, parsed.input, request, toolIds(ctx), { toolName: tool.name });
   // The runtime is closing, not interrupting: record nothing, like a crash. The action stays `running`, and
   // whichever worker claims the thread next applies recovery (re-run if idempotent, else `lost`).
@@ -484,7 +436,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   if (ran.outcome === 'failed') {
     const { error, status, durationMs } = ran;
     const failed = await failureDrafts(ctx, tool.name, error, durationMs, status, ran.agentOutput);
-    await engine.append(sessionId, [...ran.before, ...failed], durable);
+    await bracket.end([...ran.before, ...failed]);
     return status;
   }
   const { output, durationMs } = ran;

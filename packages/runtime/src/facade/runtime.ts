@@ -21,18 +21,14 @@ import { absoluteModelChoice, type ModelChoice, type ModelsConfig } from '../con
 import { type PermissionsConfig, PermissionsConfigSchema } from '../config/permissions.js';
 import { type PipelineConfig, PipelinesSchema, type ServiceConfig, ServicesSchema } from '../config/pipelines.js';
 import type { ProviderLimits } from '../config/provider-limits.js';
-import {
-  bindingWith,
-  Commands,
-  type CompactionResult,
-  type InterruptResult,
-  type RespondActionInput,
-  type SubmitTurnInput,
-  type SubmitTurnResult,
-} from '../control-plane/commands.js';
+import { Commands } from '../control-plane/commands.js';
+import type { CompactionResult } from '../control-plane/compaction.js';
+import type { RespondActionInput } from '../control-plane/decisions.js';
 import { type ControlInput, checkInput } from '../control-plane/inputs.js';
 import type { ChangeLimitsInput, ChangeLimitsResult } from '../control-plane/limits.js';
 import { Queries } from '../control-plane/queries.js';
+import { bindingWith } from '../control-plane/sessions.js';
+import type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from '../control-plane/turns.js';
 import { notFound } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import { setRecent } from '../kernel/lru.js';

@@ -1,6 +1,6 @@
 import { OarRuntimeError } from '../kernel/errors.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
-import { loadReadModels } from '../log/event-log.js';
+import { loadReadModels } from '../log/read-model-rows.js';
 import { isTerminalActionStatus, type ThreadState } from '../read-models/thread-state.js';
 
 export type QueueChange = 'enqueued' | 'removed' | 'promoted' | 'dequeued';

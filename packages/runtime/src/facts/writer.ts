@@ -5,7 +5,7 @@ import type { ArtifactContent, StoredArtifact } from '../store/artifacts.js';
 
 /**
  * What writing the facts of a thread needs of whoever writes them: the worker's engine (scheduler/engine.ts) or a
- * command's guarded writer (control-plane/commands.ts). Narrow on purpose: facts know nothing of the loop.
+ * command's guarded writer (control-plane/command-context.ts). Narrow on purpose: facts know nothing of the loop.
  */
 export interface FactWriter {
   append(sessionId: string, drafts: EventDraft[], options?: { durable?: boolean; guard?: AppendGuard }): Promise<void>;

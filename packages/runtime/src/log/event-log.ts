@@ -1,4 +1,4 @@
-import { randomFillSync, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createEvent, type RuntimeEvent } from '@oar/protocol';
 import { sql } from 'kysely';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
@@ -14,7 +14,6 @@ import {
   touchedKeys,
   updatedView,
 } from '../read-models/project.js';
-import type { SessionState } from '../read-models/session.js';
 import type { RunState, ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { processRedactor } from '../redaction/sources.js';
@@ -25,6 +24,17 @@ import { QueryTemplates } from '../store/query-templates.js';
 import type { Db, Store } from '../store/store.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { AppendGuard, EventDraft } from './draft.js';
+import { timeOrderedId } from './event-ids.js';
+import {
+  KEYED_KINDS,
+  keyOf,
+  loadAllReadModels,
+  loadReadModels,
+  type ModelKey,
+  mapOf,
+  modelOf,
+  setModel,
+} from './read-model-rows.js';
 import { withActiveSpan } from './tracing.js';
 
 /** `fenced`: written by a worker driving a thread (so it needs no worker's attention); else by a command. */
@@ -149,7 +159,7 @@ export class EventLog {
       // The UPDATE takes the session row's lock until commit, so concurrent writers cannot interleave sequences. A
       // fenced append checks its tenure in the same statement (one round trip): the lease row must still name it.
       const fence = options.fence;
-      if (fence && this.store.dialect === 'postgres') {
+      if (fence && this.store.sql.rowLocks) {
         // Lock order session → lease, as a command's guard takes them (it fences a lease after the session row
         // is locked). The fence check below share-locks the lease row while it looks for the session row, so
         // without this the two could each hold one and wait for the other (seen: `deadlock detected`).
@@ -168,7 +178,7 @@ export class EventLog {
             .updateTable('oar_sessions')
             .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
             .where('id', '=', sessionId)
-            .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.dialect, fence as Fence)))
+            .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.sql, fence as Fence)))
             .returning('last_sequence'),
         fence
           ? [drafts.length, timestamp, sessionId, fence.sessionId, fence.threadId, fence.owner, fence.token]
@@ -208,10 +218,12 @@ export class EventLog {
         rows.flatMap(eventRowParameters),
       );
       const models = await this.project(tx, sessionId, built, timestamp);
-      if (this.store.dialect === 'postgres') {
-        const note = `${this.writerId}:${first + built.length - 1}:${sessionId}`;
-        await sql`select pg_notify(${NOTIFY_CHANNEL}, ${note})`.execute(tx);
-      }
+      // Other processes are told on commit (PostgreSQL's NOTIFY); this one tells its listeners below.
+      await this.store.sql.notifyOnCommit(
+        tx,
+        NOTIFY_CHANNEL,
+        `${this.writerId}:${first + built.length - 1}:${sessionId}`,
+      );
       return { built, models, first };
     });
     const { built: events, models, first } = written;
@@ -510,49 +522,6 @@ async function sessionExists(db: Db, sessionId: string): Promise<boolean> {
   );
 }
 
-/** Load read models by kind/key (the session model is always loaded). */
-export async function loadReadModels(
-  db: Db,
-  sessionId: string,
-  keys: { kind: ReadModelKind; key: string }[],
-): Promise<ReadModels> {
-  const rows = await db
-    .selectFrom('oar_read_models')
-    .select(['kind', 'key', 'body'])
-    .where('session_id', '=', sessionId)
-    .where((eb) =>
-      eb.or([
-        eb('kind', '=', 'session'),
-        ...keys
-          .filter((k) => k.kind !== 'session')
-          .map((k) => eb.and([eb('kind', '=', k.kind), eb('key', '=', k.key)])),
-      ]),
-    )
-    .execute();
-  return decodeReadModels(rows);
-}
-
-/** All persisted read models of a session (for replay comparison and snapshots). */
-export async function loadAllReadModels(db: Db, sessionId: string): Promise<ReadModels> {
-  const rows = await db
-    .selectFrom('oar_read_models')
-    .select(['kind', 'key', 'body'])
-    .where('session_id', '=', sessionId)
-    .execute();
-  return decodeReadModels(rows);
-}
-
-function decodeReadModels(rows: { kind: string; key: string; body: string }[]): ReadModels {
-  const models = emptyReadModels();
-  for (const row of rows) {
-    const body = JSON.parse(row.body);
-    if (row.kind === 'session') models.session = body as SessionState;
-    else if ((KEYED_KINDS as readonly string[]).includes(row.kind))
-      mapOf(models, row.kind as KeyedKind).set(row.key, body);
-  }
-  return models;
-}
-
 /** The `oar_events` row of an event: the columns queried directly, and the whole event as JSON. */
 export function eventRow(sessionId: string, event: RuntimeEvent) {
   return {
@@ -572,8 +541,6 @@ function eventRowParameters(row: ReturnType<typeof eventRow>): unknown[] {
   return [row.session_id, row.sequence, row.event_id, row.type, row.thread_id, row.turn_id, row.timestamp, row.body];
 }
 
-type ModelKey = { kind: ReadModelKind; key: string };
-
 /** An `oar_read_models` row as the incremental projection writes it. */
 type ReadModelRow = {
   session_id: string;
@@ -586,62 +553,3 @@ type ReadModelRow = {
 };
 
 const MAX_CACHED_SESSIONS = 256;
-
-function keyOf(k: ModelKey): string {
-  return `${k.kind}\u0000${k.key}`;
-}
-
-type KeyedKind = Exclude<ReadModelKind, 'session'>;
-
-/** The map holding the models of one keyed kind (every kind but the session model itself). */
-function mapOf(models: ReadModels, kind: KeyedKind): Map<string, unknown> {
-  const maps = { thread: models.threads, run: models.runs, task: models.tasks, tool_inventory: models.toolInventory };
-  return maps[kind] as Map<string, unknown>;
-}
-
-const KEYED_KINDS: readonly KeyedKind[] = ['thread', 'run', 'task', 'tool_inventory'];
-
-function modelOf(models: ReadModels, k: ModelKey): unknown {
-  return k.kind === 'session' ? models.session : mapOf(models, k.kind).get(k.key);
-}
-
-function setModel(models: ReadModels, k: ModelKey, value: unknown): void {
-  if (k.kind === 'session') {
-    models.session = value as SessionState | undefined;
-    return;
-  }
-  const map = mapOf(models, k.kind);
-  if (value === undefined) map.delete(k.key);
-  else map.set(k.key, value);
-}
-
-/**
- * A new event id: a UUID of version 7 (RFC 9562), its first 48 bits the time in ms, the rest random. Why not a
- * random (v4) one: `event_id` is uniquely indexed, and random keys land on a random leaf of that index, so each of a
- * step's dozen events dirtied a page of its own, written to the WAL at every commit and again at every checkpoint.
- * Ids that follow time land together at the index's end. Event ids stay opaque (the profile asks only for a
- * non-empty string); nothing orders by them.
- */
-export function timeOrderedId(): string {
-  if (idOffset + 16 > idPool.length) {
-    randomFillSync(idPool);
-    idOffset = 0;
-  }
-  const bytes = idPool.subarray(idOffset, idOffset + 16);
-  idOffset += 16;
-  const ms = Date.now();
-  bytes[0] = Math.floor(ms / 2 ** 40) & 0xff;
-  bytes[1] = Math.floor(ms / 2 ** 32) & 0xff;
-  bytes[2] = (ms >>> 24) & 0xff;
-  bytes[3] = (ms >>> 16) & 0xff;
-  bytes[4] = (ms >>> 8) & 0xff;
-  bytes[5] = ms & 0xff;
-  bytes[6] = 0x70 | ((bytes[6] as number) & 0x0f); // version 7
-  bytes[8] = 0x80 | ((bytes[8] as number) & 0x3f); // variant 10
-  const hex = Buffer.from(bytes).toString('hex');
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-/** Random bytes for `timeOrderedId`, filled 256 ids at a time (one call into the CSPRNG instead of one per id). */
-const idPool = new Uint8Array(16 * 256);
-let idOffset = idPool.length;

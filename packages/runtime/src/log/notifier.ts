@@ -1,5 +1,5 @@
 import { setRecent } from '../kernel/lru.js';
-import { type ChangeCursor, changeCursor, changesSince } from './changes.js';
+import { type ChangeCursor, changeCursor, changesSince } from '../store/changes.js';
 import { type EventLog, NOTIFY_CHANNEL } from './event-log.js';
 
 /** A session may have new events: `sequence` is the newest known, `fenced` says a worker wrote them (local only). */
@@ -126,7 +126,7 @@ export class Notifier {
         )
         .catch(() => undefined);
     }
-    const every = this.options.pollMs ?? (this.log.store.dialect === 'postgres' ? 1000 : 200);
+    const every = this.options.pollMs ?? this.log.store.sql.pollMs;
     this.timer = setInterval(() => void this.poll(), every);
     this.timer.unref();
   }

@@ -117,9 +117,8 @@ export class SharedProviderLimiter implements Limiter {
     }
     const id = newId('slot');
     const outcome = await this.store.transaction(async (tx) => {
-      if (this.store.dialect === 'postgres') {
-        for (const key of [...limited].sort()) await sql`select pg_advisory_xact_lock(hashtext(${key}))`.execute(tx);
-      }
+      // Sorted: two workers locking overlapping keys take them in one order (no deadlock).
+      for (const key of [...limited].sort()) await this.store.sql.lockKey(tx, key);
       const paused = await this.pausedKey(tx, keys, now);
       if (paused) return { wait: paused };
       for (const key of limited) {

@@ -1,5 +1,4 @@
 import type { ActionDecision, RuntimeEvent } from '@oar/protocol';
-import type { RunnerStorage } from '../agent-runners/storage.js';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from '../config/binding.js';
 import type { PermissionsConfig, SessionGrant } from '../config/permissions.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
@@ -12,6 +11,7 @@ import type { SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import type { ArtifactContent, StoredArtifact } from '../store/artifacts.js';
+import type { RunnerStorage } from '../store/runner-storage.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
 export type { AgentConfig, RuntimeLimits } from '../config/binding.js';

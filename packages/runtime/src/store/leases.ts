@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { type ExpressionBuilder, sql } from 'kysely';
 import { OarRuntimeError } from '../kernel/errors.js';
-import type { Dialect } from './dialect.js';
+import type { StoreDialect } from './dialect.js';
 import type { Database } from './schema.js';
 import type { Db } from './store.js';
 
@@ -176,7 +176,7 @@ export async function releaseLease(db: Db, fence: Fence, idleSequence = 0): Prom
  */
 export async function fenceOutUnheld(
   tx: Db,
-  dialect: Dialect,
+  dialect: StoreDialect,
   sessionId: string,
   threadId: string,
   now = Date.now(),
@@ -186,7 +186,7 @@ export async function fenceOutUnheld(
     .select(['owner', 'token', 'expires_at'])
     .where('session_id', '=', sessionId)
     .where('thread_id', '=', threadId);
-  if (dialect === 'postgres') query = query.forUpdate();
+  if (dialect.rowLocks) query = query.forUpdate();
   const row = await query.executeTakeFirst();
   if (!row) return undefined;
   const live = row.owner !== null && Number(row.expires_at) >= now && !ownerIsGone(row.owner);
@@ -286,7 +286,7 @@ export class LeaseLostError extends OarRuntimeError {
  * On PostgreSQL the lease row is read FOR SHARE, so a concurrent claim either commits first (and the append finds
  * the new token) or waits until the append has committed; SQLite serializes writers anyway.
  */
-export function fenceHolds(dialect: Dialect, fence: Fence) {
+export function fenceHolds(dialect: StoreDialect, fence: Fence) {
   return (eb: ExpressionBuilder<Database, 'oar_sessions'>) => {
     let lease = eb
       .selectFrom('oar_thread_leases')
@@ -295,7 +295,7 @@ export function fenceHolds(dialect: Dialect, fence: Fence) {
       .where('oar_thread_leases.thread_id', '=', fence.threadId)
       .where('oar_thread_leases.owner', '=', fence.owner)
       .where('oar_thread_leases.token', '=', fence.token);
-    if (dialect === 'postgres') lease = lease.forShare();
+    if (dialect.rowLocks) lease = lease.forShare();
     return eb.exists(lease);
   };
 }

@@ -107,7 +107,7 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
     },
     '0004_session_changes': {
       async up(db: Kysely<unknown>) {
-        // PostgreSQL: the notifier's poll (log/changes.ts) asks which sessions changed since its last snapshot. A
+        // PostgreSQL: the notifier's poll (store/changes.ts) asks which sessions changed since its last snapshot. A
         // row's `xmin` answers that but cannot be indexed, so the poll read the whole table every second. Every
         // write of a session row now stamps `change_xid` with the writing (top-level) transaction's id — a trigger,
         // so no writer can forget it — and an index on it lets a poll read only the rows written since the oldest

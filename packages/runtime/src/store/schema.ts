@@ -67,7 +67,7 @@ export interface SessionsTable {
   last_sequence: number;
   /**
    * PostgreSQL only (migration 0004): the id of the transaction that last wrote the row, set by a trigger and
-   * indexed, so the notifier's poll reads only what changed (log/changes.ts). Never written by OAR's code.
+   * indexed, so the notifier's poll reads only what changed (store/changes.ts). Never written by OAR's code.
    */
   change_xid?: Generated<string | null>;
   /** The workspace that owns the session (migration 0005); null: the default workspace. */

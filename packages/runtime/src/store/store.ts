@@ -6,7 +6,7 @@ import type pg from 'pg';
 import { DEFAULT_STORE_PATH } from '../kernel/constants.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { maskConnectionUrl } from '../redaction/connection-url.js';
-import type { Dialect } from './dialect.js';
+import { type Dialect, STORE_DIALECTS, type StoreDialect } from './dialect.js';
 import { faultNamingDialect, storeFault } from './faults.js';
 import { migrateStore, storeUpToDate } from './migrate.js';
 import type { Database } from './schema.js';
@@ -42,7 +42,17 @@ export class Store {
     readonly db: Kysely<Database>,
     readonly dialect: Dialect,
     readonly location: string,
-  ) {}
+  ) {
+    this.sql = STORE_DIALECTS[dialect];
+  }
+
+  /** What this store's dialect can do and how (store/dialect.ts): asked instead of checking `dialect`. */
+  readonly sql: StoreDialect;
+
+  /** The SQLite file this store is, when it is one (not `:memory:`, not PostgreSQL). */
+  get file(): string | undefined {
+    return this.dialect === 'sqlite' && this.location !== ':memory:' ? this.location : undefined;
+  }
 
   static async open(url: string | undefined, options: StoreOptions = {}): Promise<Store> {
     const store = await Store.connect(url, options);

@@ -1,6 +1,5 @@
 import { type ActionDecision, type OarError, oarError } from '@oar/protocol';
 import { runnerTurn } from '../agent-runners/host.js';
-import { RunnerStorage } from '../agent-runners/storage.js';
 import { queueChanged, threadUnchanged } from '../facts/queue.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
@@ -32,6 +31,7 @@ import {
   releaseLease,
   renewLease,
 } from '../store/leases.js';
+import { RunnerStorage } from '../store/runner-storage.js';
 import { recoveryDrafts } from './recovery.js';
 import { stepTurn } from './step-scheduler.js';
 import { ThreadDeltas } from './thread-deltas.js';

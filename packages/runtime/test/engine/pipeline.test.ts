@@ -11,6 +11,7 @@ import { secretEnvNames } from '../../src/redaction/sources.js';
 import { assertEventsConform } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import {
+  act,
   actionRows,
   allEvents,
   answer,
@@ -146,6 +147,48 @@ describe('pipeline executor', () => {
     expect(recorder.prompts[0]?.text).toContain('## Pipelines');
     expect(recorder.prompts[0]?.text).toContain('publish_readme: Reads a file, upper-cases it and writes the result.');
     expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
+  it("judges each step in the session's workspace: a session grant for its write applies to the step", async () => {
+    // The write to OUT.md is approved for the session first; the pipeline's save step then writes the same file.
+    h = await harness(
+      {
+        steps: [
+          act([{ id: 'w1', type: 'tool', name: 'write', args: { filePath: 'OUT.md', content: 'first\n' } }]),
+          answer('Written.'),
+          dsl([
+            {
+              id: 'pub',
+              executor: { type: 'pipeline', target: 'publish_readme' },
+              input: { source: 'README.md', target: 'OUT.md' },
+            },
+          ]),
+          answer('Published.'),
+        ],
+      },
+      {
+        tools: registryWith(shout),
+        pipelines: [publish],
+        permissions: { mode: 'default', rules: [{ decision: 'allow', executor: 'pipeline' }] },
+      },
+    );
+    const { sessionId, threadId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'write it' });
+    await h.runtime.settled(sessionId);
+    const asked = (await h.runtime.getThreadRead({ sessionId, threadId })).pendingRequests[0];
+    await h.runtime.respondAction({ sessionId, actionId: asked?.actionId as string, decision: 'approve_for_session' });
+    await h.runtime.settled(sessionId);
+    await h.runtime.submitTurn({ sessionId, input: 'publish it' });
+    await h.runtime.settled(sessionId);
+
+    const read = await h.runtime.getThreadRead({ sessionId, threadId });
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'Published.' });
+    const save = ofType(await allEvents(h, sessionId), 'permission.evaluated').find(
+      (e) => payload(e).pipelineStep === 'save',
+    );
+    // Allowed by the grant (the workspace the grant was given in is the step's), not merely covered by the pipeline.
+    expect(payload(save)).toMatchObject({ decision: 'allow', source: 'human', grant: { tool: 'write' } });
+    expect(payload(save).coveredBy).toBeUndefined();
   });
 
   it('asks for approval of the pipeline in default mode and runs it once approved', async () => {

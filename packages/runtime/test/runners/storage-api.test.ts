@@ -1,8 +1,8 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { AgentAPIError } from '@oar/runner-sdk';
 import { expect, it } from 'vitest';
-import { MAX_STORAGE_VALUE_BYTES, STORAGE_AREA_QUOTA_BYTES } from '../../src/agent-runners/storage.js';
 import type { ModelScript, RunnerBinding } from '../../src/index.js';
+import { MAX_STORAGE_VALUE_BYTES, STORAGE_AREA_QUOTA_BYTES } from '../../src/store/runner-storage.js';
 import { harness } from '../engine/harness.js';
 import { allEvents, payload } from '../engine/helpers.js';
 import { describeStores, type StoreFactory } from '../support/stores.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import { changeCursor, changesSince } from '../../src/log/changes.js';
+import { changeCursor, changesSince } from '../../src/store/changes.js';
 import type { Database } from '../../src/store/schema.js';
 import { Store } from '../../src/store/store.js';
 import { dropSchema, POSTGRES_URL, postgresUnavailable } from '../support/stores.js';

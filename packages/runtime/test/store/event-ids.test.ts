@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { EventLog, timeOrderedId } from '../../src/log/event-log.js';
+import { timeOrderedId } from '../../src/log/event-ids.js';
+import { EventLog } from '../../src/log/event-log.js';
 import { describeStores } from '../support/stores.js';
 
 const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;

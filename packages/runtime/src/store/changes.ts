@@ -1,5 +1,5 @@
 import { sql } from 'kysely';
-import type { Store } from '../store/store.js';
+import type { Store } from './store.js';
 
 /**
  * Which sessions changed since a position in the store's own commit order — never since a time. Writers stamp

@@ -1,0 +1,93 @@
+import type { SessionBinding } from '../config/binding.js';
+import type { FactWriter } from '../facts/writer.js';
+import { notFound } from '../kernel/errors.js';
+import { setRecent } from '../kernel/lru.js';
+import type { AppendGuard, EventDraft } from '../log/draft.js';
+import type { AppendOptions, EventLog } from '../log/event-log.js';
+import type { Notifier } from '../log/notifier.js';
+import { bindingOf, type SessionState } from '../read-models/session.js';
+import type { Redactor } from '../redaction/redactor.js';
+import { bindingRedactor } from '../redaction/sources.js';
+
+/** How many session bindings' redactors commands keep (each scanned its workspace's `.env` files once). */
+const MAX_REDACTORS = 64;
+
+export interface CommandDeps {
+  log: EventLog;
+  notifier: Notifier;
+  /** The binding a new session gets (the runtime's configuration). */
+  template(): SessionBinding;
+  /** Throws when a binding cannot run here (a tool module that does not load, a model that does not resolve). */
+  verify(binding: SessionBinding, hash: string): Promise<void>;
+}
+
+/**
+ * What every command stands on: the log, the notifier and the runtime's binding (`deps`), and the one way a command
+ * writes — appended with the session's own redactor, under the command's guard.
+ */
+export class CommandContext {
+  /** Redactors of the session bindings commands recently wrote for, by binding hash. */
+  private readonly redactors = new Map<string, Promise<Redactor>>();
+
+  constructor(readonly deps: CommandDeps) {}
+
+  get log(): EventLog {
+    return this.deps.log;
+  }
+
+  async session(sessionId: string): Promise<SessionState> {
+    const session = (await this.log.readModels(sessionId, [])).session;
+    if (!session) throw notFound('session', sessionId);
+    return session;
+  }
+
+  async mainThreadId(sessionId: string): Promise<string> {
+    const threadId = (await this.session(sessionId)).threadIds[0];
+    if (!threadId) throw notFound('session', sessionId);
+    return threadId;
+  }
+
+  /**
+   * Append for a command, cleaned by the session's own redactor: a prompt that pastes a value from the workspace's
+   * `.env` or a variable the binding names as secret is recorded redacted, as a worker's facts are. A session
+   * without a binding (created before bindings) gets the log's process redactor.
+   */
+  async append(sessionId: string, drafts: EventDraft[], options: AppendOptions = {}) {
+    return this.log.append(sessionId, drafts, { ...options, redactor: await this.redactorFor(sessionId) });
+  }
+
+  async redactorFor(sessionId: string): Promise<Redactor> {
+    const session = (await this.log.readModels(sessionId, [])).session;
+    const binding = session && bindingOf(session);
+    if (!session?.bindingHash || !binding) return this.log.redactor;
+    return this.redactorOf(session.bindingHash, binding);
+  }
+
+  /** The redactor of one binding, kept among the most recently used (`MAX_REDACTORS`). */
+  redactorOf(hash: string, binding: SessionBinding): Promise<Redactor> {
+    let redactor = this.redactors.get(hash);
+    if (!redactor) {
+      redactor = bindingRedactor(binding);
+      // A workspace that cannot be read now is tried again next time, not remembered.
+      redactor.catch(() => this.redactors.delete(hash));
+      setRecent(this.redactors, hash, redactor, MAX_REDACTORS);
+    }
+    return redactor;
+  }
+
+  /** The runner's turn-ending code, writing as a command: each append also re-checks `guard`. */
+  writer(guard: AppendGuard): FactWriter {
+    return {
+      loadThread: (sessionId, threadId) => this.log.thread(sessionId, threadId),
+      append: (sessionId, drafts, options = {}) =>
+        this.append(sessionId, drafts, {
+          guard: async (tx) => {
+            await guard(tx);
+            await options.guard?.(tx);
+          },
+        }).then(() => undefined),
+      // The notifier tells the workers; a command never drives anything itself.
+      wake: () => undefined,
+    };
+  }
+}

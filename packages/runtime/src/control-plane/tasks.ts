@@ -1,0 +1,101 @@
+import { threadBusy, threadUnchanged } from '../facts/queue.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import { threadView } from '../read-models/project.js';
+import { isTerminalTaskStatus } from '../read-models/session.js';
+import type { CommandContext } from './command-context.js';
+import { type InterruptResult, interruptTurn } from './turns.js';
+
+/** The commands about tasks: cancel a running one, retry a failed one. */
+
+export interface CancelTaskInput {
+  sessionId: string;
+  taskId: string;
+  reason?: string;
+}
+
+export interface RetryTaskInput {
+  sessionId: string;
+  taskId: string;
+}
+
+/** Cancel a task: its run is the active graph of a turn (interrupt it) or a delegation (interrupt the child). */
+export async function cancelTask(ctx: CommandContext, input: CancelTaskInput): Promise<InterruptResult> {
+  const models = await ctx.log.allReadModels(input.sessionId);
+  const task = models.tasks.get(input.taskId);
+  if (!task) throw notFound('task', input.taskId);
+  if (isTerminalTaskStatus(task.status)) {
+    throw new OarRuntimeError('task_not_active', `task "${input.taskId}" already ended (${task.status})`);
+  }
+  if (!task.threadId) throw notFound('task', input.taskId);
+  return interruptTurn(ctx, {
+    sessionId: input.sessionId,
+    threadId: task.threadId,
+    reason: input.reason ?? 'task cancelled',
+  });
+}
+
+/**
+ * Retry a failed action-graph task: a new attempt (new run id) re-runs the actions that did not complete,
+ * keeps the failed attempt on record, and starts a turn so the model sees the new results.
+ */
+export async function retryTask(
+  ctx: CommandContext,
+  input: RetryTaskInput,
+): Promise<{ runId: string; turnId: string }> {
+  const models = await ctx.log.allReadModels(input.sessionId);
+  const task = models.tasks.get(input.taskId);
+  if (!task?.threadId) throw notFound('task', input.taskId);
+  const thread = threadView(models, task.threadId);
+  const lastRun = thread ? [...thread.runs.values()].filter((r) => r.taskId === input.taskId).at(-1) : undefined;
+  if (!thread || !lastRun)
+    throw new OarRuntimeError('task_not_retryable', `task "${input.taskId}" has no action graph to retry`);
+  if (!['failed', 'cancelled', 'lost'].includes(task.status)) {
+    throw new OarRuntimeError(
+      'task_not_retryable',
+      `only failed, cancelled or lost tasks are retried (this one is ${task.status})`,
+    );
+  }
+  if (threadBusy(thread)) {
+    throw new OarRuntimeError('thread_busy', 'the thread has a turn running or waiting', { retryable: true });
+  }
+  const retry = lastRun.order.filter((id) => lastRun.actions[id]?.status !== 'completed');
+  const declaration = {
+    ...lastRun.declaration,
+    actions: lastRun.declaration.actions.filter((a) => retry.includes(a.id)),
+  };
+  const runId = newId('run');
+  const turnId = newId('turn');
+  const attempt = (task.attempts?.length ?? 1) + 1;
+  const ids = { threadId: thread.threadId, turnId, taskId: input.taskId, runId };
+  const title = lastRun.declaration.title ?? task.title ?? 'retry';
+  await ctx.append(
+    input.sessionId,
+    [
+      {
+        type: 'turn.submitted',
+        threadId: thread.threadId,
+        turnId,
+        status: 'accepted',
+        payload: { status: 'accepted', input: `Retry of task "${title}" (attempt ${attempt}).`, source: 'retry' },
+      },
+      {
+        type: 'turn.started',
+        threadId: thread.threadId,
+        turnId,
+        status: 'running',
+        payload: models.session?.bindingHash ? { bindingHash: models.session.bindingHash } : {},
+      },
+      { type: 'task.retrying', ...ids, payload: { nextAttempt: attempt, reason: 'retry_task' } },
+      { type: 'task.attempt.started', ...ids, payload: { attempt, status: 'running' } },
+      {
+        type: 'run.status',
+        ...ids,
+        status: 'running',
+        payload: { phase: 'declared', title, declaration, retryOf: lastRun.runId },
+      },
+    ],
+    { guard: threadUnchanged(thread) },
+  );
+  return { runId, turnId };
+}

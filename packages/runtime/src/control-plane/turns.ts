@@ -1,0 +1,231 @@
+import { oarError } from '@oar/protocol';
+import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../facts/queue.js';
+import { endFailedTurn } from '../facts/turn-end.js';
+import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { newId } from '../kernel/ids.js';
+import type { AppendGuard, EventDraft } from '../log/draft.js';
+import { threadView } from '../read-models/project.js';
+import { bindingOf } from '../read-models/session.js';
+import type { ThreadView } from '../read-models/thread-state.js';
+import { fenceOutUnheld } from '../store/leases.js';
+import { prepareAttachments, type TurnAttachmentInput } from './attachments.js';
+import type { CommandContext } from './command-context.js';
+
+/** The commands about a thread's turns: submit one, reorder the queue of those waiting, interrupt the running one. */
+
+export interface SubmitTurnInput {
+  sessionId: string;
+  /** Defaults to the session's main thread. */
+  threadId?: string;
+  /** Give one to make submission idempotent: a repeated id returns the first result. */
+  turnId?: string;
+  input: string;
+  source?: string;
+  /**
+   * What to do when the thread is running another turn: `enqueue` (wait in the queue), `reject` (`thread_busy`,
+   * naming the running turn) or `interrupt` (go first in the queue and interrupt the running turn). Default: the
+   * binding's `queuePolicy` (`queue` = enqueue).
+   */
+  ifBusy?: 'enqueue' | 'reject' | 'interrupt';
+  /** Files for the turn (control-plane/attachments.ts): stored as artifacts, recorded on the turn. */
+  attachments?: TurnAttachmentInput[];
+}
+
+export interface SubmitTurnResult {
+  sessionId: string;
+  threadId: string;
+  turnId: string;
+  status: 'accepted' | 'queued';
+  duplicate: boolean;
+}
+
+export interface InterruptResult {
+  interrupted: boolean;
+  turnId?: string;
+  /**
+   * `cancelled`: the cancellation is recorded; `requested`: the lease holder has not acted on it yet; `ended`: the
+   * turn ended on its own (completed or failed) before the request was acted on.
+   */
+  status?: 'cancelled' | 'requested' | 'ended';
+}
+
+export interface InterruptTurnInput {
+  sessionId: string;
+  /** Defaults to the session's main thread. */
+  threadId?: string;
+  reason?: string;
+  waitMs?: number;
+}
+
+/** A turn waiting in a thread's queue. */
+export interface QueuedTurnRef {
+  sessionId: string;
+  threadId: string;
+  turnId: string;
+}
+
+export async function submitTurn(ctx: CommandContext, input: SubmitTurnInput): Promise<SubmitTurnResult> {
+  if (typeof input.input !== 'string' || input.input.trim() === '') {
+    throw new OarRuntimeError('invalid_input', 'a turn needs non-empty input text');
+  }
+  const threadId = input.threadId ?? (await ctx.mainThreadId(input.sessionId));
+  const session = await ctx.session(input.sessionId);
+  const binding = bindingOf(session) ?? ctx.deps.template();
+  const ifBusy = input.ifBusy ?? (binding.queuePolicy === 'reject' ? 'reject' : 'enqueue');
+  const attached = input.attachments?.length
+    ? prepareAttachments(
+        input.sessionId,
+        input.attachments,
+        await ctx.redactorFor(input.sessionId),
+        binding.limits.maxArtifactBytes,
+      )
+    : undefined;
+  const submitted = await retryOnThreadChange<SubmitTurnResult>(async () => {
+    const thread = await ctx.log.thread(input.sessionId, threadId);
+    if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
+    if (input.turnId) {
+      const existing = thread.turns.find((t) => t.turnId === input.turnId);
+      if (existing) {
+        return {
+          sessionId: input.sessionId,
+          threadId,
+          turnId: existing.turnId,
+          status: existing.status === 'queued' ? 'queued' : 'accepted',
+          duplicate: true,
+        };
+      }
+    }
+    const turnId = input.turnId ?? newId('turn');
+    const busy = threadBusy(thread);
+    if (busy && ifBusy === 'reject') {
+      throw new OarRuntimeError('thread_busy', `thread "${threadId}" is running turn ${thread.activeTurnId}`, {
+        retryable: true,
+        details: { activeTurnId: thread.activeTurnId },
+      });
+    }
+    const status = busy ? 'queued' : 'accepted';
+    const source = input.source ?? 'user';
+    const attachments = attached ? { attachments: attached.recorded } : {};
+    const drafts: EventDraft[] = [
+      {
+        type: 'turn.submitted',
+        threadId,
+        turnId,
+        status,
+        payload: { status, input: input.input, source, ...attachments },
+      },
+      ...(attached?.facts({ threadId, turnId }) ?? []),
+    ];
+    if (busy) {
+      const entry = { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source };
+      // An interrupting turn goes first: it is the next to run once the running one is cancelled.
+      const queue = ifBusy === 'interrupt' ? [entry, ...thread.queue] : [...thread.queue, entry];
+      drafts.push(queueChanged(thread, queue, 'enqueued', turnId));
+    }
+    // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
+    await ctx.append(input.sessionId, drafts, {
+      guard: threadUnchanged(thread),
+      ...(attached ? { artifacts: attached.artifacts } : {}),
+    });
+    return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
+  });
+  if (ifBusy === 'interrupt' && submitted.status === 'queued' && !submitted.duplicate) {
+    // Recorded after the turn, so the turn is never lost to a failed interrupt; `waitMs: 0`: the caller does not
+    // wait for the cancellation (it is a durable request the thread's worker acts on within a step).
+    await interruptTurn(ctx, {
+      sessionId: input.sessionId,
+      threadId,
+      reason: `interrupted by turn ${submitted.turnId}`,
+      waitMs: 0,
+    });
+  }
+  return submitted;
+}
+
+export async function removeQueuedTurn(ctx: CommandContext, input: QueuedTurnRef): Promise<void> {
+  await reorderQueue(ctx, input, 'removed', (queue, entry) => queue.filter((q) => q !== entry));
+}
+
+export async function promoteQueuedTurn(ctx: CommandContext, input: QueuedTurnRef): Promise<void> {
+  await reorderQueue(ctx, input, 'promoted', (queue, entry) => [entry, ...queue.filter((q) => q !== entry)]);
+}
+
+async function reorderQueue(
+  ctx: CommandContext,
+  input: QueuedTurnRef,
+  change: 'removed' | 'promoted',
+  reorder: (queue: ThreadView['queue'], entry: ThreadView['queue'][number]) => ThreadView['queue'],
+): Promise<void> {
+  await retryOnThreadChange(async () => {
+    const thread = await ctx.log.thread(input.sessionId, input.threadId);
+    const entry = thread.queue.find((q) => q.turnId === input.turnId);
+    if (!entry) throw notFound('queued_turn', input.turnId);
+    await ctx.append(input.sessionId, [queueChanged(thread, reorder(thread.queue, entry), change, input.turnId)], {
+      guard: threadUnchanged(thread),
+    });
+  });
+}
+
+/**
+ * Interrupt the running turn: a durable request on the thread and on every running descendant, which the lease
+ * holder acts on within one step (`cancel` tools stop through their signal, `block` tools finish first) and then
+ * records the cancellation. A thread nobody is driving (waiting for a decision, or its worker gone) is cancelled
+ * here and now. Waits up to `waitMs` (default 10 s) for the cancellation to be recorded.
+ */
+export async function interruptTurn(ctx: CommandContext, input: InterruptTurnInput): Promise<InterruptResult> {
+  const threadId = input.threadId ?? (await ctx.mainThreadId(input.sessionId));
+  const models = await ctx.log.allReadModels(input.sessionId);
+  const root = threadView(models, threadId);
+  if (!root) throw notFound('thread', threadId);
+  const turnId = root.activeTurnId;
+  if (!turnId) return { interrupted: false };
+  const reason = input.reason ?? 'the turn was interrupted';
+  // The thread and its running descendants, deepest last (children are cancelled first below).
+  const targets: ThreadView[] = [];
+  const visit = (thread: ThreadView) => {
+    if (!thread.activeTurnId) return;
+    targets.push(thread);
+    for (const sub of thread.subagents) {
+      const child = sub.status === 'running' ? threadView(models, sub.childThreadId) : undefined;
+      if (child) visit(child);
+    }
+  };
+  visit(root);
+  await ctx.append(
+    input.sessionId,
+    targets.map((thread) => ({
+      type: 'thread.updated' as const,
+      threadId: thread.threadId,
+      payload: {
+        changed: ['interrupt'],
+        interrupt: { turnId: thread.activeTurnId, reason: thread === root ? reason : 'parent interrupted' },
+      },
+    })),
+  );
+  for (const thread of targets.reverse()) await cancelUnheld(ctx, input.sessionId, thread.threadId);
+  let ended: string | undefined;
+  await ctx.deps.notifier.waitFor(
+    input.sessionId,
+    async () => {
+      const thread = await ctx.log.thread(input.sessionId, threadId);
+      ended = thread.activeTurnId === turnId ? undefined : thread.turns.find((t) => t.turnId === turnId)?.status;
+      return ended !== undefined;
+    },
+    input.waitMs ?? 10_000,
+  );
+  // The turn may also have ended on its own just before the request was acted on: say what really happened.
+  if (ended === undefined) return { interrupted: true, turnId, status: 'requested' };
+  return { interrupted: true, turnId, status: ended === 'cancelled' ? 'cancelled' : 'ended' };
+}
+
+/** Record the cancellation of a thread's interrupted turn when no worker holds the thread. */
+async function cancelUnheld(ctx: CommandContext, sessionId: string, threadId: string): Promise<void> {
+  const thread = await ctx.log.thread(sessionId, threadId);
+  const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
+  if (!turn || thread.interrupt?.turnId !== turn.turnId) return;
+  const dialect = ctx.log.store.sql;
+  const unheld: AppendGuard = async (tx) => {
+    if (await fenceOutUnheld(tx, dialect, sessionId, threadId)) throw new ThreadChangedError(threadId);
+  };
+  await endFailedTurn(ctx.writer(unheld), thread, turn, oarError('interrupted', thread.interrupt.reason), 'cancelled');
+}

@@ -1,0 +1,80 @@
+import type { ReadModelKind, ReadModels } from '../read-models/project.js';
+import { emptyReadModels } from '../read-models/project.js';
+import type { SessionState } from '../read-models/session.js';
+import type { Db } from '../store/store.js';
+
+/**
+ * The read models as the store keeps them (`oar_read_models`, one row per model, the session's keyed by kind and
+ * key): loading them into a `ReadModels` value, and addressing one model of such a value by its kind and key.
+ */
+
+/** One read model's address: its kind and its key (the session id, for the session model). */
+export type ModelKey = { kind: ReadModelKind; key: string };
+
+/** A model's address as one string, for maps and sets of addresses. */
+export function keyOf(k: ModelKey): string {
+  return `${k.kind}\u0000${k.key}`;
+}
+
+export type KeyedKind = Exclude<ReadModelKind, 'session'>;
+
+export const KEYED_KINDS: readonly KeyedKind[] = ['thread', 'run', 'task', 'tool_inventory'];
+
+/** The map holding the models of one keyed kind (every kind but the session model itself). */
+export function mapOf(models: ReadModels, kind: KeyedKind): Map<string, unknown> {
+  const maps = { thread: models.threads, run: models.runs, task: models.tasks, tool_inventory: models.toolInventory };
+  return maps[kind] as Map<string, unknown>;
+}
+
+export function modelOf(models: ReadModels, k: ModelKey): unknown {
+  return k.kind === 'session' ? models.session : mapOf(models, k.kind).get(k.key);
+}
+
+export function setModel(models: ReadModels, k: ModelKey, value: unknown): void {
+  if (k.kind === 'session') {
+    models.session = value as SessionState | undefined;
+    return;
+  }
+  const map = mapOf(models, k.kind);
+  if (value === undefined) map.delete(k.key);
+  else map.set(k.key, value);
+}
+
+/** Load read models by kind/key (the session model is always loaded). */
+export async function loadReadModels(db: Db, sessionId: string, keys: ModelKey[]): Promise<ReadModels> {
+  const rows = await db
+    .selectFrom('oar_read_models')
+    .select(['kind', 'key', 'body'])
+    .where('session_id', '=', sessionId)
+    .where((eb) =>
+      eb.or([
+        eb('kind', '=', 'session'),
+        ...keys
+          .filter((k) => k.kind !== 'session')
+          .map((k) => eb.and([eb('kind', '=', k.kind), eb('key', '=', k.key)])),
+      ]),
+    )
+    .execute();
+  return decodeReadModels(rows);
+}
+
+/** All persisted read models of a session (for replay comparison and snapshots). */
+export async function loadAllReadModels(db: Db, sessionId: string): Promise<ReadModels> {
+  const rows = await db
+    .selectFrom('oar_read_models')
+    .select(['kind', 'key', 'body'])
+    .where('session_id', '=', sessionId)
+    .execute();
+  return decodeReadModels(rows);
+}
+
+function decodeReadModels(rows: { kind: string; key: string; body: string }[]): ReadModels {
+  const models = emptyReadModels();
+  for (const row of rows) {
+    const body = JSON.parse(row.body);
+    if (row.kind === 'session') models.session = body as SessionState;
+    else if ((KEYED_KINDS as readonly string[]).includes(row.kind))
+      mapOf(models, row.kind as KeyedKind).set(row.key, body);
+  }
+  return models;
+}

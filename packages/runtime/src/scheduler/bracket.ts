@@ -1,0 +1,41 @@
+import type { EventFields } from '@oar/protocol';
+import type { EventDraft } from '../log/draft.js';
+import type { CallIds } from '../policy/authorize.js';
+
+/**
+ * The bracket of a side effect: the one place its start is recorded (`tool.started`), and where its durability is
+ * decided. The write-ahead rule: work that must not run twice starts only once its start is durable, committed with
+ * the call's authorization (a crash then ends it in an honest `lost`, worker/recovery.ts), and its end is committed
+ * right after it; idempotent work is simply redone, so its facts ride the step's next commit. Every executor that
+ * acts on the world (a tool, a pipeline and each of its steps, a service) and the runner host's tool proxy open one.
+ */
+
+/** The start's payload: what runs, which attempt, with what input, and whether running it twice is harmless. */
+export type ToolStartedPayload = EventFields<'tool.started'>['payload'] & { idempotent: boolean };
+
+/** Who records the bracket's facts: a driven thread's fenced append, or a runner run's `record`. */
+export type BracketRecorder = (drafts: EventDraft[], options: { durable: boolean }) => Promise<void>;
+
+export interface SideEffect {
+  /** The call's correlation ids (its step and tool call ids). */
+  ids: CallIds & { stepId: string; toolCallId: string };
+  payload: ToolStartedPayload;
+  /** What is committed with the start, before it: the call's authorization (`permission.evaluated`). */
+  authorization: readonly EventDraft[];
+}
+
+export interface Bracket {
+  /** Whether the start was, and the end must be, durable before anything else happens: not idempotent. */
+  readonly durable: boolean;
+  /** Record the end (`tool.result` / `tool.failed` and the facts that go with it) as durably as the start. */
+  end(drafts: EventDraft[]): Promise<void>;
+}
+
+/** Record a side effect's start (with its authorization) before it runs; the returned bracket records its end. */
+export async function openBracket(record: BracketRecorder, effect: SideEffect): Promise<Bracket> {
+  const durable = !effect.payload.idempotent;
+  await record([...effect.authorization, { type: 'tool.started', ...effect.ids, payload: effect.payload }], {
+    durable,
+  });
+  return { durable, end: (drafts) => record(drafts, { durable }) };
+}
