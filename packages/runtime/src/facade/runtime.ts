@@ -1,15 +1,11 @@
 import type { RuntimeEvent } from '@oar/protocol';
-import type { z } from 'zod';
 import {
   type AgentConfig,
   AgentSchema,
   type BindingUpdate,
-  type Budgets,
   BudgetsSchema,
   bindingHash,
   DEFAULT_LIMITS,
-  type RuntimeLimits,
-  type SecretsConfig,
   SecretsConfigSchema,
   type SessionBinding,
 } from '../config/binding.js';
@@ -17,10 +13,9 @@ import { CliToolConfigSchema } from '../config/cli.js';
 import { ExecConfigSchema } from '../config/exec.js';
 import { HooksSchema } from '../config/hooks.js';
 import { McpServersSchema } from '../config/mcp.js';
-import { absoluteModelChoice, type ModelChoice, type ModelsConfig } from '../config/models.js';
-import { type PermissionsConfig, PermissionsConfigSchema } from '../config/permissions.js';
-import { type PipelineConfig, PipelinesSchema, type ServiceConfig, ServicesSchema } from '../config/pipelines.js';
-import type { ProviderLimits } from '../config/provider-limits.js';
+import { absoluteModelChoice } from '../config/models.js';
+import { PermissionsConfigSchema } from '../config/permissions.js';
+import { PipelinesSchema, ServicesSchema } from '../config/pipelines.js';
 import { Commands } from '../control-plane/commands.js';
 import type { CompactionResult } from '../control-plane/compaction.js';
 import type { RespondActionInput } from '../control-plane/decisions.js';
@@ -30,21 +25,20 @@ import { Queries } from '../control-plane/queries.js';
 import { bindingWith } from '../control-plane/sessions.js';
 import type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from '../control-plane/turns.js';
 import { notFound } from '../kernel/errors.js';
-import { newId } from '../kernel/ids.js';
 import { setRecent } from '../kernel/lru.js';
 import { questionsAfter } from '../log/decision-log.js';
 import { EventLog } from '../log/event-log.js';
-import { LiveChannel, type LiveEvent } from '../log/live.js';
+import { LiveChannel } from '../log/live.js';
 import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from '../log/notifier.js';
-import { Tracing, type TracingOptions } from '../log/tracing.js';
+import { Tracing } from '../log/tracing.js';
 import { resolveChain } from '../loop/model/model-chain.js';
-import type { ModelHandle } from '../models/model-call.js';
 import { ProviderLimiter } from '../models/provider-limits.js';
 import { SharedProviderLimiter } from '../models/shared-limits.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState } from '../read-models/thread-state.js';
 import type { BoundConfig } from '../scheduler/engine.js';
 import { isStoreFault } from '../store/faults.js';
+import { storedRuntimeId } from '../store/runtime-id.js';
 import type { Store } from '../store/store.js';
 import { workspaceTools } from '../tools/builtin/index.js';
 import { EXEC_TOOL } from '../tools/exec/exec-tool.js';
@@ -54,87 +48,11 @@ import { McpPool } from '../tools/mcp/pool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import { bindConfig, type Host } from '../worker/bound-config.js';
 import { type UnsettledThread, unsettledThreads } from '../worker/unsettled.js';
-import { Worker, type WorkerOptions } from '../worker/worker.js';
+import { Worker } from '../worker/worker.js';
+import type { RuntimeOptions } from './options.js';
+import { subscription } from './subscribe.js';
 
 export type { InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
-
-export interface RuntimeOptions {
-  store: Store;
-  /** Stable id of this installation (events carry it); generated and kept in the store when omitted. */
-  runtimeId?: string;
-  /**
-   * The tools this process can run (default: the built-in workspace tools). New sessions are bound to all of
-   * them unless `bindTools` narrows it.
-   */
-  tools?: ToolRegistry;
-  /** Names of the tools new sessions are bound to (default: every tool in `tools` and `toolModules`). */
-  bindTools?: string[];
-  /** Tool modules (absolute paths or package names) new sessions are bound to; loaded wherever a session runs. */
-  toolModules?: string[];
-  // ---- the binding new sessions get (each session records its own; later steps use the recorded one) ----
-  /** Root every workspace tool is confined to. */
-  workspaceRoot: string;
-  /** The main agent (name "main" unless given) and the sub-agents it may delegate to. */
-  mainAgent?: Partial<AgentConfig>;
-  agents?: AgentConfig[];
-  /** Default model spec recorded in new bindings (agents without their own `model`). */
-  defaultModel?: ModelChoice;
-  /** Configured models the specs may name (environment variable names for keys, never keys). */
-  models?: ModelsConfig;
-  /** The model spec of semantic tool actions' workers (default: the declaring agent's model). */
-  toolWorkerModel?: ModelChoice;
-  permissions?: Partial<PermissionsConfig>;
-  limits?: Partial<RuntimeLimits>;
-  /** Spending limits per turn and per session (docs/models.md "Budgets"). */
-  budgets?: Budgets;
-  /** A turn submitted while the thread is busy waits in the queue (default) or is rejected. */
-  queuePolicy?: 'queue' | 'reject';
-  /** After a failed corrective retry: fail the turn (default) or show the model's text as the answer. */
-  onProtocolFailure?: 'fail' | 'plain_text';
-  /** Environment variables (names) whose values are secrets, beyond the provider keys (docs/security.md). */
-  secrets?: Partial<SecretsConfig>;
-  /** Pipelines and services new sessions may call (docs/executors.md); config-file shapes, defaults applied here. */
-  pipelines?: z.input<typeof PipelinesSchema> | PipelineConfig[];
-  services?: z.input<typeof ServicesSchema> | ServiceConfig[];
-  /**
-   * A business CLI behind one tool (docs/tool-protocol.md), bound to new sessions; its paths as given (absolute
-   * paths mean the same from any directory). Its tool's name must also be among `bindTools` when that is given.
-   */
-  cli?: z.input<typeof CliToolConfigSchema>;
-  /** The `exec` and `process` tools (docs/commands.md), bound to new sessions; both are offered with it. */
-  exec?: z.input<typeof ExecConfigSchema>;
-  /** Hooks bound to new sessions (docs/hooks.md); paths absolute, as `absoluteHooks` makes them. */
-  hooks?: z.input<typeof HooksSchema>;
-  /** MCP servers bound to new sessions (docs/mcp.md); paths absolute, as `absoluteMcpServers` makes them. */
-  mcpServers?: z.input<typeof McpServersSchema>;
-  // ---- this process ----
-  /** The model of an agent under a session's binding (its spec: `agent.model ?? binding.model`). */
-  model: (agent: AgentConfig, binding: SessionBinding) => ModelHandle | Promise<ModelHandle>;
-  /**
-   * Run a worker in this process (default: yes, for every session). `false`: a control plane only — commands and
-   * queries, with the threads driven by workers elsewhere.
-   */
-  worker?: boolean | WorkerOptions;
-  /**
-   * OpenTelemetry spans of the worker's turns, model calls and tool runs (docs/tracing.md): the tracer provider
-   * (default the global one, a no-op until an SDK is registered) and whether prompts and outputs are recorded.
-   */
-  tracing?: TracingOptions;
-  /**
-   * Limits per provider and per model (`openai`, `openai:gpt-4.1`: concurrency, requests per minute) shared by every
-   * session this runtime drives (docs/models.md "Provider limits"); pass one `ProviderLimiter` to several runtimes
-   * of a process to share it among them too.
-   */
-  providerLimits?: ProviderLimits | ProviderLimiter;
-  /** Look for unfinished work in the worker's sessions when the runtime starts (default true). */
-  resumeOnStart?: boolean;
-  /**
-   * How much per-session and per-binding state a long-lived process keeps between uses, least recently used first
-   * out; whatever is forgotten is rebuilt from the store when it is needed again. `sessions`: the notifier's newest
-   * sequence per session (default 4,096); `bindings`: runnable configurations, one per binding hash (default 64).
-   */
-  caches?: { sessions?: number; bindings?: number };
-}
 
 /** How many runnable configurations (one per binding hash) a runtime keeps by default. */
 const DEFAULT_BOUND_CONFIGS = 64;
@@ -225,7 +143,7 @@ export class Runtime {
       // The MCP servers this process reaches (docs/mcp.md), shared by the bindings that name them.
       mcp: new McpPool(),
       // `exec` hides the store from commands: its SQLite file (a PostgreSQL store is out of a sandbox's reach).
-      ...(store.dialect === 'sqlite' && store.location !== ':memory:' ? { storeFile: store.location } : {}),
+      ...(store.file ? { storeFile: store.file } : {}),
     };
     const configFor = (session: SessionState | undefined, hash?: string) => this.configFor(session, hash);
     const template = () => this.template;
@@ -247,7 +165,7 @@ export class Runtime {
             limiter:
               options.providerLimits instanceof ProviderLimiter
                 ? options.providerLimits
-                : store.dialect === 'postgres'
+                : store.sql.sharedByProcesses
                   ? new SharedProviderLimiter(store, options.providerLimits ?? {}, {
                       owner: workerOptions.owner ?? `runtime:${runtimeId}`,
                       ...(workerOptions.leaseTtlMs ? { slotTtlMs: workerOptions.leaseTtlMs } : {}),
@@ -516,66 +434,11 @@ export class Runtime {
     sessionId: string,
     options: { after?: number; signal?: AbortSignal; deltas?: boolean } = {},
   ): AsyncGenerator<RuntimeEvent> {
-    let cursor = options.after ?? 0;
-    let changed = true;
-    let wake: (() => void) | undefined;
-    const stop = this.notifier.listen((change) => {
-      if (change.sessionId !== sessionId) return;
-      changed = true;
-      wake?.();
-    });
-    // Live events wait here until the durable event they follow has been delivered.
-    const live: LiveEvent[] = [];
-    const stopLive = options.deltas
-      ? this.live.listen(sessionId, (event) => {
-          if (live.length >= LIVE_BUFFER) return;
-          live.push(event);
-          wake?.();
-        })
-      : undefined;
-    function* liveUpTo(sequence: number): Generator<LiveEvent> {
-      while (live.length > 0 && (live[0] as LiveEvent).sequence <= sequence) yield live.shift() as LiveEvent;
-    }
-    const onAbort = () => wake?.();
-    options.signal?.addEventListener('abort', onAbort);
-    try {
-      while (!options.signal?.aborted && !this.closed) {
-        if (live.length > 0 && (live[0] as LiveEvent).sequence <= cursor) {
-          yield* liveUpTo(cursor);
-          continue;
-        }
-        if (changed) {
-          changed = false;
-          const events: RuntimeEvent[] = await this.log.read(sessionId, { after: cursor, limit: 500 });
-          for (const event of events) {
-            yield* liveUpTo(event.sequence - 1);
-            cursor = event.sequence;
-            this.live.seen(sessionId, cursor);
-            yield event;
-          }
-          if (events.length === 500) changed = true;
-          continue;
-        }
-        let backstop = false;
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(() => {
-            backstop = true;
-            resolve();
-          }, 1000);
-          wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        wake = undefined;
-        // Woken by a live event: the log is read when a notification says so (or the 1 s backstop fires).
-        if (backstop || live.length === 0) changed = true;
-      }
-    } finally {
-      stop();
-      stopLive?.();
-      options.signal?.removeEventListener('abort', onAbort);
-    }
+    yield* subscription(
+      { log: this.log, notifier: this.notifier, live: this.live, closed: () => this.closed },
+      sessionId,
+      options,
+    );
   }
 
   // ----- work --------------------------------------------------------------------------------------------------
@@ -701,33 +564,9 @@ export interface AskedWatch {
   cursor: number;
 }
 
-/** How many live events one subscriber may have waiting before the newest are dropped (live events are lossy). */
-const LIVE_BUFFER = 10_000;
-
 /** How many consecutive failed looks (200 ms apart) `settled` rides out before it reports the store fault. */
 const SETTLE_OUTAGES = 25;
 
 function withAbsoluteModel(agent: AgentConfig): AgentConfig {
   return agent.model ? { ...agent, model: absoluteModelChoice(agent.model, process.cwd()) } : agent;
-}
-
-/** The installation's runtime id: created once per store; concurrent first starts agree on whichever was written. */
-async function storedRuntimeId(store: Store): Promise<string> {
-  await store.db
-    .insertInto('oar_state')
-    .values({
-      scope: 'runtime',
-      key: 'runtime_id',
-      value: JSON.stringify(newId('rt')),
-      updated_at: new Date().toISOString(),
-    })
-    .onConflict((oc) => oc.columns(['scope', 'key']).doNothing())
-    .execute();
-  const stored = await store.db
-    .selectFrom('oar_state')
-    .select('value')
-    .where('scope', '=', 'runtime')
-    .where('key', '=', 'runtime_id')
-    .executeTakeFirstOrThrow();
-  return JSON.parse(stored.value) as string;
 }
