@@ -39,6 +39,10 @@ describe('the runtime floors', () => {
     expect(filesWith(/type: 'tool\.started'/)).toEqual(['scheduler/bracket.ts']);
   });
 
+  it("builds a model call's completion in one file: models/cost.ts", () => {
+    expect(filesWith(/type: 'model\.completed'/)).toEqual(['models/cost.ts']);
+  });
+
   it('asks which dialect the store is only inside store/', () => {
     const checks = filesWith(/dialect\s*[!=]==|[!=]==\s*'(postgres|sqlite)'/).filter(
       (path) => !path.startsWith('store/'),

@@ -9,7 +9,7 @@ import {
   type RequestStream,
 } from '@oar/runner-sdk';
 import { MODEL_CALL_DEFAULTS } from '../config/binding.js';
-import { costRecorded } from '../models/cost.js';
+import { modelCompleted } from '../models/cost.js';
 import { callModel, type GenerationSettings, type ModelHandle } from '../models/model-call.js';
 import { checkRunnerBudget } from './budget-check.js';
 import type { AuditTarget } from './run-session.js';
@@ -119,21 +119,7 @@ export async function modelCall(
     );
   }
   const output = result.output;
-  await session.record([
-    {
-      type: 'model.completed',
-      ...ids,
-      payload: {
-        modelId: handle.modelId,
-        provider: handle.provider,
-        finishReason: output.finishReason as 'stop',
-        usage: output.usage,
-        durationMs: output.durationMs,
-        output: { text: output.text, toolCalls: output.toolCalls },
-      },
-    },
-    ...costRecorded(ids, handle, output.usage),
-  ]);
+  await session.record(modelCompleted(ids, handle, output));
   const message: ChatMessage = {
     role: 'assistant',
     content: output.text,

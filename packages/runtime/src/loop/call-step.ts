@@ -4,7 +4,7 @@ import { turnIds } from '../facts/turn-end.js';
 import { isClosing } from '../kernel/errors.js';
 import { waitUnlessAborted } from '../kernel/signals.js';
 import type { EventDraft } from '../log/draft.js';
-import { costEstimated, costRecorded } from '../models/cost.js';
+import { costEstimated, modelCompleted } from '../models/cost.js';
 import { callModel, type ModelHandle, type ModelOutput } from '../models/model-call.js';
 import { type ModelFailure, type ModelRetryPolicy, retryDelay } from '../models/model-errors.js';
 import type { ThreadView, TurnState } from '../read-models/thread-state.js';
@@ -63,22 +63,10 @@ export async function callStep(
     if (slot.cancelled === undefined) slot.release();
     if (call.ok) {
       const output = call.output;
-      await engine.append(thread.sessionId, [
-        {
-          type: 'model.completed',
-          ...ids,
-          payload: {
-            modelId: model.modelId,
-            provider: model.provider,
-            finishReason: output.finishReason as 'stop',
-            usage: output.usage,
-            durationMs: output.durationMs,
-            output: { text: output.text, toolCalls: output.toolCalls },
-            ...(attempt > 1 ? { attempt } : {}),
-          },
-        },
-        ...costRecorded(ids, model, output.usage),
-      ]);
+      await engine.append(
+        thread.sessionId,
+        modelCompleted(ids, model, output, { trail: attempt > 1 ? { attempt } : {} }),
+      );
       return signal.aborted ? undefined : output;
     }
     const { failure } = call;

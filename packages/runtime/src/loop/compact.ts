@@ -12,6 +12,7 @@ import { resolveChain } from './model/model-chain.js';
 import { type PreparedStep, stepCatalog } from './step.js';
 
 /** Compaction as the loop asks for it: a request recorded on the thread, or a call that overflowed the window. */
+
 /**
  * Act on a `compact` request (control-plane `compact`): compact the thread's finished turns now, under this
  * worker's lease, whatever the threshold. The request ends with `context.compaction.completed` or `.failed`.

@@ -23,8 +23,9 @@ export type RunnerTurn = (
  * The protocol runner loop, one step at a time. `advance` takes the thread's durable state, as its worker just read
  * it, and performs the next step — start a queued turn, continue the current action graph, or make the next model
  * call — so the same function continues a turn after an approval, an interrupt or a process restart.
- * Returns what comes next (loop/next-step.ts): again when it made progress, else what the thread waits for. A turn of an agent bound to a runner is one run
- * of `runnerTurn` (agent-runners/host.ts, above the loop: the worker hands it in).
+ * Returns what comes next (loop/next-step.ts): again when it made progress, else what the thread waits for. A turn
+ * of an agent bound to a runner is one run of `runnerTurn` (agent-runners/host.ts, above the loop: the worker hands
+ * it in).
  */
 export async function advance(engine: Engine, thread: ThreadView, runnerTurn?: RunnerTurn): Promise<NextStep> {
   const { sessionId, threadId } = thread;
@@ -69,7 +70,7 @@ export async function advance(engine: Engine, thread: ThreadView, runnerTurn?: R
 }
 
 /** Close a finished graph: the aggregate result, the task attempt's end, and the task's end. */
-export async function observeRun(engine: Engine, thread: ThreadView, run: RunState): Promise<void> {
+async function observeRun(engine: Engine, thread: ThreadView, run: RunState): Promise<void> {
   const results = run.order.map(
     (id) => run.actions[id]?.result ?? ({ id, status: 'cancelled', artifacts: [] } as ActionResult),
   );

@@ -43,3 +43,33 @@ export function costRecorded(ids: TurnIds, model: ModelHandle, usage: ModelOutpu
   if (!known) return [];
   return [{ type: 'cost.recorded', ...ids, payload: { ...known.facts, amount: costOf(known.price, usage), usage } }];
 }
+
+/**
+ * A completed model call's facts: `model.completed` (the model, how it finished, its usage and output) and, when the
+ * model has a price, its `cost.recorded`. The loop's steps, compaction and the runner host's model proxy all record a
+ * call this way; `lead` and `trail` are their own fields (a compaction's purpose, a retry's attempt).
+ */
+export function modelCompleted(
+  ids: TurnIds,
+  model: ModelHandle,
+  output: ModelOutput,
+  fields: { lead?: Record<string, unknown>; trail?: Record<string, unknown> } = {},
+): EventDraft[] {
+  return [
+    {
+      type: 'model.completed',
+      ...ids,
+      payload: {
+        modelId: model.modelId,
+        provider: model.provider,
+        ...fields.lead,
+        finishReason: output.finishReason as 'stop',
+        usage: output.usage,
+        durationMs: output.durationMs,
+        output: { text: output.text, toolCalls: output.toolCalls },
+        ...fields.trail,
+      },
+    },
+    ...costRecorded(ids, model, output.usage),
+  ];
+}

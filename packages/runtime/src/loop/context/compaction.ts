@@ -18,7 +18,7 @@ import { isClosing } from '../../kernel/errors.js';
 import { newId } from '../../kernel/ids.js';
 import { setRecent } from '../../kernel/lru.js';
 import type { EventDraft } from '../../log/draft.js';
-import { costEstimated, costRecorded } from '../../models/cost.js';
+import { costEstimated, modelCompleted } from '../../models/cost.js';
 import { callModel, type ModelHandle } from '../../models/model-call.js';
 import type { ModelDeltaSink } from '../../models/model-deltas.js';
 import { contextWindowOf, outputReserveOf } from '../../models/windows.js';
@@ -418,20 +418,10 @@ export async function compactThread(
   let written: string | undefined;
   if (call.ok) {
     written = call.output.text.trim();
-    await engine.append(thread.sessionId, [
-      {
-        type: 'model.completed',
-        ...ids,
-        payload: {
-          ...modelFacts,
-          finishReason: call.output.finishReason as 'stop',
-          usage: call.output.usage,
-          durationMs: call.output.durationMs,
-          output: { text: call.output.text, toolCalls: call.output.toolCalls },
-        },
-      },
-      ...costRecorded(ids, model, call.output.usage),
-    ]);
+    await engine.append(
+      thread.sessionId,
+      modelCompleted(ids, model, call.output, { lead: { purpose: 'compaction', compactionId } }),
+    );
   } else {
     const failed: EventDraft = {
       type: 'model.failed',
