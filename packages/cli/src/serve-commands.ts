@@ -5,6 +5,7 @@ import type { ApiKeyScope, Workspaces } from '@oar/runtime';
 import { CONFIG_FILE, DEFAULT_WORKSPACE } from '@oar/runtime/constants';
 import type { Command } from 'commander';
 import { DEMO_PROMPT, prepareDemo } from './demo.js';
+import { stopSignal } from './stop-signal.js';
 
 /**
  * `oar serve` (the HTTP API and, unless `--no-worker`, a worker for every session of the store) and the commands
@@ -114,16 +115,9 @@ async function serve(options: ServeOptions): Promise<number> {
   } else if (process.env.OAR_ADMIN_KEY) {
     lines.push('  admin key: OAR_ADMIN_KEY');
   }
+  const stopped = stopSignal();
   process.stdout.write(`${lines.join('\n')}\n`);
-  await new Promise<void>((done) => {
-    const stop = () => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
-      done();
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
+  await stopped;
   await server.close();
   await runtime.store.close();
   return 0;

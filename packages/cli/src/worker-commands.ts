@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { GlobalOptions } from './options.js';
 import { globals } from './runtime-commands.js';
+import { stopSignal } from './stop-signal.js';
 
 /**
  * The scale-out processes (docs/deployment.md): `oar worker` executes turns of every session of the store, and
@@ -61,21 +62,14 @@ async function worker(options: WorkerCommandOptions): Promise<number> {
     ...(store ? { store } : {}),
   });
   const owner = runtime.worker?.owner ?? '';
+  const stopped = stopSignal();
   process.stderr.write(
     `OAR worker ${owner}\n  store:       ${runtime.store.location}\n  concurrency: ${concurrency} threads\n  SIGTERM drains (${drainMs / 1000} s), SIGINT too\n`,
   );
   // Its timers are unref'd and SQLite's notifier is in-process: without this the process would end at once.
   const alive = setInterval(() => undefined, 60_000);
-  await new Promise<void>((done) => {
-    const stop = () => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
-      clearInterval(alive);
-      done();
-    };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
-  });
+  await stopped;
+  clearInterval(alive);
   process.stderr.write('draining: no new threads; running steps finish and are handed back\n');
   const drained = (await runtime.worker?.drain(drainMs)) ?? true;
   if (!drained) process.stderr.write('drain deadline passed: the rest is stopped and resumes on another worker\n');

@@ -1,6 +1,6 @@
 import type { Declaration, ParseOutcome } from '@oar/protocol';
 import { artifactCreated } from '../facts/action.js';
-import { decidedActions, decidedRun, finalReport, nextAttemptFacts, renderPlan } from '../facts/decisions.js';
+import { decidedActions, decidedRun, finalReport, nextAttemptFacts, renderPlan } from '../facts/intents.js';
 import { turnIds } from '../facts/turn-end.js';
 import { newId } from '../kernel/ids.js';
 import type { EventDraft } from '../log/draft.js';

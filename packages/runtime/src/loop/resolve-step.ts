@@ -7,7 +7,7 @@ import {
   parseToolCall,
 } from '@oar/protocol';
 import { toolCallsLeft } from '../executors/tool-worker.js';
-import { declarationFault } from '../facts/decisions.js';
+import { declarationFault } from '../facts/intents.js';
 import { turnIds } from '../facts/turn-end.js';
 import type { ModelOutput } from '../models/model-call.js';
 import { actionHistory } from '../read-models/run.js';
