@@ -13,12 +13,6 @@ export {
   AgentSchema,
   type BindingUpdate,
   BindingUpdateSchema,
-  BUDGET_DIMENSIONS,
-  type BudgetDimension,
-  type BudgetLimits,
-  BudgetLimitsSchema,
-  type Budgets,
-  BudgetsSchema,
   bindingHash,
   type CompactionConfig,
   CompactionConfigSchema,
@@ -31,6 +25,14 @@ export {
   type SessionBinding,
   SessionBindingSchema,
 } from './config/binding.js';
+export {
+  BUDGET_DIMENSIONS,
+  type BudgetDimension,
+  type BudgetLimits,
+  BudgetLimitsSchema,
+  type Budgets,
+  BudgetsSchema,
+} from './config/budgets.js';
 export { type ExecConfig, ExecConfigSchema } from './config/exec.js';
 export {
   HOOK_POINTS,
@@ -59,6 +61,14 @@ export {
   parseModelSpec,
 } from './config/models.js';
 export { CONFIG_FILE, loadConfig, type OarConfig, OarConfigSchema } from './config/oar-config.js';
+export type { PermissionRequest, SessionGrant } from './config/permission-request.js';
+export {
+  type DefaultDenyRule,
+  type PermissionMode,
+  type PermissionRule,
+  type PermissionsConfig,
+  PermissionsConfigSchema,
+} from './config/permissions.js';
 export {
   type PipelineConfig,
   PipelineSchema,
@@ -84,6 +94,7 @@ export type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from './contr
 export { type BuildOptions, buildRuntime } from './facade/build.js';
 export type { RuntimeOptions } from './facade/options.js';
 export { type AskedWatch, Runtime } from './facade/runtime.js';
+export { PERMISSION_MODES } from './kernel/constants.js';
 export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './kernel/error-codes.js';
 export { notFound, OarRuntimeError, ToolError, toOarError } from './kernel/errors.js';
 export { newId } from './kernel/ids.js';
@@ -121,19 +132,9 @@ export { bindingModel, resolveModel } from './models/resolve.js';
 export { loadModelScript, type ModelScript, ModelScriptSchema, parseModelScript } from './models/script-schema.js';
 export { contextWindowOf, DEFAULT_WINDOWS, DEFAULT_WINDOWS_AS_OF, outputReserveOf } from './models/windows.js';
 export type { HookFunction } from './policy/hooks/run-hook.js';
-export {
-  DEFAULT_DENY_RULES,
-  type DefaultDenyRule,
-  evaluatePermission,
-  grantFor,
-  PERMISSION_MODES,
-  type PermissionMode,
-  type PermissionRequest,
-  type PermissionRule,
-  type PermissionsConfig,
-  PermissionsConfigSchema,
-  type SessionGrant,
-} from './policy/permissions.js';
+export { evaluatePermission } from './policy/permissions.js';
+export { grantFor } from './policy/request.js';
+export { DEFAULT_DENY_RULES } from './policy/sensitive-paths.js';
 export { findContradictions } from './read-models/contradictions.js';
 export { type ReadModels, replay } from './read-models/project.js';
 export type { SessionState } from './read-models/session.js';

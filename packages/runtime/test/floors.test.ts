@@ -1,13 +1,15 @@
+import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The rules of the runtime's floors that are not about imports (those are dependency-cruiser's, `npm run deps`):
- * one place to authorize, one place a side effect's start is recorded, dialect differences only behind the store's
- * port, and files small enough to read (docs/architecture.md "Floors and ports").
+ * The rules of the runtime's floors that dependency-cruiser's rules (`npm run deps`) cannot say: one place to
+ * authorize, one place a side effect's start is recorded, dialect differences only behind the store's port, files
+ * small enough to read, and a control plane that stands on little (docs/architecture.md "Floors and ports").
  */
 const SRC = join(import.meta.dirname, '../src');
+const ROOT = join(import.meta.dirname, '../../..');
 
 function sources(dir = SRC): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
@@ -54,5 +56,36 @@ describe('the runtime floors', () => {
     const long = files.filter((file) => file.text.split('\n').length > 600).map((file) => file.path);
     expect(long).toEqual([]);
     expect(files.filter((file) => !file.path.includes('/')).map((file) => file.path)).toEqual(['index.ts']);
+  });
+
+  it("stands the control plane on at most 45 files, none of them the loop's or a model SDK's", () => {
+    // The import graph as dependency-cruiser reads it; type-only imports cost nothing at run time and are left out.
+    const graph = JSON.parse(
+      execFileSync(
+        join(ROOT, 'node_modules/.bin/depcruise'),
+        ['packages/runtime/src', '--config', '.dependency-cruiser.cjs', '--output-type', 'json'],
+        { cwd: ROOT, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      ),
+    ) as { modules: { source: string; dependencies: { resolved: string; dependencyTypes: string[] }[] }[] };
+    const prefix = 'packages/runtime/src/';
+    const bySource = new Map(graph.modules.map((m) => [m.source, m]));
+    const closure = new Set<string>();
+    const external = new Set<string>();
+    const stack = graph.modules.map((m) => m.source).filter((s) => s.startsWith(`${prefix}control-plane/`));
+    for (let source = stack.pop(); source !== undefined; source = stack.pop()) {
+      if (closure.has(source)) continue;
+      closure.add(source);
+      for (const dep of bySource.get(source)?.dependencies ?? []) {
+        if (dep.dependencyTypes.includes('type-only')) continue;
+        if (dep.resolved.startsWith(prefix)) stack.push(dep.resolved);
+        else external.add(dep.resolved);
+      }
+    }
+    const files = [...closure].map((s) => s.slice(prefix.length));
+    expect(files.length).toBeGreaterThan(10);
+    expect(files.length).toBeLessThanOrEqual(45);
+    const upper = /^(models|loop|scheduler|executors|agent-runners|worker|facade|tools)\//;
+    expect(files.filter((f) => upper.test(f))).toEqual([]);
+    expect([...external].filter((dep) => /(^|\/)(ai|@ai-sdk|openai|@anthropic-ai)(\/|$)/.test(dep))).toEqual([]);
   });
 });

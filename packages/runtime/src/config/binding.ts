@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
+import { realpathSync, statSync } from 'node:fs';
 import { REPLAY_MODES } from '@oar/protocol';
 import { z } from 'zod';
+import { OarRuntimeError } from '../kernel/errors.js';
+import { BudgetsSchema } from './budgets.js';
 import { CliToolConfigSchema } from './cli.js';
 import { ExecConfigSchema } from './exec.js';
 import { HooksSchema } from './hooks.js';
@@ -86,39 +89,6 @@ export const DEFAULT_LIMITS: RuntimeLimits = {
   graphObservationTokens: 16_000,
   maxArtifactBytes: 16 * 1024 * 1024,
 };
-
-/** What a budget bounds (docs/models.md "Budgets"): tokens, US dollars, model calls, wall time. */
-export const BUDGET_DIMENSIONS = ['tokens', 'costUsd', 'modelCalls', 'wallTimeMs'] as const;
-export type BudgetDimension = (typeof BUDGET_DIMENSIONS)[number];
-
-/** The limits of one scope (a turn, or the whole session); a dimension left out is unbounded. */
-export const BudgetLimitsSchema = z.strictObject({
-  /** Tokens (input + output) the model calls may use. */
-  tokens: z.number().int().positive().optional(),
-  /** US dollars the priced model calls may cost (approximate: config/prices.ts). */
-  costUsd: z.number().positive().optional(),
-  /** Model calls (attempts, retries included). */
-  modelCalls: z.number().int().positive().optional(),
-  /** Wall time in milliseconds: of the turn since it started, or of all the session's turns together. */
-  wallTimeMs: z.number().int().positive().optional(),
-});
-export type BudgetLimits = z.infer<typeof BudgetLimitsSchema>;
-
-/**
- * Spending limits per turn and per session. Before a model call that would exceed one the call is not made
- * (`quota.blocked`); then the thread waits in `waiting_resource` until a limit is raised (`limit.changed`), or the
- * turn fails with `budget_exceeded` (`onExceeded: "fail"`). `quota.low` is recorded once when the spend reaches
- * `lowAt` of a limit.
- */
-export const BudgetsSchema = z.strictObject({
-  turn: BudgetLimitsSchema.optional(),
-  session: BudgetLimitsSchema.optional(),
-  /** What a call that would exceed a limit does: wait for a higher limit (default) or fail the turn. */
-  onExceeded: z.enum(['wait', 'fail']).optional(),
-  /** The fraction of a limit at which `quota.low` is recorded (default 0.8). */
-  lowAt: z.number().gt(0).lt(1).optional(),
-});
-export type Budgets = z.infer<typeof BudgetsSchema>;
 
 /**
  * An agent's context compaction: past `threshold` of its context budget, the turns before the last `keepTurns`
@@ -267,11 +237,36 @@ export function applyBindingUpdate(binding: SessionBinding, update: BindingUpdat
   return { ...next, ...executors, secrets: { ...next.secrets, env: [...new Set(next.secrets.env)].sort() } };
 }
 
-/** An agent of a configuration by name: the main agent or one of the others. */
-export function agentByName(
-  config: { readonly mainAgent: AgentConfig; readonly agents: readonly AgentConfig[] },
-  name: string,
-): AgentConfig | undefined {
-  if (name === config.mainAgent.name) return config.mainAgent;
-  return config.agents.find((agent) => agent.name === name);
+/** A binding with an update applied; the workspace becomes an absolute real path that must exist. */
+export function bindingWith(base: SessionBinding, update: BindingUpdate | undefined): SessionBinding {
+  const merged = update ? applyBindingUpdate(base, update) : base;
+  let workspaceRoot: string;
+  try {
+    workspaceRoot = realpathSync(merged.workspaceRoot);
+  } catch {
+    throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} does not exist`, {
+      details: { workspace: merged.workspaceRoot },
+    });
+  }
+  if (!statSync(workspaceRoot).isDirectory()) {
+    throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} is not a directory`, {
+      details: { workspace: merged.workspaceRoot },
+    });
+  }
+  return { ...merged, workspaceRoot };
+}
+
+/**
+ * What an update given from outside (a caller's JSON) makes of a binding, and its hash: `invalid_binding` with the
+ * schema's issues when the update is not one, `workspace_unavailable` when its workspace is not a directory.
+ */
+export function updatedBinding(base: SessionBinding, update: unknown): { binding: SessionBinding; hash: string } {
+  const parsed = BindingUpdateSchema.optional().safeParse(update);
+  if (!parsed.success) {
+    throw new OarRuntimeError('invalid_binding', 'the binding update is invalid', {
+      details: { issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
+    });
+  }
+  const binding = bindingWith(base, parsed.data);
+  return { binding, hash: bindingHash(binding) };
 }

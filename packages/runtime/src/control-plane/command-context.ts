@@ -7,7 +7,6 @@ import type { AppendOptions, EventLog } from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { Redactor } from '../redaction/redactor.js';
-import { bindingRedactor } from '../redaction/sources.js';
 
 /** How many session bindings' redactors commands keep (each scanned its workspace's `.env` files once). */
 const MAX_REDACTORS = 64;
@@ -15,14 +14,30 @@ const MAX_REDACTORS = 64;
 export interface CommandDeps {
   log: EventLog;
   notifier: Notifier;
-  /** The binding a new session gets (the runtime's configuration). */
-  template(): SessionBinding;
-  /** Throws when a binding cannot run here (a tool module that does not load, a model that does not resolve). */
-  verify(binding: SessionBinding, hash: string): Promise<void>;
+  bindings: Bindings;
 }
 
 /**
- * What every command stands on: the log, the notifier and the runtime's binding (`deps`), and the one way a command
+ * What commands do with a session's binding, through one port the façade implements over `config/`: a binding's
+ * schemas, its workspace on disk and the secrets of its environment are the configuration's business, and a command
+ * only records bindings, by hash.
+ */
+export interface Bindings {
+  /** The binding a new session gets (the runtime's configuration). */
+  template(): SessionBinding;
+  /**
+   * `base` with `update` applied, and its hash. `update` is a caller's JSON: throws `invalid_binding` when it is
+   * not a binding update, `workspace_unavailable` when the workspace it names is not a directory.
+   */
+  apply(base: SessionBinding, update: unknown): { binding: SessionBinding; hash: string };
+  /** Throws when a binding cannot run here (a tool module that does not load, a model that does not resolve). */
+  verify(binding: SessionBinding, hash: string): Promise<void>;
+  /** The redactor of a binding: the values of the variables it names as secrets and of its workspace's `.env` files. */
+  redactor(binding: SessionBinding): Promise<Redactor>;
+}
+
+/**
+ * What every command stands on: the log, the notifier and the bindings port (`deps`), and the one way a command
  * writes — appended with the session's own redactor, under the command's guard.
  */
 export class CommandContext {
@@ -67,7 +82,7 @@ export class CommandContext {
   redactorOf(hash: string, binding: SessionBinding): Promise<Redactor> {
     let redactor = this.redactors.get(hash);
     if (!redactor) {
-      redactor = bindingRedactor(binding);
+      redactor = this.deps.bindings.redactor(binding);
       // A workspace that cannot be read now is tried again next time, not remembered.
       redactor.catch(() => this.redactors.delete(hash));
       setRecent(this.redactors, hash, redactor, MAX_REDACTORS);

@@ -1,10 +1,11 @@
 import { ACTION_DECISIONS, type ActionDecision, oarError, type RuntimeEvent } from '@oar/protocol';
+import { type PermissionRequest, PermissionRequestSchema } from '../config/permission-request.js';
 import { actionStatusChange } from '../facts/action.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { resolutionOf } from '../log/decision-log.js';
 import type { EventDraft } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';
-import { grantFor, type PermissionRequest, PermissionRequestSchema } from '../policy/permissions.js';
+import { grantFor } from '../policy/request.js';
 import { threadViews } from '../read-models/project.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';

@@ -1,4 +1,4 @@
-import { BUDGET_DIMENSIONS, type BudgetDimension } from '../config/binding.js';
+import { BUDGET_DIMENSIONS, type BudgetDimension } from '../config/budgets.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';

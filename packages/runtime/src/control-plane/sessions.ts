@@ -1,12 +1,5 @@
-import { realpathSync, statSync } from 'node:fs';
-import {
-  agentByName,
-  applyBindingUpdate,
-  type BindingUpdate,
-  BindingUpdateSchema,
-  bindingHash,
-  type SessionBinding,
-} from '../config/binding.js';
+import { agentByName } from '../config/agents.js';
+import type { BindingUpdate, SessionBinding } from '../config/binding.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import { loadReadModels } from '../log/read-model-rows.js';
@@ -59,7 +52,7 @@ export async function createSession(
   if (!SESSION_ID.test(sessionId)) {
     throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
   }
-  const binding = bindingWith(ctx.deps.template(), input.binding);
+  const { binding, hash } = ctx.deps.bindings.apply(ctx.deps.bindings.template(), input.binding);
   const existing = await ctx.log.store.db
     .selectFrom('oar_sessions')
     .select('id')
@@ -71,7 +64,6 @@ export async function createSession(
   if (!agentByName(binding, agent)) {
     throw new OarRuntimeError('unknown_agent', `agent "${agent}" is not configured`, { details: { agent } });
   }
-  const hash = bindingHash(binding);
   // Recorded with the new binding's own redactor, as every later command about the session is: a `.env` value of
   // its workspace or a secret variable it names, pasted into the title, never reaches the record.
   const redactor = await ctx.redactorOf(hash, binding);
@@ -105,22 +97,15 @@ export async function updateBinding(
   ctx: CommandContext,
   input: UpdateBindingInput,
 ): Promise<{ bindingHash: string; changed: string[] }> {
-  const parsed = BindingUpdateSchema.safeParse(input.update);
-  if (!parsed.success) {
-    throw new OarRuntimeError('invalid_binding', 'the binding update is invalid', {
-      details: { issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })) },
-    });
-  }
   const session = await ctx.session(input.sessionId);
-  const current = bindingOf(session) ?? ctx.deps.template();
-  const next = bindingWith(current, parsed.data);
-  const hash = bindingHash(next);
+  const current = bindingOf(session) ?? ctx.deps.bindings.template();
+  const { binding: next, hash } = ctx.deps.bindings.apply(current, input.update);
   const changed = Object.keys(next).filter(
     (key) => JSON.stringify(next[key as keyof SessionBinding]) !== JSON.stringify(current[key as keyof SessionBinding]),
   );
   if (hash === session.bindingHash) return { bindingHash: hash, changed: [] };
   // Nothing is recorded that could not run: the session would be stuck on it from its next turn.
-  await ctx.deps.verify(next, hash);
+  await ctx.deps.bindings.verify(next, hash);
   await ctx.append(
     input.sessionId,
     [
@@ -199,23 +184,4 @@ export async function setState(ctx: CommandContext, input: SetStateInput): Promi
     await ctx.session(input.sessionId);
     await ctx.append(input.sessionId, [{ type: 'session.updated', payload: { changed, state } }]);
   }
-}
-
-/** A binding with an update applied; the workspace becomes an absolute real path that must exist. */
-export function bindingWith(base: SessionBinding, update: BindingUpdate | undefined): SessionBinding {
-  const merged = update ? applyBindingUpdate(base, update) : base;
-  let workspaceRoot: string;
-  try {
-    workspaceRoot = realpathSync(merged.workspaceRoot);
-  } catch {
-    throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} does not exist`, {
-      details: { workspace: merged.workspaceRoot },
-    });
-  }
-  if (!statSync(workspaceRoot).isDirectory()) {
-    throw new OarRuntimeError('workspace_unavailable', `workspace ${merged.workspaceRoot} is not a directory`, {
-      details: { workspace: merged.workspaceRoot },
-    });
-  }
-  return { ...merged, workspaceRoot };
 }

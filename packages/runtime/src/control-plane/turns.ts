@@ -70,7 +70,7 @@ export async function submitTurn(ctx: CommandContext, input: SubmitTurnInput): P
   }
   const threadId = input.threadId ?? (await ctx.mainThreadId(input.sessionId));
   const session = await ctx.session(input.sessionId);
-  const binding = bindingOf(session) ?? ctx.deps.template();
+  const binding = bindingOf(session) ?? ctx.deps.bindings.template();
   const ifBusy = input.ifBusy ?? (binding.queuePolicy === 'reject' ? 'reject' : 'enqueue');
   const attached = input.attachments?.length
     ? prepareAttachments(

@@ -1,5 +1,6 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { agentByName, DEFAULT_CONTEXT_BUDGET_TOKENS } from '../config/binding.js';
+import { agentByName } from '../config/agents.js';
+import { DEFAULT_CONTEXT_BUDGET_TOKENS } from '../config/binding.js';
 import { actionIds, actionStatusEvent } from '../facts/action.js';
 import { newId } from '../kernel/ids.js';
 import type { EventDraft } from '../log/draft.js';

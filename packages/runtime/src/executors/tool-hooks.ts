@@ -1,5 +1,5 @@
 import type { HookConfig, HookInput } from '../config/hooks.js';
-import type { PermissionRequest } from '../config/permissions.js';
+import type { PermissionRequest } from '../config/permission-request.js';
 import { toolIds } from '../facts/action.js';
 import { type HookVerdict, hooksAt, runHooks } from '../policy/hooks/hooks.js';
 import type { ActionContext } from '../scheduler/action-context.js';

@@ -1,6 +1,7 @@
 import { type Action, hasTask, type OarError, oarError, withCapabilities } from '@oar/protocol';
-import { agentByName, TOOL_WORKER_DEFAULTS } from '../config/binding.js';
-import type { PermissionRequest } from '../config/permissions.js';
+import { agentByName } from '../config/agents.js';
+import { TOOL_WORKER_DEFAULTS } from '../config/binding.js';
+import type { PermissionRequest } from '../config/permission-request.js';
 import { actionStatusEvent } from '../facts/action.js';
 import type { RunActionStatus, ThreadView } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';

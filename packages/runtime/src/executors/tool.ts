@@ -5,7 +5,8 @@ import {
   type ToolAgentOutput,
   toolAgentProjection,
 } from '@oar/protocol';
-import type { PermissionRequest, PermissionRule } from '../config/permissions.js';
+import type { PermissionRequest } from '../config/permission-request.js';
+import type { PermissionRule } from '../config/permissions.js';
 import {
   actionIds,
   actionStatusEvent,
@@ -23,8 +24,11 @@ import type { Command } from '../kernel/match/command-match.js';
 import type { EventDraft } from '../log/draft.js';
 import { approvalEvaluated, authorize, deniedByUpdatedBinding, permissionEvaluated } from '../policy/authorize.js';
 import type { HookVerdict } from '../policy/hooks/hooks.js';
-import { approvalScope, defaultDenial, normalizeTouchedPath, ruleMatches } from '../policy/permissions.js';
+import { ruleMatches } from '../policy/permission-match.js';
+import { approvalScope } from '../policy/permissions.js';
+import { normalizeTouchedPath } from '../policy/request.js';
 import { revealsOutput } from '../policy/reveal.js';
+import { defaultDenial } from '../policy/sensitive-paths.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';
 import { openBracket } from '../scheduler/bracket.js';

@@ -1,5 +1,6 @@
 import type { z } from 'zod';
-import type { AgentConfig, Budgets, RuntimeLimits, SecretsConfig, SessionBinding } from '../config/binding.js';
+import type { AgentConfig, RuntimeLimits, SecretsConfig, SessionBinding } from '../config/binding.js';
+import type { Budgets } from '../config/budgets.js';
 import type { CliToolConfigSchema } from '../config/cli.js';
 import type { ExecConfigSchema } from '../config/exec.js';
 import type { HooksSchema } from '../config/hooks.js';

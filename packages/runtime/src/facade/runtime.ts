@@ -3,12 +3,14 @@ import {
   type AgentConfig,
   AgentSchema,
   type BindingUpdate,
-  BudgetsSchema,
   bindingHash,
+  bindingWith,
   DEFAULT_LIMITS,
   SecretsConfigSchema,
   type SessionBinding,
+  updatedBinding,
 } from '../config/binding.js';
+import { BudgetsSchema } from '../config/budgets.js';
 import { CliToolConfigSchema } from '../config/cli.js';
 import { ExecConfigSchema } from '../config/exec.js';
 import { HooksSchema } from '../config/hooks.js';
@@ -19,10 +21,8 @@ import { PipelinesSchema, ServicesSchema } from '../config/pipelines.js';
 import { Commands } from '../control-plane/commands.js';
 import type { CompactionResult } from '../control-plane/compaction.js';
 import type { RespondActionInput } from '../control-plane/decisions.js';
-import { type ControlInput, checkInput } from '../control-plane/inputs.js';
 import type { ChangeLimitsInput, ChangeLimitsResult } from '../control-plane/limits.js';
 import { Queries } from '../control-plane/queries.js';
-import { bindingWith } from '../control-plane/sessions.js';
 import type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from '../control-plane/turns.js';
 import { notFound } from '../kernel/errors.js';
 import { setRecent } from '../kernel/lru.js';
@@ -36,6 +36,7 @@ import { ProviderLimiter } from '../models/provider-limits.js';
 import { SharedProviderLimiter } from '../models/shared-limits.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadState } from '../read-models/thread-state.js';
+import { bindingRedactor } from '../redaction/sources.js';
 import type { BoundConfig } from '../scheduler/engine.js';
 import { isStoreFault } from '../store/faults.js';
 import { storedRuntimeId } from '../store/runtime-id.js';
@@ -49,6 +50,7 @@ import { ToolRegistry } from '../tools/registry.js';
 import { bindConfig, type Host } from '../worker/bound-config.js';
 import { type UnsettledThread, unsettledThreads } from '../worker/unsettled.js';
 import { Worker } from '../worker/worker.js';
+import { type ControlInput, checkInput } from './inputs.js';
 import type { RuntimeOptions } from './options.js';
 import { subscription } from './subscribe.js';
 
@@ -146,9 +148,16 @@ export class Runtime {
       ...(store.file ? { storeFile: store.file } : {}),
     };
     const configFor = (session: SessionState | undefined, hash?: string) => this.configFor(session, hash);
-    const template = () => this.template;
-    const verify = (binding: SessionBinding, hash: string) => this.verify(binding, hash);
-    this.commands = new Commands({ log: this.log, notifier: this.notifier, template, verify });
+    this.commands = new Commands({
+      log: this.log,
+      notifier: this.notifier,
+      bindings: {
+        template: () => this.template,
+        apply: updatedBinding,
+        verify: (binding, hash) => this.verify(binding, hash),
+        redactor: bindingRedactor,
+      },
+    });
     this.queries = new Queries({ log: this.log, configFor });
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
     this.worker = workerOptions

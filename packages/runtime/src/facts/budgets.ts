@@ -1,5 +1,5 @@
 import { type OarError, oarError } from '@oar/protocol';
-import { BUDGET_DIMENSIONS, type BudgetDimension } from '../config/binding.js';
+import { BUDGET_DIMENSIONS, type BudgetDimension } from '../config/budgets.js';
 import { costOf, type ModelPrice, priceOf } from '../config/prices.js';
 import type { EventDraft } from '../log/draft.js';
 import type { BudgetScope, EffectiveBudgets } from '../read-models/budgets.js';

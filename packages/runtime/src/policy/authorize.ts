@@ -1,9 +1,5 @@
-import type {
-  PermissionEvaluation,
-  PermissionRequest,
-  PermissionsConfig,
-  SessionGrant,
-} from '../config/permissions.js';
+import type { PermissionRequest, SessionGrant } from '../config/permission-request.js';
+import type { PermissionEvaluation, PermissionsConfig } from '../config/permissions.js';
 import type { EventDraft } from '../log/draft.js';
 import type { HookVerdict } from './hooks/hooks.js';
 import { evaluatePermission, toPermissionEvaluatedPayload } from './permissions.js';

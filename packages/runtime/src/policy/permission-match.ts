@@ -1,26 +1,12 @@
-import { posix } from 'node:path';
-import type { PermissionRequest, PermissionRule, SessionGrant } from '../config/permissions.js';
+import type { PermissionRequest, SessionGrant } from '../config/permission-request.js';
+import type { PermissionRule } from '../config/permissions.js';
 import { commandMatches } from '../kernel/match/command-match.js';
 import { globMatches } from '../kernel/match/glob-match.js';
+import { normalizeTouchedPath, requestToolName } from './request.js';
 
 /**
  * Pure matching of rules and grants against a request. No I/O: `node:path`'s posix helpers are string functions.
  */
-
-/** The name rules and grants see: the tool's own name, else the executor target (an unknown tool still has one). */
-export function requestToolName(request: PermissionRequest): string | undefined {
-  if (request.tool) return request.tool.name;
-  return request.executor.type === 'tool' ? request.executor.target : undefined;
-}
-
-/**
- * Canonical workspace-relative form, so `./src/a.ts`, `src//a.ts` and `lib/../src/a.ts` all meet the globs as
- * `src/a.ts` — otherwise a deny on `src/**` could be dodged by spelling the path differently.
- */
-export function normalizeTouchedPath(path: string): string {
-  const normalized = posix.normalize(path.replaceAll('\\', '/'));
-  return normalized.startsWith('./') ? normalized.slice(2) : normalized;
-}
 
 /**
  * Whether the rule's path condition holds. Deny and ask rules match when ANY touched path matches (one forbidden

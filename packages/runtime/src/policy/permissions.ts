@@ -1,28 +1,17 @@
 import type { ActionDecision, PermissionDecision, PermissionEvaluatedPayloadSchema } from '@oar/protocol';
 import type { z } from 'zod';
+import type { PermissionRequest } from '../config/permission-request.js';
 import type {
   EvaluationSource,
   IndexedPermissionRule,
   PermissionEvaluation,
   PermissionMode,
   PermissionPolicy,
-  PermissionRequest,
   PermissionRule,
-  SessionGrant,
 } from '../config/permissions.js';
-import { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
+import { grantCovers, ruleMatches } from './permission-match.js';
+import { normalizeTouchedPath, requestToolName } from './request.js';
 import { DEFAULT_DENY_RULES, defaultDenial, describeDefaultRule } from './sensitive-paths.js';
-
-export * from '../config/permissions.js';
-export { grantCovers, normalizeTouchedPath, requestToolName, ruleMatches } from './permission-match.js';
-export {
-  DEFAULT_DENY_RULES,
-  defaultDenial,
-  describeDefaultRule,
-  explicitlyAllowed,
-  globNamesPath,
-  sensitivePathRule,
-} from './sensitive-paths.js';
 
 /**
  * The permission evaluator: pure, synchronous, no I/O. Precedence (docs/permissions.md "Precedence"):
@@ -206,23 +195,6 @@ export function approvalScope(request: PermissionRequest, workspaceRoot: string)
     workspaceRoot,
     ...(request.operation !== undefined ? { operation: request.operation } : {}),
   };
-}
-
-/**
- * The grant an `approve_for_session` of this request creates: the exact tool (or executor target) and, if the call
- * touched paths, exactly those paths, in the workspace the question was asked in. No directory globs: the human
- * approved what they saw, nothing next to it.
- */
-export function grantFor(request: PermissionRequest, workspaceRoot?: string): SessionGrant {
-  const isTool = request.executor.type === 'tool';
-  const grant: SessionGrant = {
-    ...(isTool ? {} : { executor: request.executor.type }),
-    tool: (isTool ? requestToolName(request) : undefined) ?? request.executor.target,
-    ...(workspaceRoot !== undefined ? { workspaceRoot } : {}),
-    ...(request.operation !== undefined ? { operation: request.operation } : {}),
-  };
-  if (request.paths.length === 0) return grant;
-  return { ...grant, paths: [...new Set(request.paths.map(normalizeTouchedPath))] };
 }
 
 /** The rule in the policy's own notation for the `rule` field of permission events: `rules[2] {"decision":…}`. */

@@ -1,4 +1,5 @@
-import type { DefaultDenyRule, PermissionRequest, PermissionRule } from '../config/permissions.js';
+import type { PermissionRequest } from '../config/permission-request.js';
+import type { DefaultDenyRule, PermissionRule } from '../config/permissions.js';
 import { DEFAULT_DENY_RULES, explicitlyAllowed } from './sensitive-paths.js';
 
 /**

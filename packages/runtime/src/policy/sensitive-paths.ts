@@ -1,7 +1,9 @@
 import { posix } from 'node:path';
-import type { DefaultDenyRule, PermissionRequest, PermissionRule } from '../config/permissions.js';
+import type { PermissionRequest } from '../config/permission-request.js';
+import type { DefaultDenyRule, PermissionRule } from '../config/permissions.js';
 import { globMatches } from '../kernel/match/glob-match.js';
-import { normalizeTouchedPath, ruleMatches } from './permission-match.js';
+import { ruleMatches } from './permission-match.js';
+import { normalizeTouchedPath } from './request.js';
 
 /**
  * The runtime's default deny rules: files that hold credentials are not touched by any tool unless the binding

@@ -1,4 +1,4 @@
-import { BUDGET_DIMENSIONS, type BudgetLimits, type Budgets } from '../config/binding.js';
+import { BUDGET_DIMENSIONS, type BudgetLimits, type Budgets } from '../config/budgets.js';
 import type { LimitOverrides } from './session.js';
 
 /** A session's budgets as they stand: the binding's, with its recorded `limit.changed` facts applied. */

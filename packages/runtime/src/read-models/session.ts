@@ -1,7 +1,7 @@
 import { type RuntimeEvent, type Task, type TaskAttempt, type TaskStatusValue, UsageSchema } from '@oar/protocol';
 import { z } from 'zod';
-import { type SessionBinding, SessionBindingSchema } from '../config/binding.js';
-import { SessionGrantSchema } from '../config/permissions.js';
+import type { SessionBinding } from '../config/binding.js';
+import { SessionGrantSchema } from '../config/permission-request.js';
 import { memberOf } from './thread-state.js';
 
 const OverrideLimitsSchema = z.object({
@@ -80,8 +80,12 @@ export const SessionStateSchema = z.object({
   state: z.record(z.string(), z.unknown()),
   /** The content hash of the current binding (sessions created before bindings have none). */
   bindingHash: z.string().optional(),
-  /** Every binding the session has had, by hash: a running turn keeps the one it started with. */
-  bindings: z.record(z.string(), SessionBindingSchema).optional(),
+  /**
+   * Every binding the session has had, by hash: a running turn keeps the one it started with. Only a type: a
+   * binding is validated when it is written and this schema never parses, while naming the binding's schema here
+   * would make every reader of a read model (the control plane among them) load every binding schema.
+   */
+  bindings: z.record(z.string(), z.custom<SessionBinding>()).optional(),
   lastSequence: z.number().int(),
 });
 export type SessionState = z.infer<typeof SessionStateSchema>;

@@ -1,6 +1,7 @@
 import type { ActionDecision, RuntimeEvent } from '@oar/protocol';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from '../config/binding.js';
-import type { PermissionsConfig, SessionGrant } from '../config/permissions.js';
+import type { SessionGrant } from '../config/permission-request.js';
+import type { PermissionsConfig } from '../config/permissions.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import type { LiveDelta } from '../log/live.js';
 import type { ModelHandle } from '../models/model-call.js';

@@ -1,18 +1,12 @@
 import { PermissionEvaluatedPayloadSchema } from '@oar/protocol';
 import { describe, expect, it } from 'vitest';
+import type { PermissionRequest } from '../../src/config/permission-request.js';
+import type { PermissionPolicy, PermissionRule } from '../../src/config/permissions.js';
 import { pathFilter } from '../../src/executors/tool.js';
-import {
-  DEFAULT_DENY_RULES,
-  evaluatePermission,
-  globNamesPath,
-  grantFor,
-  PERMISSION_MODES,
-  type PermissionPolicy,
-  type PermissionRequest,
-  type PermissionRule,
-  sensitivePathRule,
-  toPermissionEvaluatedPayload,
-} from '../../src/policy/permissions.js';
+import { PERMISSION_MODES } from '../../src/kernel/constants.js';
+import { evaluatePermission, toPermissionEvaluatedPayload } from '../../src/policy/permissions.js';
+import { grantFor } from '../../src/policy/request.js';
+import { DEFAULT_DENY_RULES, globNamesPath, sensitivePathRule } from '../../src/policy/sensitive-paths.js';
 
 function toolCall(name: string, isReadOnly: boolean, paths: string[]): PermissionRequest {
   return {

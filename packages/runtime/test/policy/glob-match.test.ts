@@ -1,8 +1,10 @@
 import fc from 'fast-check';
 import picomatch from 'picomatch';
 import { describe, expect, it } from 'vitest';
+import type { PermissionRequest } from '../../src/config/permission-request.js';
+import { PermissionRuleSchema } from '../../src/config/permissions.js';
 import { globMatches } from '../../src/kernel/match/glob-match.js';
-import { evaluatePermission, type PermissionRequest, PermissionRuleSchema } from '../../src/policy/permissions.js';
+import { evaluatePermission } from '../../src/policy/permissions.js';
 import { sensitivePathRule } from '../../src/policy/sensitive-paths.js';
 
 /**

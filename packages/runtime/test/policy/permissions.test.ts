@@ -6,23 +6,19 @@ import {
 } from '@oar/protocol';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import type { PermissionRequest, SessionGrant } from '../../src/config/permission-request.js';
 import {
-  describeRule,
-  evaluatePermission,
-  globNamesPath,
-  grantCovers,
-  grantFor,
-  PERMISSION_MODES,
   type PermissionMode,
   type PermissionPolicy,
-  type PermissionRequest,
   type PermissionRule,
   PermissionRuleSchema,
   PermissionsConfigSchema,
-  ruleMatches,
-  type SessionGrant,
-  toPermissionEvaluatedPayload,
-} from '../../src/policy/permissions.js';
+} from '../../src/config/permissions.js';
+import { PERMISSION_MODES } from '../../src/kernel/constants.js';
+import { grantCovers, ruleMatches } from '../../src/policy/permission-match.js';
+import { describeRule, evaluatePermission, toPermissionEvaluatedPayload } from '../../src/policy/permissions.js';
+import { grantFor } from '../../src/policy/request.js';
+import { globNamesPath } from '../../src/policy/sensitive-paths.js';
 
 type ToolFlags = { isReadOnly?: boolean; isDestructive?: boolean; capabilities?: string[] };
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { PermissionRequest, PermissionRule } from '../../src/config/permissions.js';
+import type { PermissionRequest } from '../../src/config/permission-request.js';
+import type { PermissionRule } from '../../src/config/permissions.js';
 import { revealsOutput } from '../../src/policy/reveal.js';
 
 /** What counts as a rule that EXPLICITLY allows a read (docs/security.md, "What the model sees"). */

@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { BindingUpdateSchema } from '../config/binding.js';
+import { TurnAttachmentInputSchema } from '../control-plane/attachments.js';
 import { OarRuntimeError } from '../kernel/errors.js';
-import { TurnAttachmentInputSchema } from './attachments.js';
 
 /**
  * The shapes of the control plane's inputs, checked where they enter (`Runtime`'s methods): TypeScript callers
