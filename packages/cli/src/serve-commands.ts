@@ -22,6 +22,7 @@ interface ServeOptions {
   worker?: boolean;
   demo?: boolean;
   maxBody?: string;
+  storeWaitSeconds?: string;
 }
 
 /**
@@ -39,12 +40,13 @@ export function consoleDirectory(): string | undefined {
 
 /** What the commands below need when they run (`serve` the server too); imported then, not for `oar --help`. */
 async function load() {
-  const [{ oarError }, runtime, io] = await Promise.all([
+  const [{ oarError }, runtime, io, storeWait] = await Promise.all([
     import('@oar/protocol'),
     import('@oar/runtime'),
     import('./io.js'),
+    import('./store-wait.js'),
   ]);
-  return { oarError, ...runtime, ...io };
+  return { oarError, ...runtime, ...io, ...storeWait };
 }
 
 async function portOf(text: string | undefined): Promise<number> {
@@ -58,15 +60,20 @@ async function portOf(text: string | undefined): Promise<number> {
 }
 
 async function serve(options: ServeOptions): Promise<number> {
-  const [{ buildRuntime, loadConfig, oarError, UsageError }, { createLogger, startServer }] = await Promise.all([
-    load(),
-    import('@oar/server'),
-  ]);
+  const [
+    { buildRuntime, loadConfig, oarError, STORE_WAIT, UsageError, whenStoreReachable },
+    { createLogger, startServer },
+  ] = await Promise.all([load(), import('@oar/server')]);
   const cwd = process.cwd();
   const port = await portOf(options.port);
   const maxBodyBytes = options.maxBody === undefined ? undefined : Number(options.maxBody);
   if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes > 0)) {
     throw new UsageError(oarError('invalid_option', `--max-body must be a positive number of bytes`));
+  }
+  const storeWaitSeconds =
+    options.storeWaitSeconds === undefined ? STORE_WAIT.defaultSeconds : Number(options.storeWaitSeconds);
+  if (!(Number.isInteger(storeWaitSeconds) && storeWaitSeconds > 0)) {
+    throw new UsageError(oarError('invalid_option', '--store-wait-seconds must be a positive whole number'));
   }
   // No configuration and no model: the local demo mode, so a fresh clone shows something real at once.
   const noConfig = options.config === undefined && !existsSync(resolve(cwd, CONFIG_FILE));
@@ -75,24 +82,41 @@ async function serve(options: ServeOptions): Promise<number> {
     ? await prepareDemo(cwd)
     : { ...(await loadConfig(options.config, cwd)), workspace: options.workspace };
   const store = options.store ?? process.env.OAR_STORE;
-  const { runtime } = await buildRuntime(setup.config, setup.baseDir, {
-    cwd,
-    env: process.env,
-    worker: options.worker === false ? false : { sessions: 'all' },
-    ...(store ? { store } : {}),
-    ...(options.model ? { model: options.model } : {}),
-    ...(setup.workspace ? { workspace: setup.workspace } : {}),
-  });
   const consoleDir = consoleDirectory();
-  const server = await startServer({
-    runtime,
-    port,
-    ...(consoleDir ? { consoleDir } : {}),
-    host: options.host ?? '127.0.0.1',
-    logger: createLogger(),
-    ...(process.env.OAR_ADMIN_KEY ? { adminKey: process.env.OAR_ADMIN_KEY } : {}),
-    ...(maxBodyBytes ? { maxBodyBytes } : {}),
-  });
+  const stopped = stopSignal();
+  const started = await whenStoreReachable(
+    async () => {
+      const { runtime } = await buildRuntime(setup.config, setup.baseDir, {
+        cwd,
+        env: process.env,
+        worker: options.worker === false ? false : { sessions: 'all' },
+        ...(store ? { store } : {}),
+        ...(options.model ? { model: options.model } : {}),
+        ...(setup.workspace ? { workspace: setup.workspace } : {}),
+      });
+      try {
+        const server = await startServer({
+          runtime,
+          port,
+          ...(consoleDir ? { consoleDir } : {}),
+          host: options.host ?? '127.0.0.1',
+          logger: createLogger(),
+          ...(process.env.OAR_ADMIN_KEY ? { adminKey: process.env.OAR_ADMIN_KEY } : {}),
+          ...(maxBodyBytes ? { maxBodyBytes } : {}),
+        });
+        return { runtime, server };
+      } catch (error) {
+        // The server's start reads the store too (API keys): a runtime left behind would drive threads unseen.
+        await runtime.close();
+        await runtime.store.close();
+        throw error;
+      }
+    },
+    { giveUpMs: storeWaitSeconds * 1000, stopped, log: (line) => process.stderr.write(`${line}\n`) },
+  );
+  // Asked to stop before the store could be reached: nothing was started.
+  if (!started) return 0;
+  const { runtime, server } = started;
   const lines = [
     `OAR is serving at ${server.url}`,
     consoleDir ? `  console: ${server.url}/` : '  console: not built (npm run build:console): API only',
@@ -115,7 +139,6 @@ async function serve(options: ServeOptions): Promise<number> {
   } else if (process.env.OAR_ADMIN_KEY) {
     lines.push('  admin key: OAR_ADMIN_KEY');
   }
-  const stopped = stopSignal();
   process.stdout.write(`${lines.join('\n')}\n`);
   await stopped;
   await server.close();
@@ -162,6 +185,10 @@ export function registerServeCommands(program: Command, setExit: (code: number) 
     .option('--demo', 'new sessions use the bundled scripted model over a copy of the sample workspace')
     .option('--no-worker', 'an API node only: accept commands and serve streams, execute nothing')
     .option('--max-body <bytes>', 'largest request body accepted (default 1048576)')
+    .option(
+      '--store-wait-seconds <s>',
+      'how long to keep trying a store that cannot be reached at start before exiting 74 (default 300)',
+    )
     .action(async (options: ServeOptions) => setExit(await serve(options)));
 
   const keys = program.command('keys').description('manage API keys of `oar serve` (stored hashed; shown once)');

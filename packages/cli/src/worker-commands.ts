@@ -12,18 +12,20 @@ interface WorkerCommandOptions extends GlobalOptions {
   concurrency?: string;
   id?: string;
   drainSeconds?: string;
+  storeWaitSeconds?: string;
 }
 
 /** What the commands below need when they run; imported then, not when `oar --help` lists them. */
 async function load() {
-  const [{ oarError }, runtime, io, actions, driver] = await Promise.all([
+  const [{ oarError }, runtime, io, actions, driver, storeWait] = await Promise.all([
     import('@oar/protocol'),
     import('@oar/runtime'),
     import('./io.js'),
     import('./runtime-actions.js'),
     import('./session-driver.js'),
+    import('./store-wait.js'),
   ]);
-  return { oarError, ...runtime, ...io, ...actions, ...driver };
+  return { oarError, ...runtime, ...io, ...actions, ...driver, ...storeWait };
 }
 
 /** A positive integer option, or a usage error naming it. */
@@ -41,28 +43,36 @@ async function positive(name: string, text: string | undefined, fallback: number
 const DRAIN_SECONDS = 30;
 
 async function worker(options: WorkerCommandOptions): Promise<number> {
-  const { buildRuntime, loadConfig, oarError, ownerName, UsageError } = await load();
+  const { buildRuntime, loadConfig, oarError, ownerName, STORE_WAIT, UsageError, whenStoreReachable } = await load();
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
   const concurrency = await positive('--concurrency', options.concurrency, config.worker.concurrency ?? 16);
   const drainMs = (await positive('--drain-seconds', options.drainSeconds, DRAIN_SECONDS)) * 1000;
+  const storeWaitSeconds = await positive('--store-wait-seconds', options.storeWaitSeconds, STORE_WAIT.defaultSeconds);
   if (options.id !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(options.id)) {
     throw new UsageError(oarError('invalid_option', '--id is 1-64 letters, digits, "_", "." or "-"'));
   }
   const store = options.store ?? process.env.OAR_STORE;
-  const { runtime } = await buildRuntime(config, baseDir, {
-    cwd,
-    env: process.env,
-    worker: {
-      sessions: 'all',
-      concurrency: concurrency,
-      // Still `NAME@host:pid`: a lease of this worker is taken over at once when its process is seen gone.
-      ...(options.id ? { owner: ownerName(options.id) } : {}),
-    },
-    ...(store ? { store } : {}),
-  });
-  const owner = runtime.worker?.owner ?? '';
   const stopped = stopSignal();
+  const built = await whenStoreReachable(
+    () =>
+      buildRuntime(config, baseDir, {
+        cwd,
+        env: process.env,
+        worker: {
+          sessions: 'all',
+          concurrency: concurrency,
+          // Still `NAME@host:pid`: a lease of this worker is taken over at once when its process is seen gone.
+          ...(options.id ? { owner: ownerName(options.id) } : {}),
+        },
+        ...(store ? { store } : {}),
+      }),
+    { giveUpMs: storeWaitSeconds * 1000, stopped, log: (line) => process.stderr.write(`${line}\n`) },
+  );
+  // Asked to stop before the store could be reached: nothing was started.
+  if (!built) return 0;
+  const { runtime } = built;
+  const owner = runtime.worker?.owner ?? '';
   process.stderr.write(
     `OAR worker ${owner}\n  store:       ${runtime.store.location}\n  concurrency: ${concurrency} threads\n  SIGTERM drains (${drainMs / 1000} s), SIGINT too\n`,
   );
@@ -122,6 +132,10 @@ export function registerWorkerCommands(program: Command, setExit: (code: number)
     .option('--concurrency <n>', 'the most threads this worker drives at once (default 16)')
     .option('--id <name>', "this worker's name in lease rows (default: a fresh wrk_… id)")
     .option('--drain-seconds <s>', 'on SIGTERM: how long running steps may take to reach a durable point (default 30)')
+    .option(
+      '--store-wait-seconds <s>',
+      'how long to keep trying a store that cannot be reached at start before exiting 74 (default 300)',
+    )
     .action(async (options: WorkerCommandOptions) => setExit(await worker(options)));
 
   globals(program.command('wait'))

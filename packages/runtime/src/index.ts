@@ -173,6 +173,7 @@ export {
   type ApiKeyScope,
   ApiKeyScopeSchema,
   DEFAULT_WORKSPACE,
+  sessionIdIn,
   type Workspace,
   WorkspaceIdSchema,
   WorkspaceSchema,

@@ -668,7 +668,9 @@ describe('AG-UI 1.0', () => {
     ]);
     await t.json('POST', '/v1/workspaces', { body: { name: 'Team B', workspaceId: 'team-b' } });
     const other = await t.keyOf('operator', 'team-b');
-    for (const path of ['/v1/agui', '/v1/sessions/thread-auth/agui']) {
+    const before = (await t.json<{ lastSequence: number }>('GET', '/v1/sessions/thread-auth/events')).body.lastSequence;
+    // By path, another workspace's session is 404, exactly like an id nobody uses.
+    for (const path of ['/v1/sessions/thread-auth/agui', '/v1/sessions/thread-nobody-uses/agui']) {
       const response = await post(t, body, { key: other, path });
       expect([path, response.status, ((await response.json()) as { error: { code: string } }).error.code]).toEqual([
         path,
@@ -676,10 +678,27 @@ describe('AG-UI 1.0', () => {
         'session_not_found',
       ]);
     }
-    // The other workspace's own thread is its own session.
+    // By thread id, another workspace's session id is a thread of the caller's own workspace, exactly like an id
+    // nobody uses: the run creates team-b's session `team-b:thread-auth` (the client's thread id is echoed), and
+    // the default workspace's session is untouched.
+    for (const threadId of ['thread-auth', 'thread-nobody-uses']) {
+      const events = await verified(await aguiEvents(await post(t, input(threadId, 'hello'), { key: other })));
+      expect(events[0]).toMatchObject({ type: 'RUN_STARTED', threadId });
+      expect(events.at(-1)?.type).toBe('RUN_FINISHED');
+      const mine = await t.json<{ workspaceId: string }>('GET', `/v1/sessions/team-b:${threadId}/binding`, {
+        key: other,
+      });
+      expect(mine.status).toBe(200);
+    }
+    const after = (await t.json<{ lastSequence: number }>('GET', '/v1/sessions/thread-auth/events')).body.lastSequence;
+    expect(after).toBe(before);
+    // The other workspace's own thread is its own session, under its workspace's prefix.
     const own = await verified(await aguiEvents(await post(t, input('thread-b', 'hello'), { key: other })));
     expect(own.at(-1)?.type).toBe('RUN_FINISHED');
-    expect((await t.json<{ workspaceId: string }>('GET', '/v1/sessions/thread-b/binding')).status).toBe(404);
+    expect((await t.json<{ workspaceId: string }>('GET', '/v1/sessions/team-b:thread-b/binding')).status).toBe(404);
+    expect(
+      (await t.json<{ workspaceId: string }>('GET', '/v1/sessions/team-b:thread-b/binding', { key: other })).status,
+    ).toBe(200);
     const bad: [unknown, number, string][] = [
       ['{nope', 400, 'invalid_json'],
       [{ threadId: 'x' }, 400, 'invalid_input'],

@@ -356,6 +356,50 @@ describe('the HTTP API', () => {
 });
 
 describe('API keys and workspaces', () => {
+  it("a session id names its workspace: another workspace's id answers exactly as an unused one, creation included", async () => {
+    // Seen: POST /v1/sessions {"sessionId": <an id of another workspace>} answered 409 session_exists, an unused id
+    // 201 — a probe for which ids other workspaces use, and a way to take an id another would use.
+    const server = await testServer();
+    t = server;
+    for (const workspaceId of ['team-a', 'team-b']) {
+      expect((await t.json('POST', '/v1/workspaces', { body: { name: workspaceId, workspaceId } })).status).toBe(201);
+    }
+    const a = await t.keyOf('operator', 'team-a');
+    const b = await t.keyOf('operator', 'team-b');
+    const create = (key: string, sessionId?: string) =>
+      server.json<{ sessionId: string; workspaceId: string; error?: { code: string } }>('POST', '/v1/sessions', {
+        key,
+        body: sessionId === undefined ? {} : { sessionId },
+      });
+    const taken = await create(a, 'shared');
+    expect([taken.status, taken.body.sessionId]).toEqual([201, 'team-a:shared']);
+    // team-a's chosen id does not stop team-b choosing the same: each lands in its own workspace.
+    const same = await create(b, 'shared');
+    expect([same.status, same.body.sessionId]).toEqual([201, 'team-b:shared']);
+    // team-a's full id, from team-b, is treated as an unused one is: a new team-b id, never a 409.
+    for (const [probe, expected] of [
+      ['team-a:shared', 'team-b:team-a:shared'],
+      ['team-a:unused', 'team-b:team-a:unused'],
+    ]) {
+      const answer = await create(b, probe);
+      expect([probe, answer.status, answer.body.sessionId]).toEqual([probe, 201, expected]);
+    }
+    // A workspace's own id twice is its own conflict.
+    const again = await create(a, 'team-a:shared');
+    expect([again.status, again.body.error?.code]).toEqual([409, 'session_exists']);
+    // Generated ids name the workspace too; the default workspace's never have a prefix.
+    expect((await create(b)).body.sessionId).toMatch(/^team-b:ses_[0-9a-f]+$/);
+    expect((await create(t.adminKey)).body.sessionId).toMatch(/^ses_[0-9a-f]+$/);
+    // From the default workspace, any prefixed id is refused the same way, taken or not.
+    for (const probe of ['team-a:shared', 'team-a:unused']) {
+      const answer = await create(t.adminKey, probe);
+      expect([probe, answer.status, answer.body.error?.code]).toEqual([probe, 400, 'invalid_input']);
+    }
+    // And every route keeps another workspace's session out of sight.
+    const seen = await t.json<{ error: { code: string } }>('GET', '/v1/sessions/team-a:shared', { key: b });
+    expect([seen.status, seen.body.error.code]).toEqual([404, 'session_not_found']);
+  });
+
   it('401 without a key or with a wrong or revoked one; 403 below the scope; another workspace is 404', async () => {
     t = await testServer();
     const { sessionId } = await sessionWithTurn(t);

@@ -5,7 +5,7 @@ import { newId } from '../kernel/ids.js';
 import { loadReadModels } from '../log/read-model-rows.js';
 import { hooksChanged } from '../policy/hooks/changes.js';
 import { bindingOf } from '../read-models/session.js';
-import { DEFAULT_WORKSPACE, Workspaces } from '../store/workspaces.js';
+import { DEFAULT_WORKSPACE, sessionIdIn, Workspaces } from '../store/workspaces.js';
 import type { CommandContext } from './command-context.js';
 import { interruptTurn } from './turns.js';
 
@@ -46,9 +46,9 @@ export async function createSession(
   ctx: CommandContext,
   input: CreateSessionInput = {},
 ): Promise<{ sessionId: string; threadId: string; bindingHash: string; workspaceId: string }> {
-  const sessionId = input.sessionId ?? newId('ses');
   const workspaceId = input.workspaceId ?? DEFAULT_WORKSPACE;
   if (workspaceId !== DEFAULT_WORKSPACE) await new Workspaces(ctx.log.store).require(workspaceId);
+  const sessionId = sessionIdIn(workspaceId, input.sessionId);
   if (!SESSION_ID.test(sessionId)) {
     throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
   }

@@ -189,7 +189,13 @@ export class Runtime {
   static async create(options: RuntimeOptions): Promise<Runtime> {
     const runtimeId = options.runtimeId ?? (await storedRuntimeId(options.store));
     const runtime = new Runtime(options.store, runtimeId, options);
-    if (options.resumeOnStart !== false) await runtime.recover();
+    if (options.resumeOnStart !== false) {
+      // A runtime that cannot start leaves nothing running: its worker would otherwise go on claiming threads.
+      await runtime.recover().catch(async (error: unknown) => {
+        await runtime.close().catch(() => undefined);
+        throw error;
+      });
+    }
     return runtime;
   }
 

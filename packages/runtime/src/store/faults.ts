@@ -50,6 +50,11 @@ export function isStoreFault(error: unknown): error is OarRuntimeError {
 
 const STORE_FAULT_CODES = new Set(['store_full', 'store_read_only', 'store_unavailable']);
 
+/** SQLite's answer to a rollback when the transaction is already gone. */
+function noTransaction(error: unknown): boolean {
+  return error instanceof Error && /no transaction is active/.test(error.message);
+}
+
 async function named<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
@@ -103,8 +108,15 @@ class FaultNamingDriver implements Driver {
   commitTransaction(connection: DatabaseConnection) {
     return named(() => this.inner.commitTransaction(unwrap(connection)));
   }
-  rollbackTransaction(connection: DatabaseConnection) {
-    return named(() => this.inner.rollbackTransaction(unwrap(connection)));
+  async rollbackTransaction(connection: DatabaseConnection) {
+    try {
+      await this.inner.rollbackTransaction(unwrap(connection));
+    } catch (error) {
+      // SQLite rolls a transaction back by itself on some errors (a full disk, an I/O error, out of memory): the
+      // explicit rollback then finds none, and its error would replace the one that says what happened.
+      if (noTransaction(error)) return;
+      throw storeFault(error) ?? error;
+    }
   }
   releaseConnection(connection: DatabaseConnection) {
     return this.inner.releaseConnection(unwrap(connection));

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, statSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { Kysely, PostgresDialect, SqliteDialect, sql, type Transaction } from 'kysely';
@@ -98,6 +98,7 @@ export class Store {
       database.pragma('synchronous = NORMAL');
     } catch (error) {
       throw (
+        readOnlyStore(path, error) ??
         storeFault(error) ??
         new OarRuntimeError('store_unavailable', `cannot open SQLite store ${path}: ${(error as Error).message}`)
       );
@@ -256,6 +257,28 @@ function storeNotFound(location: string): OarRuntimeError {
   return new OarRuntimeError('store_not_found', `no OAR store at ${location} (nothing was created there)`, {
     details: { store: location },
   });
+}
+
+/**
+ * A SQLite store that cannot be opened because it cannot be written: its file, or the directory SQLite keeps its
+ * write-ahead log and shared memory in (a read-only mount, a directory without write permission). SQLite says only
+ * "unable to open database file"; the file system says why.
+ */
+function readOnlyStore(path: string, error: unknown): OarRuntimeError | undefined {
+  const code = String((error as { code?: unknown }).code ?? '');
+  if (path === ':memory:' || !(code === 'SQLITE_CANTOPEN' || code.startsWith('SQLITE_READONLY'))) return undefined;
+  for (const target of [dirname(path), ...(existsSync(path) ? [path] : [])]) {
+    try {
+      accessSync(target, constants.W_OK);
+    } catch (denied) {
+      const cause = (denied as NodeJS.ErrnoException).code;
+      if (cause !== 'EROFS' && cause !== 'EACCES' && cause !== 'EPERM') continue;
+      return new OarRuntimeError('store_read_only', `the store is read-only: ${target} cannot be written (${cause})`, {
+        details: { path: target, cause },
+      });
+    }
+  }
+  return undefined;
 }
 
 function sqlitePath(url: string | undefined, cwd: string): string {

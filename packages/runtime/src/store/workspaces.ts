@@ -20,6 +20,29 @@ export const WorkspaceIdSchema = z
   .regex(/^[a-z0-9][a-z0-9_-]{0,62}$/, 'workspace ids are 1-63 lowercase letters, digits, "_" or "-"');
 
 /**
+ * The id of a session created in a workspace. A session id names its workspace, so one workspace can neither take
+ * an id another will use nor find out that another's id exists (an id taken elsewhere must look exactly like an unused
+ * one, creation included): the default workspace's ids have no `:`; a named workspace's start with `WORKSPACE:` — a
+ * chosen id gets that prefix unless it has it already, a generated one is `WORKSPACE:ses_…`. Sessions a named
+ * workspace created before ids were qualified keep their ids.
+ */
+export function sessionIdIn(workspaceId: string, chosen: string | undefined): string {
+  if (workspaceId === DEFAULT_WORKSPACE) {
+    if (chosen?.includes(':')) {
+      throw new OarRuntimeError(
+        'invalid_input',
+        'a session id of the default workspace has no ":" (ids with a "WORKSPACE:" prefix are named workspaces\')',
+        { details: { sessionId: chosen } },
+      );
+    }
+    return chosen ?? newId('ses');
+  }
+  const prefix = `${workspaceId}:`;
+  if (chosen === undefined) return `${prefix}${newId('ses')}`;
+  return chosen.startsWith(prefix) ? chosen : `${prefix}${chosen}`;
+}
+
+/**
  * What a key may do: `admin` manages keys (and, in the default workspace, workspaces) besides everything else;
  * `operator` submits, responds and interrupts; `viewer` only reads.
  */

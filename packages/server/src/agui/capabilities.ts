@@ -47,7 +47,8 @@ export async function aguiCapabilities(deps: ServerDeps, sessionId?: string): Pr
     },
     custom: {
       oar: {
-        threadId: 'the OAR session id; POST /v1/agui creates the session in the key’s workspace when it does not exist',
+        threadId:
+          'the OAR session id (in a named workspace with its prefix, WORKSPACE:THREAD); POST /v1/agui creates the session in the key’s workspace when it does not exist',
         runId: 'the client turn id: a retried POST with the same runId streams the same turn again',
         resumePayload: { decision: ['approve', 'deny', 'approve_for_session'], reason: 'string', text: 'string' },
         runError:

@@ -29,7 +29,9 @@ export const AguiResumeEntrySchema = z.looseObject({
 });
 
 export const RunAgentInputSchema = z.looseObject({
-  threadId: AguiId.describe('the OAR session id (`POST /v1/agui` creates the session when it does not exist)'),
+  threadId: AguiId.describe(
+    'the OAR session id (in a named workspace with its prefix, `WORKSPACE:THREAD`; `POST /v1/agui` creates the session when it does not exist)',
+  ),
   runId: AguiId.describe('the client turn id: a retried POST with the same runId streams the same turn again'),
   protocolVersion: z.string().max(32).optional(),
   parentRunId: z.string().max(256).optional(),

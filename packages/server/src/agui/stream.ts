@@ -1,6 +1,15 @@
 import { type AGUIEvent, EventType } from '@ag-ui/core';
 import type { OarError, RuntimeEvent } from '@oar/protocol';
-import { type ApiKeyRecord, isLiveEvent, notFound, OarRuntimeError, resolutionOf, toOarError } from '@oar/runtime';
+import {
+  type ApiKeyRecord,
+  DEFAULT_WORKSPACE,
+  isLiveEvent,
+  notFound,
+  OarRuntimeError,
+  resolutionOf,
+  sessionIdIn,
+  toOarError,
+} from '@oar/runtime';
 import type { Context } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import { ownSession } from '../auth.js';
@@ -66,7 +75,9 @@ export async function prepareAguiRun(
       },
     );
   }
-  const sessionId = fixedSessionId ?? input.threadId;
+  // The thread id names a session of the key's workspace (the same one on every run): another workspace's session
+  // id becomes an id of this one, so it looks exactly like an unused id (store/workspaces.ts `sessionIdIn`).
+  const sessionId = fixedSessionId ?? sessionIdIn(key?.workspaceId ?? DEFAULT_WORKSPACE, input.threadId);
   if (fixedSessionId === undefined) {
     const workspaceId = await deps.workspaces.ofSession(sessionId);
     if (workspaceId === undefined) {

@@ -16,7 +16,9 @@ const Text = z.string();
 const CreateSessionBody = z
   .strictObject({
     title: Text.max(1_000).optional(),
-    sessionId: Id.optional(),
+    sessionId: Id.optional().describe(
+      'the id to give the session; in a named workspace it gets the prefix `WORKSPACE:` unless it has it already',
+    ),
     agent: Id.optional(),
     /** Admin keys only: a binding can widen what the session may touch (its workspace root, its tools). */
     binding: BindingUpdateSchema.optional(),
