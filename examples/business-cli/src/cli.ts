@@ -70,6 +70,32 @@ function withStore<T>(context: MethodContext, body: (db: Database, scope: Scope)
   }
 }
 
+/**
+ * Do a write once per idempotency key (OAR's `OAR_IDEMPOTENCY_KEY`, the same for a retry of the same call): the first
+ * call's result is stored with the key in the same transaction as the write, and a repeated key gets that result
+ * back without writing again. Without a key (a call from a shell) the write simply runs.
+ */
+function once<T>(db: Database, scope: Scope, key: string | undefined, write: () => T): T {
+  if (!key) return write();
+  const run = db.transaction((): T => {
+    const done = db
+      .prepare('SELECT result FROM idempotency WHERE ws = ? AND owner = ? AND key = ?')
+      .get(scope.ws, scope.owner, key) as { result: string } | undefined;
+    if (done) return JSON.parse(done.result) as T;
+    const result = write();
+    db.prepare('INSERT INTO idempotency (ws, owner, key, result, created_at) VALUES (?, ?, ?, ?, ?)').run(
+      scope.ws,
+      scope.owner,
+      key,
+      JSON.stringify(result),
+      now(),
+    );
+    return result;
+  });
+  // IMMEDIATE: two calls with one key wait for each other instead of both finding nothing and both writing.
+  return run.immediate();
+}
+
 function notFound(module: string, methodName: string, kind: 'event' | 'invite', id: string): CliError {
   return new CliError('HANDLER_FAILED', `${kind} ${id} not found`, {
     module,
@@ -287,29 +313,31 @@ const cli = defineCli({
         input: CreateInput,
         facts: WRITE,
         handler: (input, context) =>
-          withStore(context, (db, scope) => {
-            const id = newId('evt');
-            const at = now();
-            const attendees = [...new Set((input.attendees ?? []).map((a) => a.toLowerCase()))];
-            db.prepare(
-              `INSERT INTO events (id, ws, owner, title, start_at, end_at, start_ms, end_ms, location, attendees, created_at, updated_at)
+          withStore(context, (db, scope) =>
+            once(db, scope, context.idempotencyKey, () => {
+              const id = newId('evt');
+              const at = now();
+              const attendees = [...new Set((input.attendees ?? []).map((a) => a.toLowerCase()))];
+              db.prepare(
+                `INSERT INTO events (id, ws, owner, title, start_at, end_at, start_ms, end_ms, location, attendees, created_at, updated_at)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-            ).run(
-              id,
-              scope.ws,
-              scope.owner,
-              input.title,
-              input.start_at,
-              input.end_at,
-              Date.parse(input.start_at),
-              Date.parse(input.end_at),
-              input.location ?? null,
-              JSON.stringify(attendees),
-              at,
-              at,
-            );
-            return { id, created: true, event: toEvent(ownEvent(db, scope, id) as EventRow) };
-          }),
+              ).run(
+                id,
+                scope.ws,
+                scope.owner,
+                input.title,
+                input.start_at,
+                input.end_at,
+                Date.parse(input.start_at),
+                Date.parse(input.end_at),
+                input.location ?? null,
+                JSON.stringify(attendees),
+                at,
+                at,
+              );
+              return { id, created: true, event: toEvent(ownEvent(db, scope, id) as EventRow) };
+            }),
+          ),
       }),
       update: method({
         description: 'Change the title, times or location of one of your events (the fields given; the rest stay)',

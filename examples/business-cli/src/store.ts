@@ -86,6 +86,10 @@ CREATE TABLE IF NOT EXISTS invites (
   invitee TEXT NOT NULL, status TEXT NOT NULL, created_at TEXT NOT NULL, answered_at TEXT,
   UNIQUE (event_id, invitee)
 );
+CREATE TABLE IF NOT EXISTS idempotency (
+  ws TEXT NOT NULL, owner TEXT NOT NULL, key TEXT NOT NULL, result TEXT NOT NULL, created_at TEXT NOT NULL,
+  PRIMARY KEY (ws, owner, key)
+);
 CREATE TABLE IF NOT EXISTS memory (
   ws TEXT NOT NULL, owner TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, updated_at TEXT NOT NULL,
   PRIMARY KEY (ws, owner, key)

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UiHintSchema } from '@oar/protocol';
-import { CliOutputSchema, CREDENTIAL_ENV, issueCredential, ManifestSchema } from '@oar/tool-cli';
+import { CliOutputSchema, CREDENTIAL_ENV, IDEMPOTENCY_KEY_ENV, issueCredential, ManifestSchema } from '@oar/tool-cli';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type PostProcessorCall, postProcessors } from '../src/post-processors.js';
 
@@ -63,7 +63,8 @@ function run(argv: string[], input: unknown, env: Record<string, string>): Run {
 /** A caller bound to one store and one owner. */
 async function as(store: string, sub = 'user:ada', ops = ALL, ws = 'default') {
   const env = { BUSINESS_CLI_KEY: SECRET, [CREDENTIAL_ENV]: await credential(sub, ops, 300, ws) };
-  return (module: string, method: string, input: unknown) => run(['--store', store, module, method], input, env);
+  return (module: string, method: string, input: unknown, extra: Record<string, string> = {}) =>
+    run(['--store', store, module, method], input, { ...env, ...extra });
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: test access to JSON data
@@ -80,6 +81,26 @@ function errorOf(r: Run) {
 const ids = (items: { id: string }[]) => items.map((i) => i.id);
 
 describe('the example business CLI as a real process', () => {
+  it('creates once per idempotency key: a repeated key (a retried call) gets the first result, nothing new', async () => {
+    const store = freshStore();
+    const ada = await as(store);
+    const input = { title: 'Retro', start_at: '2026-12-02T15:00:00+01:00', end_at: '2026-12-02T16:00:00+01:00' };
+    const count = () => dataOf(ada('calendar', 'read', { mode: 'day', date: '2026-12-02' })).items.length;
+    const before = count();
+    const first = dataOf(ada('calendar', 'create', input, { [IDEMPOTENCY_KEY_ENV]: 'idem_a' }));
+    const again = dataOf(ada('calendar', 'create', input, { [IDEMPOTENCY_KEY_ENV]: 'idem_a' }));
+    expect(again).toEqual(first);
+    expect(count()).toBe(before + 1);
+    // Another key (another attempt or call) creates another event; so does a call without a key (from a shell).
+    const other = dataOf(ada('calendar', 'create', input, { [IDEMPOTENCY_KEY_ENV]: 'idem_b' }));
+    expect(other.id).not.toBe(first.id);
+    dataOf(ada('calendar', 'create', input));
+    expect(count()).toBe(before + 3);
+    // A key is the caller's own: another owner reusing it creates their own event.
+    const bob = await as(store, 'user:bob');
+    expect(dataOf(bob('calendar', 'create', input, { [IDEMPOTENCY_KEY_ENV]: 'idem_a' })).created).toBe(true);
+  });
+
   it('reads a day: the owner’s events on that date, in their own offsets, with pending invites to them', async () => {
     const ada = await as(freshStore());
     const day = ada('calendar', 'read', { mode: 'day', date: '2026-12-01' });

@@ -420,6 +420,8 @@ export const ToolCallResultSchema = z.looseObject({
   content: z.string(),
   structured: z.unknown().optional(),
   artifact_id: z.string().optional(),
+  /** The call's idempotency key, as recorded in its `tool.started` (OAR: a runner may hand it on to the world). */
+  idempotency_key: z.string().optional(),
   error: z.looseObject({ code: z.string(), message: z.string() }).optional(),
 });
 export type ToolCallResult = z.infer<typeof ToolCallResultSchema>;

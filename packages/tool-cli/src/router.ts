@@ -21,11 +21,22 @@ export const MethodFactsSchema = z.object({
 });
 export type MethodFacts = z.infer<typeof MethodFactsSchema>;
 
-/** What a handler gets besides its input: who acts (the verified credential) and the CLI's config flags. */
+/**
+ * Where OAR puts a call's idempotency key: the same for the same attempt of one call (a retry after a crash), a new
+ * one for a new attempt. A method that must not act twice stores what it did under the key and answers a repeated
+ * key with that (docs/tool-protocol.md "Idempotency keys").
+ */
+export const IDEMPOTENCY_KEY_ENV = 'OAR_IDEMPOTENCY_KEY';
+
+/**
+ * What a handler gets besides its input: who acts (the verified credential), the CLI's config flags, and the call's
+ * idempotency key (absent when OAR did not pass one: a call from a shell, an older OAR).
+ */
 export interface MethodContext {
   credential: CredentialClaims | undefined;
   config: Record<string, string>;
   env: Record<string, string | undefined>;
+  idempotencyKey: string | undefined;
 }
 
 export interface MethodDefinition<S extends z.ZodType = z.ZodType> {
@@ -205,7 +216,12 @@ export async function runCli(
         },
       );
     }
-    const result = await definition.handler(parsed.data, { credential, config: args.config, env: io.env });
+    const result = await definition.handler(parsed.data, {
+      credential,
+      config: args.config,
+      env: io.env,
+      idempotencyKey: io.env[IDEMPOTENCY_KEY_ENV] || undefined,
+    });
     if (result instanceof PartialResult) {
       return print(
         {

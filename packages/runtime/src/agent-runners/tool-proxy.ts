@@ -137,6 +137,7 @@ export async function toolCall(
   }
   session.proxyToolCalls.add(toolCallId);
   const bracket = await openBracket((drafts, options) => session.record(drafts, options.durable), {
+    sessionId: session.sessionId,
     ids,
     authorization: before,
     payload: {
@@ -147,9 +148,15 @@ export async function toolCall(
       ...runnerFacts,
     },
   });
-  const ran = await invokeTool(actionContext(session, toolCallId, signal), tool, input.input, request, ids, {
-    toolName: name,
-  });
+  const ran = await invokeTool(
+    actionContext(session, toolCallId, signal),
+    tool,
+    input.input,
+    request,
+    ids,
+    { toolName: name },
+    bracket.idempotencyKey,
+  );
   if (ran.outcome !== 'completed') {
     const error: OarError =
       ran.outcome === 'failed' ? ran.error : { code: 'interrupted', message: 'the host is closing', retryable: true };
@@ -165,6 +172,7 @@ export async function toolCall(
     // A tool's own failure is the runner's result to handle (as a model's tool result would be), not a refusal.
     return {
       tool_call_id: toolCallId,
+      idempotency_key: bracket.idempotencyKey,
       ok: false,
       content: error.message,
       error: { code: error.code, message: error.message },
@@ -197,6 +205,7 @@ export async function toolCall(
   ]);
   return {
     tool_call_id: toolCallId,
+    idempotency_key: bracket.idempotencyKey,
     ok: true,
     content: text,
     ...(output.structured ? { structured: output.structured } : {}),

@@ -59,6 +59,7 @@ export async function runPipelineAction(ctx: ActionContext): Promise<RunActionSt
   // Re-running is harmless only when every step is: otherwise the start is made durable first (a crash mid-way
   // then ends in an honest `lost`, see worker/recovery.ts), and so is every step's start and end.
   const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    sessionId,
     ids: toolIds(ctx),
     authorization: gated.allowed,
     payload: {
@@ -207,13 +208,14 @@ async function runStep(
   }
 
   const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    sessionId,
     ids,
     authorization: [evaluated],
     payload: { ...facts, attempt: 1, idempotent: callFacts(tool, parsed.input).isIdempotent, input: parsed.input },
   });
   const durable = { durable: bracket.durable };
   // A `block` tool finishes even when the turn is interrupted; the pipeline then stops before its next step.
-  const ran = await invokeTool(ctx, tool, parsed.input, request, ids, facts);
+  const ran = await invokeTool(ctx, tool, parsed.input, request, ids, facts, bracket.idempotencyKey);
   if (ran.outcome === 'closing') return 'closing';
   if (ran.outcome === 'failed') {
     return failed(ran.error, {

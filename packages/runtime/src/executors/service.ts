@@ -43,6 +43,7 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
   const maxAttempts = serviceAttempts(service);
   // A POST that must not happen twice starts only once its start is durable (a crash then ends in `lost`).
   const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    sessionId,
     ids: toolIds(ctx),
     authorization: gated.allowed,
     payload: {
@@ -58,6 +59,8 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
     },
   });
   const durable = { durable: bracket.durable };
+  // Every attempt carries the same key: a server that honours it does the thing once however often it is asked.
+  const call = { ...request, headers: { ...request.headers, 'idempotency-key': bracket.idempotencyKey } };
   const started = Date.now();
   let failure: OarError | undefined;
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
@@ -79,7 +82,7 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
       if (!(await waitUnlessAborted(delayMs, ctx.signal))) break;
     }
     if (ctx.signal.aborted) break;
-    const result = await attemptCall(service, request, ctx.signal, attempt, maxAttempts);
+    const result = await attemptCall(service, call, ctx.signal, attempt, maxAttempts);
     if ('closing' in result) return 'running';
     if ('ok' in result) {
       return completeAction(ctx, service.name, result.ok, Date.now() - started, {

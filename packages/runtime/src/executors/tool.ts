@@ -298,7 +298,7 @@ function toolRecorder(ctx: ActionContext, ids: ReturnType<typeof toolIds>): Tool
  * Run a tool whose start is recorded — a tool action, or a pipeline's step: under its timeout and the turn's
  * interrupt (a `block` tool finishes even when the turn is interrupted: a half-done write is worse than a late
  * one), with its progress recorded and its failure classified (timeout, interrupt, a path outside the workspace
- * recorded as a `sandbox.violation`). `ids` and `facts` are what its events carry.
+ * recorded as a `sandbox.violation`). `ids` and `facts` are what its events carry; `idempotencyKey` is its bracket's.
  */
 export async function invokeTool(
   ctx: ActionContext,
@@ -307,6 +307,7 @@ export async function invokeTool(
   request: PermissionRequest,
   ids: ReturnType<typeof toolIds>,
   facts: Record<string, unknown>,
+  idempotencyKey: string,
 ): Promise<ToolRun> {
   const { engine } = ctx;
   const sessionId = ctx.thread.sessionId;
@@ -324,6 +325,7 @@ export async function invokeTool(
       signal: timer.signal,
       caller: () => callerOf(ctx, ids.toolCallId),
       recorder: toolRecorder(ctx, ids),
+      idempotencyKey,
       progress: (message, data) => {
         void engine
           .append(sessionId, [{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
@@ -420,6 +422,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
 
   const attempt = ctx.state.attempt + 1;
   const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+    sessionId,
     ids: toolIds(ctx),
     authorization: gated.allowed,
     payload: {
@@ -433,7 +436,15 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
     },
   });
   const durable = { durable: bracket.durable };
-  const ran = await invokeTool(ctx, tool, parsed.input, request, toolIds(ctx), { toolName: tool.name });
+  const ran = await invokeTool(
+    ctx,
+    tool,
+    parsed.input,
+    request,
+    toolIds(ctx),
+    { toolName: tool.name },
+    bracket.idempotencyKey,
+  );
   // The runtime is closing, not interrupting: record nothing, like a crash. The action stays `running`, and
   // whichever worker claims the thread next applies recovery (re-run if idempotent, else `lost`).
   if (ran.outcome === 'closing') return 'running';

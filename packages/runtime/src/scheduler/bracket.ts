@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { EventFields } from '@oar/protocol';
 import type { EventDraft } from '../log/draft.js';
 import type { CallIds } from '../policy/authorize.js';
@@ -17,6 +18,8 @@ export type ToolStartedPayload = EventFields<'tool.started'>['payload'] & { idem
 export type BracketRecorder = (drafts: EventDraft[], options: { durable: boolean }) => Promise<void>;
 
 export interface SideEffect {
+  /** The session the call belongs to (its idempotency key is unique across sessions). */
+  sessionId: string;
   /** The call's correlation ids (its step and tool call ids). */
   ids: CallIds & { stepId: string; toolCallId: string };
   payload: ToolStartedPayload;
@@ -27,6 +30,11 @@ export interface SideEffect {
 export interface Bracket {
   /** Whether the start was, and the end must be, durable before anything else happens: not idempotent. */
   readonly durable: boolean;
+  /**
+   * The key the world may deduplicate this call by (an `Idempotency-Key` header, `OAR_IDEMPOTENCY_KEY`), recorded in
+   * `tool.started`: the same for the same attempt of the same call, a new one for a new attempt.
+   */
+  readonly idempotencyKey: string;
   /** Record the end (`tool.result` / `tool.failed` and the facts that go with it) as durably as the start. */
   end(drafts: EventDraft[]): Promise<void>;
 }
@@ -34,8 +42,18 @@ export interface Bracket {
 /** Record a side effect's start (with its authorization) before it runs; the returned bracket records its end. */
 export async function openBracket(record: BracketRecorder, effect: SideEffect): Promise<Bracket> {
   const durable = !effect.payload.idempotent;
-  await record([...effect.authorization, { type: 'tool.started', ...effect.ids, payload: effect.payload }], {
-    durable,
-  });
-  return { durable, end: (drafts) => record(drafts, { durable }) };
+  const key = idempotencyKey(effect.sessionId, effect.ids.toolCallId, effect.payload.attempt ?? 1);
+  const payload = { ...effect.payload, idempotencyKey: key };
+  await record([...effect.authorization, { type: 'tool.started', ...effect.ids, payload }], { durable });
+  return { durable, idempotencyKey: key, end: (drafts) => record(drafts, { durable }) };
+}
+
+/**
+ * A side effect's idempotency key: derived, not drawn, so the same attempt of the same call always has the same key
+ * (whoever records it, whenever), and a new attempt a new one. `idem_` and 32 hex digits of a SHA-256 of the
+ * session, the call and the attempt: nothing of its input.
+ */
+export function idempotencyKey(sessionId: string, toolCallId: string, attempt: number): string {
+  const digest = createHash('sha256').update(`${sessionId}\u0000${toolCallId}\u0000${attempt}`).digest('hex');
+  return `idem_${digest.slice(0, 32)}`;
 }

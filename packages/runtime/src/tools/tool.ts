@@ -119,6 +119,12 @@ export interface ToolContext {
    * artifacts. Provided for tool actions; absent elsewhere (a tool must then run without it or refuse).
    */
   recorder?: ToolRecorder;
+  /**
+   * The call's idempotency key (recorded in its `tool.started`): the same for the same attempt of this call, a new one
+   * for a new attempt. A tool that acts on the world hands it on, so the world can refuse to do a thing twice:
+   * `exec` and a business CLI get `OAR_IDEMPOTENCY_KEY`, an MCP call `_meta["oar/idempotencyKey"]`.
+   */
+  idempotencyKey?: string;
 }
 
 /** The standard events a tool may record about its own work (process and sandbox facts, warnings). */

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ServiceSchema } from '../../src/config/pipelines.js';
 import { buildRequest } from '../../src/executors/service.js';
 import { Store } from '../../src/index.js';
+import { idempotencyKey } from '../../src/scheduler/bracket.js';
 import { assertEventsConform } from '../support/schemas.js';
 import { SecretScanner } from '../support/secret-scan.js';
 import { type Harness, harness } from './harness.js';
@@ -26,6 +27,8 @@ interface Seen {
 let server: Server;
 let base: string;
 let seen: Seen[];
+/** The `Idempotency-Key` header of each request, in order. */
+let keys: (string | undefined)[];
 /** What the server does with the n-th request (0-based); the default answers JSON echoing the request. */
 let handler: (req: IncomingMessage, res: ServerResponse, n: number, body: string) => void;
 let h: Harness | undefined;
@@ -34,6 +37,7 @@ const token = `tok${randomBytes(18).toString('hex')}`;
 
 beforeEach(async () => {
   seen = [];
+  keys = [];
   handler = (req, res, _n, body) => {
     res.writeHead(200, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ method: req.method, url: req.url, auth: req.headers.authorization, body }));
@@ -44,6 +48,7 @@ beforeEach(async () => {
     req.on('end', () => {
       const body = Buffer.concat(chunks).toString('utf8');
       const n = seen.length;
+      keys.push(req.headers['idempotency-key'] as string | undefined);
       seen.push({
         method: req.method ?? '',
         url: req.url ?? '',
@@ -203,6 +208,32 @@ describe('service executor', () => {
     expect(payload(progress[0]).error).toMatchObject({ code: 'service_http_error', details: { status: 503 } });
     expect(payload(ofType(events, 'tool.result')[0])).toMatchObject({ attempts: 3 });
     assertEventsConform(events);
+  });
+
+  it('sends every attempt of one call with the same Idempotency-Key, the one its tool.started records', async () => {
+    handler = (_req, res, n) => {
+      res.writeHead(n === 0 ? 503 : 200, { 'content-type': 'application/json' });
+      res.end(n === 0 ? '{}' : '{"ok":true}');
+    };
+    const { row, events, sessionId } = await callService(
+      { ...issues, url: `${base}/x`, method: 'PUT', retries: 2 },
+      { repo: 'r' },
+    );
+    expect(row).toMatchObject({ status: 'completed' });
+    const started = ofType(events, 'tool.started')[0];
+    const key = payload(started).idempotencyKey as string;
+    expect(key).toMatch(/^idem_[0-9a-f]{32}$/);
+    expect(keys).toEqual([key, key]);
+    // Derived from the session, the call and the attempt: the same call's next attempt would get another one.
+    expect(idempotencyKey(sessionId, started?.toolCallId ?? '', 1)).toBe(key);
+    expect(idempotencyKey(sessionId, started?.toolCallId ?? '', 2)).not.toBe(key);
+    // A POST carries its key too (its server can refuse to create twice).
+    await h?.runtime.close();
+    await h?.store.close();
+    const post = await callService({ ...issues, url: `${base}/create`, method: 'POST' }, { repo: 'r' });
+    const postKey = payload(ofType(post.events, 'tool.started')[0]).idempotencyKey;
+    expect(keys.at(-1)).toBe(postKey);
+    expect(postKey).not.toBe(key);
   });
 
   it('never retries a POST, even after a retryable failure', async () => {

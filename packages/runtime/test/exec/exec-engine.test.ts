@@ -117,9 +117,11 @@ describe('exec: a command under the sandbox', () => {
     process.env.OAR_EXEC_TEST_HIDDEN = 'not-for-commands';
     try {
       const program =
-        "console.log('token=' + process.env.OAR_EXEC_TEST_TOKEN); console.log('hidden=' + process.env.OAR_EXEC_TEST_HIDDEN); console.log('mine=' + process.env.MINE)";
+        "console.log('token=' + process.env.OAR_EXEC_TEST_TOKEN); console.log('hidden=' + process.env.OAR_EXEC_TEST_HIDDEN); console.log('mine=' + process.env.MINE); console.log('key=' + process.env.OAR_IDEMPOTENCY_KEY)";
+      // The call's idempotency key is the runtime's: a variable the model names the same does not replace it.
+      const env = { MINE: 'explicit', OAR_IDEMPOTENCY_KEY: 'forged' };
       h = await harness(
-        { steps: [exec({ command: ['node', '-e', program], env: { MINE: 'explicit' } }), answer('done')] },
+        { steps: [exec({ command: ['node', '-e', program], env }), answer('done')] },
         { exec: { secrets: ['OAR_EXEC_TEST_TOKEN'] }, permissions: allow('node') },
       );
       const runtime = h.runtime;
@@ -142,11 +144,14 @@ describe('exec: a command under the sandbox', () => {
       const started = fields(ofType(events, 'process.started')[0]);
       expect(started.env).toContain('OAR_EXEC_TEST_TOKEN');
       expect(started.env).not.toContain('OAR_EXEC_TEST_HIDDEN');
-      expect(started.explicitEnv).toEqual(['MINE']);
+      expect(started.explicitEnv).toEqual(['MINE', 'OAR_IDEMPOTENCY_KEY']);
       const result = payload(ofType(events, 'tool.result')[0]);
       const stored = await artifactText(sessionId, result.outputRef);
       expect(stored).toContain('hidden=undefined');
       expect(stored).toContain('mine=explicit');
+      const key = payload(ofType(events, 'tool.started')[0]).idempotencyKey as string;
+      expect(key).toMatch(/^idem_[0-9a-f]{32}$/);
+      expect(stored).toContain(`key=${key}`);
       expect(stored).toContain('token=[REDACTED');
       expect(stored).not.toContain('tok-9f8e7d6c5b4a39281706');
       expect(JSON.stringify(events)).not.toContain('tok-9f8e7d6c5b4a39281706');

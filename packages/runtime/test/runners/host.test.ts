@@ -173,6 +173,11 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
     await h.runtime.settled(sessionId);
     const events = await allEvents(h, sessionId);
     expect(results[0]).toMatchObject({ ok: true, content: expect.stringContaining('hello readme') });
+    // The runner is handed the call's idempotency key, the one its tool.started records.
+    expect((results[0] as { idempotency_key?: string }).idempotency_key).toMatch(/^idem_[0-9a-f]{32}$/);
+    expect((results[0] as { idempotency_key?: string }).idempotency_key).toBe(
+      payload(ofType(events, 'tool.started')[0]).idempotencyKey,
+    );
     expect(results[1]).toBe('unauthorized');
     const decisions = ofType(events, 'permission.evaluated').map((e) => payload(e).decision);
     expect(decisions).toEqual(['allow', 'deny']);

@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectTimeoutOf, McpServerConfigSchema } from '../../src/config/mcp.js';
+import { MCP_IDEMPOTENCY_KEY } from '../../src/tools/mcp/tools.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, actionRows, allEvents, answer, errorCode, ofType, payload, recordingModel } from '../engine/helpers.js';
 import { assertEventsConform } from '../support/schemas.js';
@@ -142,6 +143,14 @@ describe('MCP over stdio (a server written with the SDK)', () => {
         .subarray(1, 4)
         .toString(),
     ).toBe('PNG');
+  });
+
+  it("carries the call's idempotency key in the request's _meta, as its tool.started records it", async () => {
+    const { events } = await turn([act([call('m1', 'test.meta')]), answer('x')], { permissions: { mode: 'bypass' } });
+    const key = payload(ofType(events, 'tool.started')[0]).idempotencyKey;
+    expect(key).toMatch(/^idem_[0-9a-f]{32}$/);
+    const observation = payload(ofType(events, 'tool.result')[0]).observation as { content?: string };
+    expect(observation.content).toContain(`"${MCP_IDEMPOTENCY_KEY}":"${key}"`);
   });
 
   it("a tool's isError is a structured failure (mcp_tool_error)", async () => {

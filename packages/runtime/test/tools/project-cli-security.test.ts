@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { LanguageModelV3 } from '@ai-sdk/provider';
 import { type RuntimeEvent, ToolAgentOutputSchema } from '@oar/protocol';
-import { CREDENTIAL_ENV, issueCredential } from '@oar/tool-cli';
+import { CREDENTIAL_ENV, IDEMPOTENCY_KEY_ENV, issueCredential } from '@oar/tool-cli';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CliToolConfigSchema } from '../../src/config/cli.js';
@@ -247,9 +247,14 @@ describe('project_cli security: environment and descriptors', () => {
         'OAR_TURN_ID',
         'OAR_TOOL_CALL_ID',
         'OAR_TIME_ZONE',
+        IDEMPOTENCY_KEY_ENV,
       ].sort(),
     );
     expect(env.OAR_SESSION_ID).toBe(sessionId);
+    // The call's idempotency key, as its tool.started records it.
+    const started = ofType(events, 'tool.started').find((e) => e.toolCallId === result?.toolCallId);
+    expect(env[IDEMPOTENCY_KEY_ENV]).toMatch(/^idem_[0-9a-f]{32}$/);
+    expect(env[IDEMPOTENCY_KEY_ENV]).toBe(payload(started).idempotencyKey);
     expect(env.OAR_TOOL_CALL_ID).toBe(result?.toolCallId);
     expect(env.OAR_TURN_ID).toBe(result?.turnId);
     const text = JSON.stringify(events);

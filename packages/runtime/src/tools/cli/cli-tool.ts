@@ -12,6 +12,7 @@ import {
   CliOutputSchema,
   CREDENTIAL_ENV,
   type CredentialKey,
+  IDEMPOTENCY_KEY_ENV,
   issueCredential,
   jsonSchemaText,
   type Manifest,
@@ -321,6 +322,7 @@ export function cliTool(parts: CliToolParts, env: Record<string, string | undefi
             ? { OAR_SESSION_ID: caller.sessionId, OAR_TURN_ID: caller.turnId, OAR_TOOL_CALL_ID: caller.toolCallId }
             : {}),
           OAR_TIME_ZONE: Intl.DateTimeFormat().resolvedOptions().timeZone,
+          ...(context.idempotencyKey ? { [IDEMPOTENCY_KEY_ENV]: context.idempotencyKey } : {}),
         }),
         stdin: JSON.stringify(input.input),
         signal: context.signal,

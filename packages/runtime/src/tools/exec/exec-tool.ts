@@ -1,5 +1,6 @@
 import { stat } from 'node:fs/promises';
 import { StringDecoder } from 'node:string_decoder';
+import { IDEMPOTENCY_KEY_ENV } from '@oar/tool-cli';
 import { z } from 'zod';
 import type { ExecConfig } from '../../config/exec.js';
 import { EnvVarNameSchema } from '../../config/models.js';
@@ -159,6 +160,8 @@ async function runExec(input: ExecInput, context: ToolContext, options: ExecTool
     passed.push(name);
   }
   Object.assign(env, input.env ?? {});
+  // After the model's variables: the key is the runtime's, a command cannot be handed another call's.
+  if (context.idempotencyKey) env[IDEMPOTENCY_KEY_ENV] = context.idempotencyKey;
   const plan = await planSandbox({
     settings: config.sandbox,
     workspaceRoot: root,

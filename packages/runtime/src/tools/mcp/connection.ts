@@ -62,10 +62,16 @@ export class McpConnection {
     return this.#tools;
   }
 
-  async callTool(name: string, args: Record<string, unknown>, signal: AbortSignal): Promise<CallToolResult> {
+  /** `meta` rides in the request's `_meta` (the call's idempotency key: `MCP_IDEMPOTENCY_KEY`). */
+  async callTool(
+    name: string,
+    args: Record<string, unknown>,
+    signal: AbortSignal,
+    meta?: Record<string, unknown>,
+  ): Promise<CallToolResult> {
     const client = await this.#ready(signal);
     try {
-      const result = await client.callTool({ name, arguments: args }, undefined, {
+      const result = await client.callTool({ name, arguments: args, ...(meta ? { _meta: meta } : {}) }, undefined, {
         signal,
         timeout: this.config.timeoutMs,
         resetTimeoutOnProgress: true,

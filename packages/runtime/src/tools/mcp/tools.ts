@@ -6,6 +6,12 @@ import type { AnyTool, ToolContext, ToolFacts, ToolOutput } from '../tool.js';
 import { MAX_PROGRESS_EXTENSION, type McpConnection } from './connection.js';
 
 /**
+ * The `_meta` key of an MCP tool call's idempotency key (the same for the same attempt of one call): a server that
+ * must not act twice can deduplicate by it (docs/mcp.md).
+ */
+export const MCP_IDEMPOTENCY_KEY = 'oar/idempotencyKey';
+
+/**
  * An MCP server's tools as OAR tools: named `server.tool`, their input validated against the server's JSON Schema
  * (converted once to zod, so a call is checked like any tool's before it is gated), their annotations turned
  * into the facts the scheduler and the permission policy use, and every content type of a result kept.
@@ -70,7 +76,8 @@ export function mcpTool(config: McpServerConfig, connection: McpConnection, tool
       return current ? mcpFacts(current, config.trustAnnotations) : facts;
     },
     async execute(input, context) {
-      const result = await connection.callTool(tool.name, input, context.signal);
+      const meta = context.idempotencyKey ? { [MCP_IDEMPOTENCY_KEY]: context.idempotencyKey } : undefined;
+      const result = await connection.callTool(tool.name, input, context.signal, meta);
       return mcpOutput(config.name, tool.name, result, context.recorder);
     },
   };
