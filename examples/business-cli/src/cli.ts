@@ -44,6 +44,8 @@ const WRITE: MethodFacts = {
   interrupt: 'block',
 };
 const IDEMPOTENT_WRITE: MethodFacts = { ...WRITE, idempotent: true };
+/** A write done once per idempotency key (`once` below): after a crash OAR retries it under the same key. */
+const WRITE_ONCE_BY_KEY: MethodFacts = { ...WRITE, idempotentByKey: true };
 const DESTRUCTIVE: MethodFacts = { ...WRITE, destructive: true, idempotent: true };
 
 const DateTime = z.iso.datetime({ offset: true });
@@ -311,7 +313,7 @@ const cli = defineCli({
       create: method({
         description: 'Create an event (times need an offset; end_at after start_at)',
         input: CreateInput,
-        facts: WRITE,
+        facts: WRITE_ONCE_BY_KEY,
         handler: (input, context) =>
           withStore(context, (db, scope) =>
             once(db, scope, context.idempotencyKey, () => {

@@ -11,7 +11,11 @@ import { FIXTURES, ndjson, oarIn, spawnOar, tempDir, writeJson } from './cli-hel
  * idempotent action is re-run. Side effects are counted in a file, so duplicates cannot hide.
  */
 
-function project(tool: 'count' | 'count_idempotent', store: string | undefined, delayMs: number): string {
+function project(
+  tool: 'count' | 'count_idempotent' | 'count_once',
+  store: string | undefined,
+  delayMs: number,
+): string {
   const cwd = tempDir('oar-durable-');
   writeJson(cwd, 'script.json', {
     steps: [
@@ -66,16 +70,29 @@ async function crashDuringB(cwd: string): Promise<string> {
   return sessionId;
 }
 
+/** `oar resume` the crashed session (it must exit 0), then its log. */
+function resumed(cwd: string, sessionId: string): RuntimeEvent[] {
+  const resume = oarIn(cwd, ['resume', sessionId]);
+  expect(resume.code, resume.stdout + resume.stderr).toBe(0);
+  return ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout) as unknown as RuntimeEvent[];
+}
+
+/** The tool starts of a log, as `action#attempt`, with their idempotency keys. */
+function starts(log: RuntimeEvent[]): { at: string; idempotencyKey: string }[] {
+  return log
+    .filter((e) => e.type === 'tool.started')
+    .map((e) => e.payload as unknown as { graphActionId: string; attempt: number; idempotencyKey: string })
+    .map((s) => ({ at: `${s.graphActionId}#${s.attempt}`, idempotencyKey: s.idempotencyKey }));
+}
+
 function scenario(storeFor: () => Promise<string | undefined>) {
   it('a non-idempotent action interrupted by kill -9 becomes lost; nothing runs twice', async () => {
     const store = await storeFor();
     const cwd = project('count', store, 30_000);
     const sessionId = await crashDuringB(cwd);
     expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
-    const resume = oarIn(cwd, ['resume', sessionId]);
-    expect(resume.code, resume.stdout + resume.stderr).toBe(0);
+    const log = resumed(cwd, sessionId);
     expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
-    const log = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout) as unknown as RuntimeEvent[];
     const lost = log.find((e) => e.type === 'tool.failed' && e.status === 'lost');
     expect(lost?.payload).toMatchObject({ graphActionId: 'b', actionStatus: 'lost' });
     expect(
@@ -93,15 +110,33 @@ function scenario(storeFor: () => Promise<string | undefined>) {
     // b takes 2 s, long enough to be killed mid-run, short enough for the re-run to finish within the test.
     const cwd = project('count_idempotent', store, 2_000);
     const sessionId = await crashDuringB(cwd);
-    const resume = oarIn(cwd, ['resume', sessionId]);
-    expect(resume.code, resume.stdout + resume.stderr).toBe(0);
+    const log = resumed(cwd, sessionId);
     expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\nb\n');
-    const log = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout) as unknown as RuntimeEvent[];
-    const started = log
-      .filter((e) => e.type === 'tool.started')
-      .map((e) => e.payload as unknown as { graphActionId: string; attempt: number });
-    expect(started.map((s) => `${s.graphActionId}#${s.attempt}`)).toEqual(['a#1', 'b#1', 'b#2']);
+    const started = starts(log);
+    expect(started.map((s) => s.at)).toEqual(['a#1', 'b#1', 'b#2']);
+    // A re-run of an idempotent action is a new attempt, with a new key.
+    expect(started[2]?.idempotencyKey).not.toBe(started[1]?.idempotencyKey);
     expect(log.some((e) => e.type === 'turn.completed')).toBe(true);
+  }, 90_000);
+
+  it('an action idempotent by key interrupted by kill -9 is retried under the same key: the effect happens once', async () => {
+    const store = await storeFor();
+    const cwd = project('count_once', store, 30_000);
+    const sessionId = await crashDuringB(cwd);
+    expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
+    const log = resumed(cwd, sessionId);
+    // The retry asked under the same key, and the world (the tool's keys.txt) answered without counting again.
+    expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
+    const started = starts(log);
+    expect(started.map((s) => s.at)).toEqual(['a#1', 'b#1', 'b#2']);
+    expect(started[2]?.idempotencyKey).toBe(started[1]?.idempotencyKey);
+    expect(log.some((e) => e.type === 'tool.failed')).toBe(false);
+    const result = log.find(
+      (e) => e.type === 'tool.result' && (e.payload as { graphActionId?: string }).graphActionId === 'b',
+    );
+    expect(JSON.stringify(result?.payload)).toContain('already counted b');
+    expect(log.some((e) => e.type === 'turn.completed')).toBe(true);
+    expect(JSON.parse(oarIn(cwd, ['replay', sessionId]).stdout).equal).toBe(true);
   }, 90_000);
 }
 

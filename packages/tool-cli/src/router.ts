@@ -15,6 +15,11 @@ export const MethodFactsSchema = z.object({
   readOnly: z.boolean(),
   destructive: z.boolean(),
   idempotent: z.boolean(),
+  /**
+   * OAR: not idempotent by itself, but the method stores what it did under the call's idempotency key and answers a
+   * repeated key with that — so a call left in flight by a crash is retried with the same key instead of `lost`.
+   */
+  idempotentByKey: z.boolean().optional(),
   concurrencySafe: z.boolean(),
   /** `cancel`: an interrupt stops it; `block`: it finishes first. */
   interrupt: z.enum(['cancel', 'block']),

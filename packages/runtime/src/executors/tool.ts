@@ -421,14 +421,18 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   if ('stopped' in gated) return gated.stopped;
 
   const attempt = ctx.state.attempt + 1;
+  const facts = callFacts(tool, parsed.input);
   const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
     sessionId,
     ids: toolIds(ctx),
+    // A call retried after a crash because the world deduplicates it by key: the key of the attempt it retries.
+    ...(ctx.state.keyAttempt !== undefined ? { keyAttempt: ctx.state.keyAttempt } : {}),
     authorization: gated.allowed,
     payload: {
       toolName: tool.name,
       attempt,
-      idempotent: callFacts(tool, parsed.input).isIdempotent,
+      idempotent: facts.isIdempotent,
+      ...(facts.isIdempotentByKey ? { idempotentByKey: true } : {}),
       graphActionId: action.id,
       input: action.input,
       // What runs is what the hooks left: the record says so next to what the model asked for.

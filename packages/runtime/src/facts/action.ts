@@ -77,7 +77,10 @@ export function observeIn(
 export type ActionIds = ReturnType<typeof actionIds>;
 
 /** What a `run.status` action event tells besides the status: the ended action's observation, or why it is pending. */
-export type ActionStatusFacts = { observation: ActionResult } | { attempt?: number; reason: string };
+export type ActionStatusFacts =
+  | { observation: ActionResult }
+  /** Back to pending; `keyAttempt`: a retry after a crash under the key of that attempt (idempotent by key). */
+  | { attempt?: number; reason: string; keyAttempt?: number };
 
 /**
  * The one shape of "this graph action's status changed": a `run.status` event in phase `action`, whether the action

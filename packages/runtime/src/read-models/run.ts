@@ -121,9 +121,15 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
         if (!status) return run;
         return updateAction(run, actionId, (a) => {
           if (status !== 'pending') return { ...a, status };
-          // Back to pending (a retry, or a re-run after a restart): the previous attempt's result is history.
-          const { result: _previous, endedAt: _ended, ...rest } = a;
-          return { ...rest, status };
+          // Back to pending (a retry, or a re-run after a restart): the previous attempt's result is history. Only a
+          // retry under an earlier attempt's key (idempotent by key, after a crash) keeps a key; any other retry is
+          // a new attempt with a key of its own.
+          const { result: _previous, endedAt: _ended, keyAttempt: _key, ...rest } = a;
+          return {
+            ...rest,
+            status,
+            ...(typeof payload.keyAttempt === 'number' ? { keyAttempt: payload.keyAttempt } : {}),
+          };
         });
       }
       if (payload.phase === 'observed')
@@ -171,6 +177,7 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
         attempt: typeof payload.attempt === 'number' ? payload.attempt : a.attempt,
         startedAt: event.timestamp,
         ...(typeof payload.idempotent === 'boolean' ? { idempotent: payload.idempotent } : {}),
+        ...(payload.idempotentByKey === true ? { idempotentByKey: true } : {}),
       }));
     case 'subagent.spawned':
       return updateAction(run, actionId, (a) => ({

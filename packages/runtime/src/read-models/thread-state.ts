@@ -58,6 +58,10 @@ export const RunActionSchema = z.object({
   attempt: z.number().int(),
   /** The tool declared itself idempotent when it started: safe to re-run after a crash. */
   idempotent: z.boolean().optional(),
+  /** The tool declared the world deduplicates it by its idempotency key: retried after a crash with the same key. */
+  idempotentByKey: z.boolean().optional(),
+  /** Set by a retry after a crash of a call idempotent by key: the attempt whose key every later start carries. */
+  keyAttempt: z.number().int().optional(),
   startedAt: z.string().optional(),
   endedAt: z.string().optional(),
   /**

@@ -20,6 +20,11 @@ export type BracketRecorder = (drafts: EventDraft[], options: { durable: boolean
 export interface SideEffect {
   /** The session the call belongs to (its idempotency key is unique across sessions). */
   sessionId: string;
+  /**
+   * The attempt whose key this call carries, when not its own: a call idempotent by key, retried after a crash, asks
+   * the world again under the key of the attempt that may or may not have taken effect.
+   */
+  keyAttempt?: number;
   /** The call's correlation ids (its step and tool call ids). */
   ids: CallIds & { stepId: string; toolCallId: string };
   payload: ToolStartedPayload;
@@ -42,8 +47,13 @@ export interface Bracket {
 /** Record a side effect's start (with its authorization) before it runs; the returned bracket records its end. */
 export async function openBracket(record: BracketRecorder, effect: SideEffect): Promise<Bracket> {
   const durable = !effect.payload.idempotent;
-  const key = idempotencyKey(effect.sessionId, effect.ids.toolCallId, effect.payload.attempt ?? 1);
-  const payload = { ...effect.payload, idempotencyKey: key };
+  const keyAttempt = effect.keyAttempt ?? effect.payload.attempt ?? 1;
+  const key = idempotencyKey(effect.sessionId, effect.ids.toolCallId, keyAttempt);
+  const payload = {
+    ...effect.payload,
+    idempotencyKey: key,
+    ...(effect.keyAttempt !== undefined ? { keyAttempt: effect.keyAttempt } : {}),
+  };
   await record([...effect.authorization, { type: 'tool.started', ...effect.ids, payload }], { durable });
   return { durable, idempotencyKey: key, end: (drafts) => record(drafts, { durable }) };
 }

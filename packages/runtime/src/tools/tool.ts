@@ -20,6 +20,12 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
   isDestructive: boolean;
   /** Running it twice has the effect of running it once: safe to re-run after a crash. */
   isIdempotent: boolean;
+  /**
+   * Not idempotent by itself, but the world deduplicates it by its idempotency key (`context.idempotencyKey`: a
+   * service that honours an `Idempotency-Key`, a CLI that stores results by key). A call left in flight by a crash is
+   * then retried with the same key instead of being recorded `lost`: exactly once, through the world's deduplication.
+   */
+  isIdempotentByKey?: boolean;
   /** On interrupt: `cancel` aborts it through the signal; `block` lets it finish (a half-done write is worse). */
   interruptBehavior: 'cancel' | 'block';
   /** Capability labels for `auto` selection and permission rules, e.g. ["filesystem", "read"]. */
@@ -74,7 +80,7 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
 /** The flags of a tool that may differ per call (`factsOf`). */
 export type ToolFacts = Pick<
   ToolDefinition,
-  'isReadOnly' | 'isConcurrencySafe' | 'isDestructive' | 'isIdempotent' | 'interruptBehavior'
+  'isReadOnly' | 'isConcurrencySafe' | 'isDestructive' | 'isIdempotent' | 'isIdempotentByKey' | 'interruptBehavior'
 >;
 
 /**
@@ -87,6 +93,7 @@ export function callFacts<Input>(tool: ToolDefinition<Input>, input: Input): Too
     isConcurrencySafe: tool.isConcurrencySafe,
     isDestructive: tool.isDestructive,
     isIdempotent: tool.isIdempotent,
+    ...(tool.isIdempotentByKey ? { isIdempotentByKey: true } : {}),
     interruptBehavior: tool.interruptBehavior,
   };
   if (!tool.factsOf) return own;

@@ -14,8 +14,8 @@ import { type BackgroundProcess, backgroundProcesses } from '../tools/exec/proce
  * What a worker records when it takes over a thread whose previous tenure ended without finishing its tool calls
  * (a crash, a kill, a lease that ran out). Only the new lease holder calls this, after its claim — so nobody else
  * can still be recording results for these actions. A completed action is never re-run; an action that started
- * without a durable result is re-run only when its tool is idempotent, otherwise it becomes `lost` and the model
- * is told. Pending decisions stay pending.
+ * without a durable result is re-run only when its tool is idempotent, or idempotent by key (then under the same
+ * key); otherwise it becomes `lost` and the model is told. Pending decisions stay pending.
  */
 /** Executors whose work is bracketed by tool.started … tool.result/failed, with the idempotency recorded at start. */
 const BRACKETED: ReadonlySet<string> = new Set(['tool', 'pipeline', 'service']);
@@ -38,6 +38,14 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
       if (state.idempotent) {
         rerun++;
         drafts.push(actionStatusChange(ids, action, 'pending', { reason: 'restart: idempotent tool is re-run' }));
+        continue;
+      }
+      if (state.idempotentByKey) {
+        // The world deduplicates it by key: ask again under the same key, and it acts at most once.
+        rerun++;
+        const keyAttempt = state.keyAttempt ?? state.attempt;
+        const reason = 'restart: retried with the same idempotency key (the tool is idempotent by key)';
+        drafts.push(actionStatusChange(ids, action, 'pending', { reason, keyAttempt }));
         continue;
       }
       lost++;

@@ -17,7 +17,7 @@ afterEach(async () => {
 });
 
 /** A tool whose first call never returns (the process "dies" while it runs); later calls succeed. */
-function hangingTool(idempotent: boolean, calls: { n: number }): AnyTool {
+function hangingTool(idempotent: boolean | 'by_key', calls: { n: number; keys?: (string | undefined)[] }): AnyTool {
   return defineTool<{ label: string }>({
     name: 'hang',
     description: 'Hangs on the first call.',
@@ -25,11 +25,13 @@ function hangingTool(idempotent: boolean, calls: { n: number }): AnyTool {
     isReadOnly: false,
     isConcurrencySafe: false,
     isDestructive: false,
-    isIdempotent: idempotent,
+    isIdempotent: idempotent === true,
+    ...(idempotent === 'by_key' ? { isIdempotentByKey: true } : {}),
     interruptBehavior: 'block',
     capabilities: ['write'],
-    async execute(input) {
+    async execute(input, context) {
       calls.n++;
+      calls.keys?.push(context.idempotencyKey);
       if (calls.n === 1) await new Promise(() => undefined);
       return { text: `done ${input.label}` };
     },
@@ -40,8 +42,8 @@ const CARRIER_SCRIPT = {
   steps: [act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' } }]), answer('after restart')],
 };
 
-async function crashAndRestart(idempotent: boolean, script: ModelScript = CARRIER_SCRIPT, carrier?: 'text') {
-  const calls = { n: 0 };
+async function crashAndRestart(idempotent: boolean | 'by_key', script: ModelScript = CARRIER_SCRIPT, carrier?: 'text') {
+  const calls = { n: 0, keys: [] as (string | undefined)[] };
   // Short leases: the second runtime takes the thread over once the crashed one's lease runs out.
   const options = {
     tools: registryWith(hangingTool(idempotent, calls)),
@@ -85,6 +87,28 @@ describe('crash recovery', () => {
     const read = await second.runtime.getThreadRead({ sessionId, threadId });
     expect(actionRows(read)[0]).toMatchObject({ status: 'lost', error: { code: 'lost' } });
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
+  });
+
+  it('a tool idempotent by key is retried after a crash under the same idempotency key, not lost', async () => {
+    const { second, sessionId, threadId, calls } = await crashAndRestart('by_key');
+    expect(calls.n).toBe(2);
+    const events = await allEvents(second, sessionId);
+    const starts = ofType(events, 'tool.started').map((e) => payload(e));
+    // Not idempotent by itself: its start was durable before it ran (a crash could have left it half-done).
+    expect(starts.map((s) => [s.attempt, s.idempotent, s.idempotentByKey])).toEqual([
+      [1, false, true],
+      [2, false, true],
+    ]);
+    // Both attempts asked the world under one key, the first attempt's, so the world acted at most once.
+    expect(calls.keys[0]).toMatch(/^idem_[0-9a-f]{32}$/);
+    expect(calls.keys).toEqual([calls.keys[0], calls.keys[0]]);
+    expect(starts.map((s) => s.idempotencyKey)).toEqual([calls.keys[0], calls.keys[0]]);
+    expect(starts[1]?.keyAttempt).toBe(1);
+    expect(ofType(events, 'tool.failed')).toEqual([]);
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed', attempt: 2 });
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
+    expect((await second.runtime.replaySession(sessionId)).differences).toEqual([]);
   });
 
   it('a full-DSL graph declared without persistence is not resumed: its unfinished actions are lost', async () => {

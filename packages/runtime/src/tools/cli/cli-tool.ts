@@ -215,6 +215,7 @@ function methodFacts(manifest: Manifest, module: string, method: string): Partia
     isReadOnly: entry.facts.readOnly,
     isDestructive: entry.facts.destructive,
     isIdempotent: entry.facts.idempotent,
+    ...(entry.facts.idempotentByKey ? { isIdempotentByKey: true } : {}),
     isConcurrencySafe: entry.facts.concurrencySafe,
     interruptBehavior: entry.facts.interrupt,
   };
