@@ -3,6 +3,7 @@ import { rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
+  mixed,
   type PlantedSecrets,
   plantedSecrets,
   SecretScanner,
@@ -119,15 +120,10 @@ describe('the oar binary leaks no secret', { timeout: 180_000 }, () => {
 
 describe('the errors the oar binary prints are redacted', { timeout: 120_000 }, () => {
   // Random bodies, so nothing but these inputs can have put them in the output.
-  const random = (n: number) =>
-    randomBytes(n * 2)
-      .toString('base64')
-      .replace(/[^A-Za-z0-9]/g, '')
-      .slice(0, n);
-  const github = `ghp_${random(36)}`;
-  const openai = `sk-proj-${random(40)}`;
+  const github = `ghp_${mixed(36)}`;
+  const openai = `sk-proj-${mixed(40)}`;
   // No credential shape: only the process's knowledge of its provider key variables can recognise it.
-  const providerKey = `provider-key-${random(24)}`;
+  const providerKey = `provider-key-${mixed(24)}`;
   const env = { OPENAI_API_KEY: providerKey };
 
   function expectRedacted(result: { code: number | null; stdout: string; stderr: string }, code: string) {
@@ -164,13 +160,8 @@ describe('the errors the oar binary prints are redacted', { timeout: 120_000 }, 
 });
 
 describe('oar protocol prints what it checked redacted', { timeout: 120_000 }, () => {
-  const random = (n: number) =>
-    randomBytes(n * 2)
-      .toString('base64')
-      .replace(/[^A-Za-z0-9]/g, '')
-      .slice(0, n);
-  const github = `ghp_${random(36)}`;
-  const providerKey = `provider-key-${random(24)}`;
+  const github = `ghp_${mixed(36)}`;
+  const providerKey = `provider-key-${mixed(24)}`;
   const env = { OPENAI_API_KEY: providerKey };
 
   it('check: a declaration, an error and a recovered call that carry secrets', () => {

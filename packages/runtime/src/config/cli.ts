@@ -50,6 +50,12 @@ export const CliToolConfigSchema = z
     env: z.array(EnvVarNameSchema).default([]),
     /** One call's time limit. */
     timeoutMs: z.number().int().min(100).max(600_000).default(30_000),
+    /**
+     * How long binding waits for `--describe`. Its own limit, not a call's: the manifest is read once as the
+     * binding starts, when a cold CLI (an interpreter loading every module) is slowest, and a short call limit
+     * must not make a loaded machine's start look like a broken CLI.
+     */
+    describeTimeoutMs: z.number().int().min(100).max(600_000).default(15_000),
     /** The most stdout a call may print; more is `CLI_OUTPUT_TOO_LARGE` (stderr is capped at 64 KiB, kept aside). */
     maxOutputBytes: z
       .number()

@@ -75,7 +75,7 @@ function pick(alphabet: string, length: number): string {
 }
 
 /** Random alphanumerics with at least one upper, one lower and one digit (as real keys have). */
-function mixed(length: number): string {
+export function mixed(length: number): string {
   const body = pick(ALNUM, length - 3) + pick(UPPER, 1) + pick(LOWER, 1) + pick(DIGITS, 1);
   return [...body].sort(() => randomInt(3) - 1).join('');
 }

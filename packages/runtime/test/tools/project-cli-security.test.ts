@@ -597,6 +597,24 @@ describe('project_cli security: output faults', () => {
     expect(read.lastOutcome).toMatchObject({ status: 'failed', error: { code: 'binding_unavailable' } });
   });
 
+  it('a CLI that never answers --describe: binding_unavailable after describeTimeoutMs, not the call limit', async () => {
+    setEnv('FIXTURE_CLI_KEY', randomKey());
+    const silent = join(tempDir('oar-cli-silent-'), 'silent.mjs');
+    writeFileSync(silent, 'setInterval(() => {}, 1000);\n');
+    const h = await harness(
+      { steps: [answer('never')] },
+      { cli: cliConfig({ command: [process.execPath, silent], describeTimeoutMs: 300 }), bindTools: [] },
+    );
+    open.push(h);
+    const thrown = await h.runtime.checkBinding().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    expect(thrown).toBeInstanceOf(OarRuntimeError);
+    expect((thrown as OarRuntimeError).error).toMatchObject({ code: 'binding_unavailable', retryable: true });
+    expect((thrown as OarRuntimeError).message).toContain('did not answer --describe within 300 ms');
+  });
+
   it('a CLI that disappears after binding fails the call with cli_unavailable', async () => {
     const link = join(tempDir('oar-cli-link-'), 'node');
     symlinkSync(process.execPath, link);

@@ -96,13 +96,13 @@ export async function loadCliTool(
     cwd: config.cwd ?? process.cwd(),
     env: cliEnv(config, env, {}),
     stdin: '',
-    signal: AbortSignal.timeout(config.timeoutMs),
+    signal: AbortSignal.timeout(config.describeTimeoutMs),
     // The manifest is the CLI's whole interface (every method's schema): not held to one call's output cap.
     maxStdoutBytes: MAX_MANIFEST_BYTES,
   });
   if (described.spawnError) throw unavailable(`cannot start: ${described.spawnError}`);
   if (described.oversize) throw unavailable(`printed a manifest over ${MAX_MANIFEST_BYTES} bytes for --describe`);
-  if (described.aborted) throw unavailable(`did not answer --describe within ${config.timeoutMs} ms`);
+  if (described.aborted) throw unavailable(`did not answer --describe within ${config.describeTimeoutMs} ms`);
   let manifest: Manifest;
   try {
     manifest = ManifestSchema.parse(JSON.parse(described.stdout));
