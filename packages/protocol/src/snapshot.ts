@@ -216,6 +216,27 @@ export const PendingRequestSchema = z.object({
 });
 export type PendingRequest = z.infer<typeof PendingRequestSchema>;
 
+/**
+ * An action a crash left `lost` that nobody has reconciled yet (OAR): it may or may not have taken effect. It leaves
+ * this list when someone answers it (`respond_action`: happened, not_happened or retry) or the tool's own
+ * `reconcile` step does. Unlike a pending request it does not hold the thread: the model was told, and work went on.
+ */
+export const UnreconciledActionSchema = z.object({
+  /** The id to answer: the `actionId` of its `action.required` (`actionType: reconcile`). */
+  actionId: Id,
+  turnId: Id.optional(),
+  runId: Id,
+  /** The graph action that was lost, and its call. */
+  graphActionId: Id,
+  toolCallId: Id,
+  toolName: Id.optional(),
+  /** The key the world may have seen it under (a service can be asked by it). */
+  idempotencyKey: z.string().optional(),
+  prompt: z.string(),
+  lostAt: Timestamp,
+});
+export type UnreconciledAction = z.infer<typeof UnreconciledActionSchema>;
+
 export const QueuedTurnSchema = z.object({
   queuedTurnId: Id,
   position: Count,
@@ -262,6 +283,8 @@ export const ThreadReadModelSchema = z.object({
   activeTurnId: Id.optional(),
   turns: z.array(TurnReadModelSchema),
   pendingRequests: z.array(PendingRequestSchema),
+  /** Lost actions nobody has reconciled yet (OAR; absent when there are none). */
+  unreconciledActions: z.array(UnreconciledActionSchema).optional(),
   queuedTurns: z.array(QueuedTurnSchema),
   incidents: z.array(IncidentSchema),
   evidenceSummary: EvidenceSummarySchema,

@@ -32,7 +32,15 @@ export const FINISH_REASONS = ['stop', 'length', 'content-filter', 'tool-calls',
 export const FinishReasonSchema = z.enum(FINISH_REASONS);
 export type FinishReason = z.infer<typeof FinishReasonSchema>;
 
-export const ACTION_DECISIONS = ['approve', 'deny', 'approve_for_session'] as const;
+/**
+ * The answers to an action a crash left `lost` (it may or may not have taken effect): it did, it did not, or run it
+ * again under a new idempotency key (OAR; docs/reliability.md "Reconciling a lost action").
+ */
+export const RECONCILE_DECISIONS = ['happened', 'not_happened', 'retry'] as const;
+export type ReconcileDecision = (typeof RECONCILE_DECISIONS)[number];
+/** The `actionType` of the `action.required` that asks whether a lost action took effect. */
+export const RECONCILE_ACTION_TYPE = 'reconcile';
+export const ACTION_DECISIONS = ['approve', 'deny', 'approve_for_session', ...RECONCILE_DECISIONS] as const;
 export const ActionDecisionSchema = z.enum(ACTION_DECISIONS);
 export type ActionDecision = z.infer<typeof ActionDecisionSchema>;
 

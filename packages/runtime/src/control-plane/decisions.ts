@@ -1,6 +1,13 @@
-import { ACTION_DECISIONS, type ActionDecision, oarError, type RuntimeEvent } from '@oar/protocol';
+import {
+  ACTION_DECISIONS,
+  type ActionDecision,
+  oarError,
+  RECONCILE_ACTION_TYPE,
+  type RuntimeEvent,
+} from '@oar/protocol';
 import { type PermissionRequest, PermissionRequestSchema } from '../config/permission-request.js';
 import { actionStatusChange } from '../facts/action.js';
+import { isReconcileDecision } from '../facts/reconcile.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { resolutionOf } from '../log/decision-log.js';
 import type { EventDraft } from '../log/draft.js';
@@ -9,6 +16,7 @@ import { grantFor } from '../policy/request.js';
 import { threadViews } from '../read-models/project.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';
+import { reconcileAction } from './reconcile.js';
 
 /** The `respond_action` command: a human's (or a client's) answer to a pending decision. */
 
@@ -26,7 +34,7 @@ export interface RespondActionInput {
 export async function respondAction(
   ctx: CommandContext,
   input: RespondActionInput,
-): Promise<{ threadId: string; decision: ActionDecision }> {
+): Promise<{ threadId: string; decision: ActionDecision; turnId?: string; runId?: string }> {
   if (!ACTION_DECISIONS.includes(input.decision)) {
     throw new OarRuntimeError('invalid_decision', `decision must be one of ${ACTION_DECISIONS.join(', ')}`, {
       details: { decision: input.decision },
@@ -37,7 +45,20 @@ export async function respondAction(
   const views = threadViews(models);
   const thread = views.find((t) => t.pending.some((p) => p.actionId === input.actionId));
   const pending = thread?.pending.find((p) => p.actionId === input.actionId);
-  if (!thread || !pending) throw await notPending(ctx, input.sessionId, input.actionId, views);
+  if (!thread || !pending) {
+    // A lost action's question: answered without holding the thread (control-plane/reconcile.ts).
+    const lost = views.find((t) => t.unreconciled?.some((u) => u.actionId === input.actionId));
+    const request = lost?.unreconciled?.find((u) => u.actionId === input.actionId);
+    if (lost && request) return reconcileAction(ctx, models, lost, request, input);
+    throw await notPending(ctx, input.sessionId, input.actionId, views);
+  }
+  if (isReconcileDecision(input.decision)) {
+    throw new OarRuntimeError(
+      'invalid_decision',
+      `"${input.decision}" answers whether a lost action took effect; this request is a ${pending.actionType}`,
+      { details: { decision: input.decision } },
+    );
+  }
   // A runner run's question has no graph action: the live run waiting for it reads the answer (agent-runners/decisions.ts).
   const run = pending.runnerId ? undefined : thread.runs.get(pending.runId);
   const action = run?.declaration.actions.find((a) => a.id === pending.graphActionId);
@@ -154,14 +175,20 @@ async function notPending(
       },
     );
   }
-  const open = views.flatMap((t) =>
-    t.pending.map((p) => ({
+  const open = views.flatMap((t) => [
+    ...t.pending.map((p) => ({
       actionId: p.actionId,
       threadId: t.threadId,
       actionType: p.actionType,
       prompt: p.prompt,
     })),
-  );
+    ...(t.unreconciled ?? []).map((u) => ({
+      actionId: u.actionId,
+      threadId: t.threadId,
+      actionType: RECONCILE_ACTION_TYPE,
+      prompt: u.prompt,
+    })),
+  ]);
   const list = open.length > 0 ? `pending: ${open.map((p) => p.actionId).join(', ')}` : 'nothing is pending';
   return new OarRuntimeError('action_not_found', `no pending decision has id "${actionId}" (${list})`, {
     details: { actionId, pending: open },

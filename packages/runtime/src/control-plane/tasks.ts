@@ -1,9 +1,9 @@
-import { threadBusy, threadUnchanged } from '../facts/queue.js';
+import { threadUnchanged } from '../facts/queue.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
-import { newId } from '../kernel/ids.js';
 import { threadView } from '../read-models/project.js';
 import { isTerminalTaskStatus } from '../read-models/session.js';
 import type { CommandContext } from './command-context.js';
+import { graphTurn } from './graph-turn.js';
 import { type InterruptResult, interruptTurn } from './turns.js';
 
 /** The commands about tasks: cancel a running one, retry a failed one. */
@@ -56,46 +56,28 @@ export async function retryTask(
       `only failed, cancelled or lost tasks are retried (this one is ${task.status})`,
     );
   }
-  if (threadBusy(thread)) {
-    throw new OarRuntimeError('thread_busy', 'the thread has a turn running or waiting', { retryable: true });
-  }
   const retry = lastRun.order.filter((id) => lastRun.actions[id]?.status !== 'completed');
   const declaration = {
     ...lastRun.declaration,
     actions: lastRun.declaration.actions.filter((a) => retry.includes(a.id)),
   };
-  const runId = newId('run');
-  const turnId = newId('turn');
   const attempt = (task.attempts?.length ?? 1) + 1;
-  const ids = { threadId: thread.threadId, turnId, taskId: input.taskId, runId };
   const title = lastRun.declaration.title ?? task.title ?? 'retry';
+  const turn = graphTurn(models, thread, {
+    input: `Retry of task "${title}" (attempt ${attempt}).`,
+    source: 'retry',
+    taskId: input.taskId,
+  });
+  const ids = { threadId: thread.threadId, turnId: turn.turnId, taskId: input.taskId, runId: turn.runId };
   await ctx.append(
     input.sessionId,
     [
-      {
-        type: 'turn.submitted',
-        threadId: thread.threadId,
-        turnId,
-        status: 'accepted',
-        payload: { status: 'accepted', input: `Retry of task "${title}" (attempt ${attempt}).`, source: 'retry' },
-      },
-      {
-        type: 'turn.started',
-        threadId: thread.threadId,
-        turnId,
-        status: 'running',
-        payload: models.session?.bindingHash ? { bindingHash: models.session.bindingHash } : {},
-      },
+      ...turn.started,
       { type: 'task.retrying', ...ids, payload: { nextAttempt: attempt, reason: 'retry_task' } },
       { type: 'task.attempt.started', ...ids, payload: { attempt, status: 'running' } },
-      {
-        type: 'run.status',
-        ...ids,
-        status: 'running',
-        payload: { phase: 'declared', title, declaration, retryOf: lastRun.runId },
-      },
+      turn.declared({ title, declaration, retryOf: lastRun.runId }),
     ],
     { guard: threadUnchanged(thread) },
   );
-  return { runId, turnId };
+  return { runId: turn.runId, turnId: turn.turnId };
 }

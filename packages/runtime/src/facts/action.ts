@@ -78,7 +78,8 @@ export type ActionIds = ReturnType<typeof actionIds>;
 
 /** What a `run.status` action event tells besides the status: the ended action's observation, or why it is pending. */
 export type ActionStatusFacts =
-  | { observation: ActionResult }
+  /** `reconciled`: the end of a lost action, decided by its reconciliation (facts/reconcile.ts). */
+  | { observation: ActionResult; reconciled?: { actionId: string; decision: string; resolvedBy: string } }
   /** Back to pending; `keyAttempt`: a retry after a crash under the key of that attempt (idempotent by key). */
   | { attempt?: number; reason: string; keyAttempt?: number };
 

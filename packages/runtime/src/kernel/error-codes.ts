@@ -283,6 +283,13 @@ export const ERROR_CODES = {
     'A decide/revise/report declaration cannot apply to the thread as it is; the model gets one corrective retry.',
     true,
   ),
+  not_happened: recorded(
+    "A lost action was reconciled: it did not take effect (a person said so, or the tool's reconcile step found no effect under its idempotency key).",
+  ),
+  reconcile_failed: recorded(
+    "A tool's reconcile step could not tell whether a lost call took effect (a warning; details.cause); the call waits for a person.",
+    true,
+  ),
   not_resumed: recorded('An action of a graph declared without persistence was not resumed after a restart.'),
   tool_worker_nested: recorded('A tool worker declared a task in words instead of a complete tool call.'),
   tool_worker_budget_exceeded: recorded(

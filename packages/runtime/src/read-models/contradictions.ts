@@ -6,7 +6,8 @@ import { isTerminalTaskStatus } from './session.js';
 import { isTerminalActionStatus, isTerminalTurnStatus } from './thread-state.js';
 
 /**
- * Facts that cannot both be true: a second ending of a turn, of a task attempt, or of one tool call. With one
+ * Facts that cannot both be true: a second ending of a turn, of a task attempt, or of one tool call (except a lost
+ * call's reconciliation, which says how it really ended). With one
  * writer per thread (leases and fencing) the engine never produces them; the check is the last line of defence,
  * and replay uses it to call a log that holds one contradictory instead of "equal".
  */
@@ -39,7 +40,10 @@ export function contradiction(models: ReadModels, event: RuntimeEvent): string |
     const action = typeof actionId === 'string' ? models.runs.get(event.runId)?.actions[actionId] : undefined;
     // A tool call ends once; any ending may restate the same status (a denial is both resolved and recorded).
     const executed = event.type === 'tool.result' || event.type === 'tool.failed';
-    if (action && isTerminalActionStatus(action.status) && (executed || action.status !== ending)) {
+    // A lost action ends once more when it is reconciled (it took effect, or not): recorded as such.
+    const reconciled =
+      action?.status === 'lost' && (event.payload as { reconciled?: unknown }).reconciled !== undefined;
+    if (action && isTerminalActionStatus(action.status) && !reconciled && (executed || action.status !== ending)) {
       return `action "${actionId}" of run "${event.runId}" already ended (${action.status})`;
     }
   }

@@ -1,4 +1,10 @@
-import type { ActionResult, Declaration, RuntimeEvent } from '@oar/protocol';
+import {
+  type ActionResult,
+  type Declaration,
+  RECONCILE_ACTION_TYPE,
+  RECONCILE_DECISIONS,
+  type RuntimeEvent,
+} from '@oar/protocol';
 import { isTerminalActionStatus, type RunAction, type RunActionStatus, type RunState } from './thread-state.js';
 
 /**
@@ -146,6 +152,8 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
       return run;
     }
     case 'action.required': {
+      // Whether a lost action took effect is asked after it ended: the action stays as it is until answered.
+      if (payload.actionType === RECONCILE_ACTION_TYPE) return run;
       const waiting = payload.actionType === 'user_input' ? 'waiting_input' : 'waiting_permission';
       const scope = payload.scope as { paths?: unknown } | undefined;
       const paths = Array.isArray(scope?.paths) ? scope.paths.filter((p): p is string => typeof p === 'string') : [];
@@ -160,6 +168,8 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
       });
     }
     case 'action.resolved':
+      // A reconciliation's answer ends nothing here: the status change recorded with it does.
+      if ((RECONCILE_DECISIONS as readonly unknown[]).includes(payload.decision)) return run;
       // An approval (a denial ended the action above): run it, with the human's payload when there is one.
       return updateAction(run, actionId, (a) => {
         const { pendingActionId: _resolved, ...rest } = a;
@@ -178,6 +188,7 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
         startedAt: event.timestamp,
         ...(typeof payload.idempotent === 'boolean' ? { idempotent: payload.idempotent } : {}),
         ...(payload.idempotentByKey === true ? { idempotentByKey: true } : {}),
+        ...(typeof payload.idempotencyKey === 'string' ? { idempotencyKey: payload.idempotencyKey } : {}),
       }));
     case 'subagent.spawned':
       return updateAction(run, actionId, (a) => ({

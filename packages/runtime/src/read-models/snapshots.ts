@@ -92,6 +92,7 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
       prompt: p.prompt,
       requestedAt: p.requestedAt,
     })),
+    ...(thread.unreconciled?.length ? { unreconciledActions: thread.unreconciled } : {}),
     queuedTurns: thread.queue.map((q, position) => ({
       queuedTurnId: q.turnId,
       turnId: q.turnId,

@@ -4,6 +4,7 @@ import {
   OarErrorSchema,
   type TurnStatus,
   TurnStatusSchema,
+  UnreconciledActionSchema,
 } from '@oar/protocol';
 import { z } from 'zod';
 import { HookRunSchema } from './hook-runs.js';
@@ -62,6 +63,8 @@ export const RunActionSchema = z.object({
   idempotentByKey: z.boolean().optional(),
   /** Set by a retry after a crash of a call idempotent by key: the attempt whose key every later start carries. */
   keyAttempt: z.number().int().optional(),
+  /** The idempotency key its last start carried (what a lost call may have reached the world under). */
+  idempotencyKey: z.string().optional(),
   startedAt: z.string().optional(),
   endedAt: z.string().optional(),
   /**
@@ -290,6 +293,8 @@ export const ThreadStateSchema = z.object({
   turns: z.array(TurnStateSchema),
   queue: z.array(z.object({ turnId: z.string(), input: z.string(), enqueuedAt: z.string(), source: z.string() })),
   pending: z.array(PendingDecisionSchema),
+  /** Lost actions nobody has reconciled yet (absent: none ever was lost); they do not hold the thread. */
+  unreconciled: z.array(UnreconciledActionSchema).optional(),
   /** Model calls in the whole thread: the scripted model's durable cursor. */
   modelCalls: z.number().int(),
   /** Compaction summary calls (attempts) in the whole thread: their own cursor, never a protocol step. */

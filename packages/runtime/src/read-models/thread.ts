@@ -1,4 +1,4 @@
-import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { type OarError, RECONCILE_ACTION_TYPE, type RuntimeEvent, type UnreconciledAction } from '@oar/protocol';
 import { hookRunOf, MAX_TURN_HOOK_RUNS } from './hook-runs.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
@@ -41,6 +41,21 @@ function attachmentsOf(value: unknown): { attachments?: TurnAttachment[] } {
     return parsed.success ? [parsed.data] : [];
   });
   return attachments.length > 0 ? { attachments } : {};
+}
+
+/** A lost action's reconciliation request, as the thread lists it until it is answered. */
+function unreconciledOf(event: RuntimeEvent, payload: Payload): UnreconciledAction {
+  return {
+    actionId: event.actionId ?? '',
+    ...(event.turnId ? { turnId: event.turnId } : {}),
+    runId: str(event.runId) ?? '',
+    graphActionId: str(payload.graphActionId) ?? '',
+    toolCallId: str(payload.toolCallId) ?? '',
+    ...(str(payload.toolName) ? { toolName: str(payload.toolName) } : {}),
+    ...(str(payload.idempotencyKey) ? { idempotencyKey: str(payload.idempotencyKey) } : {}),
+    prompt: str(payload.prompt) ?? '',
+    lostAt: event.timestamp,
+  };
 }
 
 function waitingStatus(pending: PendingDecision[], turnId: string | undefined): ThreadState['status'] {
@@ -316,6 +331,8 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     case 'run.status':
       return applyRunStatus(state, event, payload);
     case 'action.required': {
+      if (payload.actionType === RECONCILE_ACTION_TYPE)
+        return { ...state, unreconciled: [...(state.unreconciled ?? []), unreconciledOf(event, payload)] };
       const runner = payload.runner as { runnerId?: unknown } | undefined;
       const decision: PendingDecision = {
         actionId: event.actionId,
@@ -337,6 +354,10 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
       return { ...state, pending: [...state.pending, decision], status: waiting };
     }
     case 'action.resolved': {
+      if (state.unreconciled?.some((u) => u.actionId === event.actionId)) {
+        const unreconciled = state.unreconciled.filter((u) => u.actionId !== event.actionId);
+        return { ...state, unreconciled };
+      }
       const decision = state.pending.find((p) => p.actionId === event.actionId);
       if (!decision) return state;
       const pending = state.pending.filter((p) => p.actionId !== event.actionId);

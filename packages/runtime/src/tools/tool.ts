@@ -26,6 +26,16 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
    * then retried with the same key instead of being recorded `lost`: exactly once, through the world's deduplication.
    */
   isIdempotentByKey?: boolean;
+  /**
+   * After a crash left a call of this tool in flight (recorded `lost`), ask the world whether it took effect — by the
+   * call's idempotency key (a service's GET by key, a CLI's lookup of its stored results). Its answer ends the
+   * action `completed` or `failed` (`not_happened`) with the evidence, with no person needed; `undefined` (or a
+   * throw) means it cannot tell, and the action waits for a person (docs/reliability.md "Reconciling a lost action").
+   */
+  reconcile?: (
+    call: { input: Input; idempotencyKey: string },
+    context: ReconcileContext,
+  ) => Promise<ReconcileVerdict | undefined>;
   /** On interrupt: `cancel` aborts it through the signal; `block` lets it finish (a half-done write is worse). */
   interruptBehavior: 'cancel' | 'block';
   /** Capability labels for `auto` selection and permission rules, e.g. ["filesystem", "read"]. */
@@ -75,6 +85,19 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
    * Recorded with the catalog of every turn (`tool.catalog.resolved`), so the record says what a run could do.
    */
   operations?: readonly string[];
+}
+
+/** What a tool's `reconcile` step is given besides the call: where, and until when. */
+export interface ReconcileContext {
+  workspaceRoot: string;
+  /** Aborted when the tool's timeout passes or the worker stops. */
+  signal: AbortSignal;
+}
+
+/** A tool's answer to "did this lost call take effect?", with what it rests on (recorded with the answer). */
+export interface ReconcileVerdict {
+  happened: boolean;
+  evidence?: Record<string, unknown>;
 }
 
 /** The flags of a tool that may differ per call (`factsOf`). */

@@ -1,5 +1,6 @@
 import { type Action, oarError } from '@oar/protocol';
 import { actionStatusChange } from '../facts/action.js';
+import { type LostCall, reconcileRequest } from '../facts/reconcile.js';
 import type { EventDraft } from '../log/draft.js';
 import {
   isTerminalRunStatus,
@@ -67,6 +68,8 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
           observation: { id, status: 'lost', artifacts: [], error, ...(action.title ? { title: action.title } : {}) },
         },
       });
+      // Lost is not the end of it: someone (or the tool's reconcile step) says whether it took effect.
+      drafts.push(reconcileRequest(lostCall(ids, action, state)));
     }
   }
   drafts.push(...lostProcesses(thread));
@@ -148,6 +151,16 @@ function orphaned(action: Action, state: RunAction | undefined): boolean {
   return state?.status === 'running' && BRACKETED.has(action.executor.type) && !state.childThreadId;
 }
 
+function lostCall(ids: LostCall['ids'], action: Action, state: RunAction): LostCall {
+  return {
+    ids,
+    action,
+    toolCallId: state.toolCallId,
+    toolName: action.executor.target,
+    ...(state.idempotencyKey ? { idempotencyKey: state.idempotencyKey } : {}),
+  };
+}
+
 /** End an interrupted ephemeral graph's running and not-started actions `lost`; waiting decisions stay. */
 function abandonEphemeral(thread: ThreadView, run: RunState, drafts: EventDraft[]): number {
   const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
@@ -169,6 +182,12 @@ function abandonEphemeral(thread: ThreadView, run: RunState, drafts: EventDraft[
         'failed',
       ),
     );
+    // One that was running may have acted on the world: asked like any lost call (unless running it again is
+    // harmless, when the answer is always "run it"). One not started did nothing.
+    const state = run.actions[action.id];
+    if (status === 'running' && state && !state.idempotent && BRACKETED.has(action.executor.type)) {
+      drafts.push(reconcileRequest(lostCall(ids, action, state)));
+    }
   }
   return lost;
 }

@@ -22,6 +22,7 @@ import {
   renewLease,
 } from '../store/leases.js';
 import type { Driver, WorkerDeps } from './deps.js';
+import { reconcileLost } from './reconcile.js';
 import { recoveryDrafts } from './recovery.js';
 import { stepTurn } from './step-scheduler.js';
 import { ThreadEngine } from './thread-engine.js';
@@ -244,8 +245,12 @@ export class Worker {
       engine = new ThreadEngine(this, this.deps, driver, lease);
       driver.engine = engine;
       // Whatever the previous tenure left running has no writer any more: settle it before anything else.
-      const recovered = recoveryDrafts(await engine.loadThread(sessionId, threadId));
+      const taken = await engine.loadThread(sessionId, threadId);
+      const recovered = recoveryDrafts(taken);
       if (recovered.drafts.length > 0) await engine.append(sessionId, recovered.drafts, { durable: true });
+      // What was lost, in this takeover or an earlier one, and a tool can look up by key: ask it before going on.
+      const settled = recovered.drafts.length > 0 ? await engine.loadThread(sessionId, threadId) : taken;
+      if (settled.unreconciled?.length) await this.reconcile(engine, threadId, driver.controller.signal);
       idleSequence = await this.loop(driver, engine);
       this.storeRetries.delete(threadId);
     } catch (error) {
@@ -265,6 +270,15 @@ export class Worker {
       else if (driver.again && fence && !failed && !driver.lost && !this.closed) this.kick(sessionId, threadId);
       this.nextWaiting();
     }
+  }
+
+  /**
+   * Ask the tools of lost calls whether they took effect, under the session's binding (the tools as bound now). A
+   * binding that cannot be bound skips this: the thread's next step meets the same failure and records it.
+   */
+  private async reconcile(engine: ThreadEngine, threadId: string, signal: AbortSignal): Promise<void> {
+    const thread = await engine.prepare(threadId).catch(() => undefined);
+    if (thread) await reconcileLost(engine, thread, signal);
   }
 
   /** A driver is free: drive the oldest thread that waited for one (another worker may have taken it meanwhile). */

@@ -17,7 +17,11 @@ afterEach(async () => {
 });
 
 /** A tool whose first call never returns (the process "dies" while it runs); later calls succeed. */
-function hangingTool(idempotent: boolean | 'by_key', calls: { n: number; keys?: (string | undefined)[] }): AnyTool {
+function hangingTool(
+  idempotent: boolean | 'by_key',
+  calls: { n: number; keys?: (string | undefined)[] },
+  reconcile?: AnyTool['reconcile'],
+): AnyTool {
   return defineTool<{ label: string }>({
     name: 'hang',
     description: 'Hangs on the first call.',
@@ -29,6 +33,7 @@ function hangingTool(idempotent: boolean | 'by_key', calls: { n: number; keys?: 
     ...(idempotent === 'by_key' ? { isIdempotentByKey: true } : {}),
     interruptBehavior: 'block',
     capabilities: ['write'],
+    ...(reconcile ? { reconcile } : {}),
     async execute(input, context) {
       calls.n++;
       calls.keys?.push(context.idempotencyKey);
@@ -42,11 +47,16 @@ const CARRIER_SCRIPT = {
   steps: [act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' } }]), answer('after restart')],
 };
 
-async function crashAndRestart(idempotent: boolean | 'by_key', script: ModelScript = CARRIER_SCRIPT, carrier?: 'text') {
+async function crashAndRestart(
+  idempotent: boolean | 'by_key',
+  script: ModelScript = CARRIER_SCRIPT,
+  carrier?: 'text',
+  reconcile?: AnyTool['reconcile'],
+) {
   const calls = { n: 0, keys: [] as (string | undefined)[] };
   // Short leases: the second runtime takes the thread over once the crashed one's lease runs out.
   const options = {
-    tools: registryWith(hangingTool(idempotent, calls)),
+    tools: registryWith(hangingTool(idempotent, calls, reconcile)),
     permissions: { mode: 'bypass' as const },
     worker: { leaseTtlMs: 300, pollMs: 50 },
     ...(carrier ? { mainAgent: { carrier } } : {}),
@@ -126,5 +136,139 @@ describe('crash recovery', () => {
     expect(calls.n).toBe(2);
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
     expect((await second.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+});
+
+describe('a lost action is reconciled, never silent', () => {
+  const SCRIPT = {
+    steps: [
+      act([{ id: 'h', type: 'tool', name: 'hang', args: { label: 'x' }, title: 'Book the room' }]),
+      answer('after restart'),
+      answer('after retry'),
+    ],
+  };
+
+  async function lostOne(reconcile?: AnyTool['reconcile']) {
+    const crashed = await crashAndRestart(false, SCRIPT, undefined, reconcile);
+    const { second, sessionId, threadId } = crashed;
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    return { ...crashed, read, request: read.unreconciledActions?.[0] };
+  }
+
+  it('is listed on its thread until answered, without holding the thread', async () => {
+    const { second, sessionId, threadId, read, request } = await lostOne();
+    const started = ofType(await allEvents(second, sessionId), 'tool.started')[0];
+    expect(read.unreconciledActions).toHaveLength(1);
+    expect(request).toMatchObject({
+      graphActionId: 'h',
+      toolName: 'hang',
+      toolCallId: started?.toolCallId,
+      idempotencyKey: payload(started).idempotencyKey,
+    });
+    expect(request?.prompt).toContain('Book the room');
+    // Not a pending decision: the model was told, the turn completed, the thread is idle.
+    expect(read.pendingRequests).toEqual([]);
+    expect(read.status).toBe('idle');
+    const required = ofType(await allEvents(second, sessionId), 'action.required')[0];
+    expect(payload(required)).toMatchObject({
+      actionType: 'reconcile',
+      decisions: ['happened', 'not_happened', 'retry'],
+    });
+    const { snapshot } = await second.runtime.getSession({ sessionId });
+    expect(snapshot.threads.find((t) => t.threadId === threadId)?.unreconciledActions).toHaveLength(1);
+  });
+
+  it('happened: the action ends completed, saying who decided and why', async () => {
+    const { second, sessionId, threadId, request, calls } = await lostOne();
+    const actionId = request?.actionId ?? '';
+    const answered = await second.runtime.respondAction({
+      sessionId,
+      actionId,
+      decision: 'happened',
+      reason: 'the booking is in the calendar',
+      resolvedBy: 'ops@example.com',
+    });
+    expect(answered).toMatchObject({ threadId, decision: 'happened' });
+    expect(answered.turnId).toBeUndefined();
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(read.unreconciledActions).toBeUndefined();
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed' });
+    const resolved = ofType(await allEvents(second, sessionId), 'action.resolved').at(-1);
+    expect(resolved?.actionId).toBe(actionId);
+    expect(payload(resolved)).toMatchObject({
+      decision: 'happened',
+      actionType: 'reconcile',
+      resolvedBy: 'ops@example.com',
+      reason: 'the booking is in the calendar',
+    });
+    expect(calls.n).toBe(1);
+    // Answered once: a second answer says how and by whom it was answered.
+    await expect(second.runtime.respondAction({ sessionId, actionId, decision: 'retry' })).rejects.toMatchObject({
+      code: 'decision_already_resolved',
+    });
+    expect((await second.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
+  it('not_happened: the action ends failed (not_happened); an approval word is refused', async () => {
+    const { second, sessionId, threadId, request } = await lostOne();
+    const actionId = request?.actionId ?? '';
+    await expect(second.runtime.respondAction({ sessionId, actionId, decision: 'approve' })).rejects.toMatchObject({
+      code: 'invalid_decision',
+    });
+    await second.runtime.respondAction({ sessionId, actionId, decision: 'not_happened' });
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(actionRows(read)[0]).toMatchObject({ status: 'failed', error: { code: 'not_happened' } });
+    expect(read.unreconciledActions).toBeUndefined();
+  });
+
+  it('retry: runs it again in a turn of its own, under a new idempotency key; the model sees the result', async () => {
+    const { second, sessionId, threadId, request, calls } = await lostOne();
+    const answered = await second.runtime.respondAction({
+      sessionId,
+      actionId: request?.actionId ?? '',
+      decision: 'retry',
+    });
+    expect(answered.turnId).toBeDefined();
+    await second.runtime.settled(sessionId);
+    expect(calls.n).toBe(2);
+    expect(calls.keys[1]).toMatch(/^idem_[0-9a-f]{32}$/);
+    expect(calls.keys[1]).not.toBe(calls.keys[0]);
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(read.unreconciledActions).toBeUndefined();
+    const rows = actionRows(read);
+    // The lost call stays lost on record; the retry is a call of its own, which completed.
+    expect(rows.map((r) => r.status)).toEqual(['lost', 'completed']);
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after retry' });
+    expect((await second.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
+  it("a tool's reconcile step answers by idempotency key, with no person needed", async () => {
+    const asked: string[] = [];
+    const { second, sessionId, threadId, read, calls } = await lostOne(async ({ idempotencyKey, input }) => {
+      asked.push(idempotencyKey);
+      return { happened: true, evidence: { bookingId: 'bk_1', label: input.label } };
+    });
+    expect(asked).toEqual([calls.keys[0]]);
+    expect(read.unreconciledActions).toBeUndefined();
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed' });
+    const resolved = ofType(await allEvents(second, sessionId), 'action.resolved')[0];
+    expect(payload(resolved)).toMatchObject({
+      decision: 'happened',
+      resolvedBy: 'tool:hang',
+      evidence: { bookingId: 'bk_1', label: 'x' },
+    });
+    expect(threadId).toBeTruthy();
+  });
+
+  it('a reconcile step that cannot tell leaves it to a person, with a warning on record', async () => {
+    const { second, sessionId, read } = await lostOne(async () => {
+      throw new Error('calendar API unreachable');
+    });
+    expect(read.unreconciledActions).toHaveLength(1);
+    const warning = ofType(await allEvents(second, sessionId), 'runtime.warning').find(
+      (e) => payload(e).code === 'reconcile_failed',
+    );
+    expect(payload(warning)).toMatchObject({ retryable: true, details: { tool: 'hang' } });
+    expect(JSON.stringify(payload(warning))).toContain('calendar API unreachable');
   });
 });
