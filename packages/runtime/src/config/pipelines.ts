@@ -198,17 +198,20 @@ export const DEFAULT_SERVICE_RETRIES = 2;
 export const DEFAULT_SERVICE_RETRY_DELAY_MS = 250;
 export const DEFAULT_SERVICE_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
+/** A service URL: http(s), with `{field}` placeholders. */
+const ServiceUrlSchema = z
+  .string()
+  .refine((url) => /^https?:\/\//i.test(url) && URL.canParse(url.replaceAll(/\{[A-Za-z0-9_]+\}/g, 'x')), {
+    message: 'an http:// or https:// URL',
+  });
+
 export const ServiceSchema = z
   .strictObject({
     name: ExecutorNameSchema,
     description: z.string().default(''),
     capabilities: z.array(z.string()).default([]),
     /** http(s) URL; `{field}` placeholders are filled from the input (URL-encoded) and taken out of it. */
-    url: z
-      .string()
-      .refine((url) => /^https?:\/\//i.test(url) && URL.canParse(url.replaceAll(/\{[A-Za-z0-9_]+\}/g, 'x')), {
-        message: 'an http:// or https:// URL',
-      }),
+    url: ServiceUrlSchema,
     method: z.enum(HTTP_METHODS).default('GET'),
     inputSchema: InputSchemaSchema,
     /** Static, non-secret headers. */
@@ -220,6 +223,22 @@ export const ServiceSchema = z
     retries: z.number().int().min(0).max(10).optional(),
     /** The first retry's delay; each later one doubles it. */
     retryDelayMs: z.number().int().min(0).max(60_000).default(DEFAULT_SERVICE_RETRY_DELAY_MS),
+    /**
+     * The server deduplicates by the `Idempotency-Key` header OAR sends (the same on every retry of one call): a call
+     * left in flight by a crash is then retried under the same key instead of becoming `lost`, and a non-idempotent
+     * method may have `retries`.
+     */
+    idempotentByKey: z.boolean().default(false),
+    /**
+     * How to ask the server whether a call left in flight by a crash took effect: a GET of this URL (its
+     * `{idempotencyKey}` and `{field}` placeholders filled), sent with the call's credentials and `Idempotency-Key`.
+     * 2xx: it happened (the body is the evidence); 404 or 410: it did not; anything else: a person decides.
+     */
+    reconcile: z
+      .strictObject({
+        url: ServiceUrlSchema,
+      })
+      .optional(),
     /** A larger response body fails the call (`service_response_too_large`). */
     maxResponseBytes: z
       .number()
@@ -229,11 +248,11 @@ export const ServiceSchema = z
       .default(DEFAULT_SERVICE_MAX_RESPONSE_BYTES),
   })
   .superRefine((service, ctx) => {
-    if (service.retries && !IDEMPOTENT_METHODS.has(service.method)) {
+    if (service.retries && !IDEMPOTENT_METHODS.has(service.method) && !service.idempotentByKey) {
       ctx.addIssue({
         code: 'custom',
         path: ['retries'],
-        message: `${service.method} is not idempotent and is never retried (a retry could repeat its effect)`,
+        message: `${service.method} is not idempotent and is never retried (a retry could repeat its effect) unless the server deduplicates by key (idempotentByKey)`,
       });
     }
     for (const name of Object.keys(service.headers)) {
@@ -248,9 +267,10 @@ export const ServiceSchema = z
   });
 export type ServiceConfig = z.infer<typeof ServiceSchema>;
 
-/** The attempts a service call may make: retries only for idempotent methods. */
+/** The attempts a service call may make: retries only for idempotent methods, or a server that dedupes by key. */
 export function serviceAttempts(service: ServiceConfig): number {
-  return IDEMPOTENT_METHODS.has(service.method) ? 1 + (service.retries ?? DEFAULT_SERVICE_RETRIES) : 1;
+  if (IDEMPOTENT_METHODS.has(service.method)) return 1 + (service.retries ?? DEFAULT_SERVICE_RETRIES);
+  return service.idempotentByKey ? 1 + (service.retries ?? 0) : 1;
 }
 
 /** The environment variables a service reads credentials from (secrets: the redactor masks their values). */

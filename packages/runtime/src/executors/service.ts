@@ -1,11 +1,12 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { IDEMPOTENT_METHODS, QUERY_METHODS, type ServiceConfig, serviceAttempts } from '../config/pipelines.js';
 import { actionStatusEvent, errorOutput, toolIds } from '../facts/action.js';
-import { isClosing } from '../kernel/errors.js';
+import { isClosing, OarRuntimeError } from '../kernel/errors.js';
 import { waitUnlessAborted } from '../kernel/signals.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
 import type { ActionContext } from '../scheduler/action-context.js';
 import { openBracket } from '../scheduler/bracket.js';
+import type { ReconcileVerdict } from '../tools/tool.js';
 import { completeAction, failAction } from './outcome.js';
 import { gate, withTimeout } from './tool.js';
 
@@ -45,12 +46,15 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
   const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
     sessionId,
     ids: toolIds(ctx),
+    // Retried after a crash because the server deduplicates by key: under the key of the attempt it retries.
+    ...(ctx.state.keyAttempt !== undefined ? { keyAttempt: ctx.state.keyAttempt } : {}),
     authorization: gated.allowed,
     payload: {
       toolName: service.name,
       executor: 'service',
       attempt: ctx.state.attempt + 1,
       idempotent: IDEMPOTENT_METHODS.has(service.method),
+      ...(service.idempotentByKey ? { idempotentByKey: true } : {}),
       graphActionId: action.id,
       input: action.input,
       method: service.method,
@@ -101,6 +105,43 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
   // Not aborted, so at least one attempt ran and left its failure.
   const error = failure ?? oarError('interrupted', `service "${service.name}" made no attempt`);
   return failAction(ctx, service.name, error, Date.now() - started, durable);
+}
+
+/**
+ * Ask the server whether a call left in flight by a crash took effect (the service's `reconcile` GET, by the call's
+ * idempotency key). 2xx: it did, and the reply is the evidence; 404 or 410: it did not; anything else throws (the
+ * server cannot tell now, and a person decides).
+ */
+export async function reconcileService(
+  service: ServiceConfig,
+  input: Record<string, unknown>,
+  idempotencyKey: string,
+  signal: AbortSignal,
+  env: Record<string, string | undefined> = process.env,
+): Promise<ReconcileVerdict | undefined> {
+  if (!service.reconcile) return undefined;
+  const { url } = service.reconcile;
+  // Only the placeholders go into the URL: the rest of the input was the call's body, not a lookup's query.
+  const named = new Set([...url.matchAll(/\{([A-Za-z0-9_]+)\}/g)].map((m) => m[1] as string));
+  const values = { ...input, idempotencyKey };
+  const fill = Object.fromEntries(Object.entries(values).filter(([name]) => named.has(name)));
+  const lookup = { ...service, url, method: 'GET' as const };
+  const request = buildRequest(lookup, fill, env);
+  if ('error' in request) throw new OarRuntimeError(request.error.code, request.error.message, request.error);
+  const result = await attemptCall(
+    lookup,
+    { ...request, headers: { ...request.headers, 'idempotency-key': idempotencyKey } },
+    signal,
+    1,
+    1,
+  );
+  if ('closing' in result) return undefined;
+  if ('ok' in result) {
+    return { happened: true, evidence: { status: result.status, url: request.url, reply: result.ok.structured } };
+  }
+  const status = (result.error.details as { status?: unknown } | undefined)?.status;
+  if (status === 404 || status === 410) return { happened: false, evidence: { status, url: request.url } };
+  throw new OarRuntimeError(result.error.code, result.error.message, result.error);
 }
 
 interface ServiceRequest {

@@ -1,37 +1,66 @@
-import { oarError } from '@oar/protocol';
+import { type Action, oarError } from '@oar/protocol';
+import { reconcileService } from '../executors/service.js';
 import { reconcileAnswer, stillUnreconciled } from '../facts/reconcile.js';
 import { toOarError } from '../kernel/errors.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { Engine } from '../scheduler/engine.js';
+import type { ReconcileVerdict } from '../tools/tool.js';
 
 /** How long a tool's reconcile step may take when the tool names no timeout of its own. */
 const RECONCILE_TIMEOUT_MS = 30_000;
 
+/** Who can answer for a lost action: its tool's reconcile step, or its service's reconcile GET. */
+interface Reconciler {
+  /** `tool:<name>` or `service:<name>`: recorded as who resolved it. */
+  by: string;
+  timeoutMs: number;
+  ask(idempotencyKey: string, signal: AbortSignal): Promise<ReconcileVerdict | undefined>;
+}
+
+function reconcilerOf(engine: Engine, action: Action): Reconciler | undefined {
+  const name = action.executor.target;
+  if (action.executor.type === 'service') {
+    const service = engine.binding.services?.find((s) => s.name === name);
+    if (!service?.reconcile) return undefined;
+    return {
+      by: `service:${name}`,
+      timeoutMs: service.timeoutMs,
+      ask: (key, signal) => reconcileService(service, action.input, key, signal),
+    };
+  }
+  const tool = action.executor.type === 'tool' ? engine.tools.get(name) : undefined;
+  const reconcile = tool?.reconcile;
+  if (!tool || !reconcile) return undefined;
+  const parsed = engine.tools.parseInput(tool.name, action.input);
+  if (!parsed.ok) return undefined;
+  return {
+    by: `tool:${name}`,
+    timeoutMs: tool.timeoutMs ?? RECONCILE_TIMEOUT_MS,
+    ask: (key, signal) =>
+      reconcile({ input: parsed.input, idempotencyKey: key }, { workspaceRoot: engine.workspaceRoot, signal }),
+  };
+}
+
 /**
- * Ask the tools whose lost calls wait for an answer whether those calls took effect (`ToolDefinition.reconcile`: a
- * GET by idempotency key), and record each answer a tool could give. Run by the lease holder as it takes the thread
- * over, after recovery recorded what was lost — so a call lost in this takeover or an earlier one is asked again
- * whenever the thread is taken over, until someone answers. A tool that cannot tell (no answer, an error, a timeout)
- * leaves it to a person; its error is on record as a warning.
+ * Ask whoever can look a lost call up by its idempotency key (a tool's `reconcile` step, a service's `reconcile`
+ * GET) whether it took effect, and record each answer given. Run by the lease holder as it takes the thread over,
+ * after recovery recorded what was lost — so a call lost in this takeover or an earlier one is asked again at every
+ * takeover until someone answers. One that cannot tell (no answer, an error, a timeout) leaves it to a person; its
+ * error is on record as a warning.
  */
 export async function reconcileLost(engine: Engine, thread: ThreadView, signal: AbortSignal): Promise<number> {
   let answered = 0;
   for (const request of thread.unreconciled ?? []) {
-    const tool = request.toolName ? engine.tools.get(request.toolName) : undefined;
     const run = thread.runs.get(request.runId);
     const action = run?.declaration.actions.find((a) => a.id === request.graphActionId);
-    if (!tool?.reconcile || !request.idempotencyKey || !run || !action || signal.aborted) continue;
-    const parsed = engine.tools.parseInput(tool.name, action.input);
-    if (!parsed.ok) continue;
+    const reconciler = action ? reconcilerOf(engine, action) : undefined;
+    if (!reconciler || !request.idempotencyKey || !run || !action || signal.aborted) continue;
     const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
-    let verdict: Awaited<ReturnType<NonNullable<typeof tool.reconcile>>>;
+    let verdict: ReconcileVerdict | undefined;
     try {
-      verdict = await tool.reconcile(
-        { input: parsed.input, idempotencyKey: request.idempotencyKey },
-        {
-          workspaceRoot: engine.workspaceRoot,
-          signal: AbortSignal.any([signal, AbortSignal.timeout(tool.timeoutMs ?? RECONCILE_TIMEOUT_MS)]),
-        },
+      verdict = await reconciler.ask(
+        request.idempotencyKey,
+        AbortSignal.any([signal, AbortSignal.timeout(reconciler.timeoutMs)]),
       );
     } catch (error) {
       await engine.append(thread.sessionId, [
@@ -41,8 +70,8 @@ export async function reconcileLost(engine: Engine, thread: ThreadView, signal: 
           actionId: request.actionId,
           payload: oarError(
             'reconcile_failed',
-            `the reconcile step of "${tool.name}" could not tell whether the lost call took effect; it waits for a person`,
-            { retryable: true, details: { tool: tool.name, cause: toOarError(error) } },
+            `${reconciler.by} could not tell whether the lost call took effect; it waits for a person`,
+            { retryable: true, details: { by: reconciler.by, cause: toOarError(error) } },
           ),
         },
       ]);
@@ -51,8 +80,8 @@ export async function reconcileLost(engine: Engine, thread: ThreadView, signal: 
     if (!verdict) continue;
     const drafts = reconcileAnswer(request, ids, action, {
       decision: verdict.happened ? 'happened' : 'not_happened',
-      resolvedBy: `tool:${tool.name}`,
-      reason: `the tool's reconcile step, by idempotency key ${request.idempotencyKey}`,
+      resolvedBy: reconciler.by,
+      reason: `asked by idempotency key ${request.idempotencyKey}`,
       ...(verdict.evidence ? { evidence: verdict.evidence } : {}),
     });
     await engine.append(thread.sessionId, drafts, {

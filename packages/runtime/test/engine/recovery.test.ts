@@ -268,7 +268,7 @@ describe('a lost action is reconciled, never silent', () => {
     const warning = ofType(await allEvents(second, sessionId), 'runtime.warning').find(
       (e) => payload(e).code === 'reconcile_failed',
     );
-    expect(payload(warning)).toMatchObject({ retryable: true, details: { tool: 'hang' } });
+    expect(payload(warning)).toMatchObject({ retryable: true, details: { by: 'tool:hang' } });
     expect(JSON.stringify(payload(warning))).toContain('calendar API unreachable');
   });
 });

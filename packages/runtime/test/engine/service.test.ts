@@ -343,3 +343,107 @@ describe('service executor', () => {
     ).toBe(false);
   });
 });
+
+describe('a service call a crash left in flight', () => {
+  const crashed: Store[] = [];
+  afterEach(async () => {
+    for (const store of crashed.splice(0)) await store.close();
+  });
+
+  /**
+   * A POST whose first request never gets an answer while the runtime that sent it "dies" (abandoned, never closed);
+   * a second runtime on the same store takes the thread over once the lease runs out. The server remembers what it
+   * did by Idempotency-Key, as a payment API does.
+   */
+  async function crashMidPost(extra: Record<string, unknown>) {
+    const done = new Map<string, { bookingId: string }>();
+    handler = (req, res, n) => {
+      const key = req.headers['idempotency-key'] as string;
+      if (req.method === 'POST') {
+        const booking = done.get(key) ?? { bookingId: `bk_${done.size + 1}` };
+        done.set(key, booking);
+        if (n === 0) return; // acted, but the answer never comes back: the runtime dies meanwhile
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify(booking));
+        return;
+      }
+      if (req.url?.startsWith('/broken/')) {
+        res.writeHead(503);
+        res.end();
+        return;
+      }
+      const found = done.get(decodeURIComponent(req.url?.split('/').at(-1) ?? ''));
+      res.writeHead(found ? 200 : 404, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(found ?? { error: 'no such booking' }));
+    };
+    const service = { ...issues, name: 'book', url: `${base}/bookings`, method: 'POST', ...extra };
+    const script = {
+      steps: [
+        // Persisted (a graph declared without persistence is not resumed, whatever its calls are).
+        dsl([{ id: 'b', executor: { type: 'service', target: 'book' }, input: { repo: 'r' } }], { persist: true }),
+        answer('after restart'),
+      ],
+    };
+    const options = {
+      services: [service as never],
+      permissions: { mode: 'bypass' as const },
+      worker: { leaseTtlMs: 300, pollMs: 50 },
+    };
+    const first = await harness(script, options);
+    crashed.push(first.store);
+    const { sessionId, threadId } = await first.runtime.createSession();
+    await first.runtime.submitTurn({ sessionId, input: 'book it' });
+    await waitFor(() => seen.length === 1);
+    first.runtime.worker?.abandon();
+    const store = await Store.open(join(first.dir, 'oar.db'));
+    h = await harness(script, { ...options, store, workspaceRoot: first.workspace });
+    await h.runtime.settled(sessionId);
+    const read = await h.runtime.getThreadRead({ sessionId, threadId });
+    return { read, events: await allEvents(h, sessionId), done };
+  }
+
+  it('idempotentByKey: retried under the same key instead of lost; the server acted once', async () => {
+    const { read, events, done } = await crashMidPost({ idempotentByKey: true });
+    expect(seen.map((s) => s.method)).toEqual(['POST', 'POST']);
+    expect(keys[1]).toBe(keys[0]);
+    expect(done.size).toBe(1);
+    expect(ofType(events, 'tool.failed')).toEqual([]);
+    expect(ofType(events, 'tool.started').map((e) => payload(e).idempotentByKey)).toEqual([true, true]);
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed' });
+    expect(
+      ServiceSchema.safeParse({ ...issues, url: base, method: 'POST', retries: 1, idempotentByKey: true }).success,
+    ).toBe(true);
+  });
+
+  it('reconcile: a GET by key finds the effect, and the lost call ends completed with the evidence', async () => {
+    const { read, events } = await crashMidPost({ reconcile: { url: `${base}/bookings/{idempotencyKey}` } });
+    expect(seen.map((s) => s.method)).toEqual(['POST', 'GET']);
+    expect(seen[1]?.url).toBe(`/bookings/${keys[0]}`);
+    expect(seen[1]?.authorization).toBe(`Bearer ${token}`);
+    expect(ofType(events, 'tool.failed')[0]?.status).toBe('lost');
+    const resolved = ofType(events, 'action.resolved')[0];
+    expect(payload(resolved)).toMatchObject({
+      decision: 'happened',
+      resolvedBy: 'service:book',
+      evidence: { status: 200, reply: { service: 'book', status: 200 } },
+    });
+    expect(JSON.stringify(payload(resolved).evidence)).toContain('bk_1');
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed' });
+    expect(read.unreconciledActions).toBeUndefined();
+  });
+
+  it('reconcile: a 404 by key says it did not happen; a 5xx leaves it to a person', async () => {
+    const { read } = await crashMidPost({ reconcile: { url: `${base}/bookings/missing-{idempotencyKey}` } });
+    expect(actionRows(read)[0]).toMatchObject({ status: 'failed', error: { code: 'not_happened' } });
+    await h?.runtime.close();
+    await h?.store.close();
+    h = undefined;
+    seen = [];
+    keys = [];
+    const unsure = await crashMidPost({ reconcile: { url: `${base}/broken/{idempotencyKey}` } });
+    expect(unsure.read.unreconciledActions).toHaveLength(1);
+    expect(actionRows(unsure.read)[0]).toMatchObject({ status: 'lost' });
+    const warning = ofType(unsure.events, 'runtime.warning').find((e) => payload(e).code === 'reconcile_failed');
+    expect(payload(warning)).toMatchObject({ details: { by: 'service:book', cause: { code: 'service_http_error' } } });
+  });
+});
