@@ -5,7 +5,7 @@
 import { realpathSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { oarError, type RuntimeEvent } from '@oar/protocol';
+import { type ActionDecision, oarError, type RuntimeEvent } from '@oar/protocol';
 import {
   absoluteModelSpec,
   type BindingUpdate,
@@ -362,6 +362,12 @@ export function report(
         process.stdout.write(`  → oar limit ${sessionId} ${flag ?? '--turn-cost USD'} <higher>${store}\n`);
       }
     }
+    // Lost after a crash and not yet reconciled: they hold nothing, but someone should say what happened.
+    for (const u of result.threads.flatMap((t) => t.unreconciledActions ?? [])) {
+      process.stdout.write(`\nLost (it may or may not have taken effect): ${u.prompt}\n`);
+      if (u.idempotencyKey) process.stdout.write(`    idempotency key: ${u.idempotencyKey}\n`);
+      process.stdout.write(`  → oar respond ${sessionId} ${u.actionId} happened|not_happened|retry${store}\n`);
+    }
     process.stdout.write(`\nsession ${sessionId} — log in ${location} (oar events ${sessionId}${store})\n`);
   }
   // Interrupted here (Ctrl-C) or from anywhere else (`oar interrupt`): the turn was cancelled either way.
@@ -499,7 +505,7 @@ export async function respond(
     await runtime.respondAction({
       sessionId,
       actionId,
-      decision: decision as 'approve',
+      decision: decision as ActionDecision,
       ...(options.reason ? { reason: options.reason } : {}),
       ...(options.text ? { payload: { text: options.text } } : {}),
     });

@@ -56,12 +56,12 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
 
   globals(program.command('respond'))
     .description(
-      'answer a pending decision: approve, deny or approve_for_session (the session runs on with its binding)',
+      'answer a pending decision (approve, deny, approve_for_session) or a lost action (happened, not_happened, retry); the session runs on with its binding',
     )
     .argument('<session>', 'session id')
     .argument('<action>', 'the decision id (actionId of action.required)')
-    .argument('<decision>', 'approve | deny | approve_for_session')
-    .option('--reason <text>', 'why')
+    .argument('<decision>', 'approve | deny | approve_for_session | happened | not_happened | retry')
+    .option('--reason <text>', 'why (recorded with the answer)')
     .option('--text <text>', 'the answer to an ask_user question')
     .option('--json', 'print events as NDJSON')
     .action(

@@ -102,6 +102,21 @@ function scenario(storeFor: () => Promise<string | undefined>) {
     ).toEqual(['a', 'b']);
     const completed = log.find((e) => e.type === 'turn.completed');
     expect(completed?.payload).toMatchObject({ answer: 'Resumed after the crash.' });
+    // Lost is not silent: it waits for someone to say whether it took effect, and `oar respond` records who did.
+    const asked = log.find((e) => e.type === 'action.required');
+    expect(asked?.payload).toMatchObject({ actionType: 'reconcile', graphActionId: 'b', toolName: 'count' });
+    const actionId = asked?.actionId ?? '';
+    const wrong = oarIn(cwd, ['respond', sessionId, actionId, 'approve']);
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('invalid_decision');
+    const answered = oarIn(cwd, ['respond', sessionId, actionId, 'happened', '--reason', 'counts.txt has b']);
+    expect(answered.code, answered.stdout + answered.stderr).toBe(0);
+    const after = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout) as unknown as RuntimeEvent[];
+    expect(after.find((e) => e.type === 'action.resolved' && e.actionId === actionId)?.payload).toMatchObject({
+      decision: 'happened',
+      reason: 'counts.txt has b',
+    });
+    expect(readFileSync(join(cwd, 'counts.txt'), 'utf8')).toBe('a\nb\n');
     expect(JSON.parse(oarIn(cwd, ['replay', sessionId]).stdout).equal).toBe(true);
   });
 

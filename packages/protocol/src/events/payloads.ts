@@ -40,7 +40,9 @@ export const RECONCILE_DECISIONS = ['happened', 'not_happened', 'retry'] as cons
 export type ReconcileDecision = (typeof RECONCILE_DECISIONS)[number];
 /** The `actionType` of the `action.required` that asks whether a lost action took effect. */
 export const RECONCILE_ACTION_TYPE = 'reconcile';
-export const ACTION_DECISIONS = ['approve', 'deny', 'approve_for_session', ...RECONCILE_DECISIONS] as const;
+/** The answers to a tool approval (a question takes approve, with its answer, or deny). */
+export const APPROVAL_DECISIONS = ['approve', 'deny', 'approve_for_session'] as const;
+export const ACTION_DECISIONS = [...APPROVAL_DECISIONS, ...RECONCILE_DECISIONS] as const;
 export const ActionDecisionSchema = z.enum(ACTION_DECISIONS);
 export type ActionDecision = z.infer<typeof ActionDecisionSchema>;
 

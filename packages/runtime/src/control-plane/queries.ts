@@ -1,4 +1,4 @@
-import type { RuntimeEvent, SessionSnapshot, ThreadReadModel } from '@oar/protocol';
+import type { RuntimeEvent, SessionSnapshot, ThreadReadModel, UnreconciledAction } from '@oar/protocol';
 import type { AgentConfig } from '../config/binding.js';
 import type { PermissionsConfig } from '../config/permissions.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
@@ -241,6 +241,34 @@ export class Queries {
         })),
       )
       .sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
+  }
+
+  /**
+   * The lost actions nobody has reconciled yet, across the sessions of a workspace (all when none is named), oldest
+   * first. Their threads are idle, so no status column finds them: the body holds a non-empty list, which the
+   * store matches as text before anything is parsed.
+   */
+  async unreconciledActions(
+    filter: { workspaceId?: string } = {},
+  ): Promise<(UnreconciledAction & { sessionId: string; threadId: string })[]> {
+    let query = this.log.store.db
+      .selectFrom('oar_read_models as m')
+      .innerJoin('oar_sessions as s', 's.id', 'm.session_id')
+      .select(['m.session_id', 'm.key', 'm.body'])
+      .where('m.kind', '=', 'thread')
+      .where('m.body', 'like', '%"unreconciled":[{%');
+    if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('s.workspace_id', 'is', null);
+    else if (filter.workspaceId !== undefined) query = query.where('s.workspace_id', '=', filter.workspaceId);
+    const rows = await query.execute();
+    return rows
+      .flatMap((row) =>
+        ((JSON.parse(row.body) as { unreconciled?: UnreconciledAction[] }).unreconciled ?? []).map((u) => ({
+          ...u,
+          sessionId: row.session_id,
+          threadId: row.key,
+        })),
+      )
+      .sort((a, b) => a.lostAt.localeCompare(b.lostAt));
   }
 
   async listSubagents(input: { sessionId: string; threadId?: string }) {

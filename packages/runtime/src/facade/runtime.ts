@@ -363,6 +363,10 @@ export class Runtime {
   pendingDecisions(filter: { workspaceId?: string } = {}) {
     return this.queries.pendingDecisions(filter);
   }
+  /** Lost actions nobody has reconciled yet, across a workspace's sessions (docs/reliability.md). */
+  unreconciledActions(filter: { workspaceId?: string } = {}) {
+    return this.queries.unreconciledActions(filter);
+  }
 
   /** An artifact's metadata and bytes (`artifact_not_found` for an id of another session). */
   getArtifact(input: { sessionId: string; artifactId: string }) {

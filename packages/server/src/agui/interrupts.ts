@@ -1,5 +1,5 @@
 import type { Interrupt } from '@ag-ui/core';
-import { ACTION_DECISIONS, type ActionDecision } from '@oar/protocol';
+import { ACTION_DECISIONS, type ActionDecision, APPROVAL_DECISIONS } from '@oar/protocol';
 import { OarRuntimeError } from '@oar/runtime';
 import type { ResumeEntryBody } from './input.js';
 
@@ -38,14 +38,17 @@ function reasonOf(facts: PendingDecisionFacts): string {
   return `oar:${facts.actionType}`;
 }
 
-/** The decisions a request takes: a tool approval's offered ones (default all three); approve/deny for a question. */
+/**
+ * The decisions a request takes: a tool approval's offered ones (default the three approval answers); approve/deny for
+ * a question; a lost action's happened / not_happened / retry (its `decisions`).
+ */
 export function offeredDecisions(facts: Pick<PendingDecisionFacts, 'actionType' | 'decisions'>): ActionDecision[] {
   // A question is answered (approve, with its text) or declined (deny); a session grant means nothing to it.
   if (facts.actionType === 'user_input') return ['approve', 'deny'];
   const offered = (facts.decisions ?? []).filter((d): d is ActionDecision =>
     (ACTION_DECISIONS as readonly string[]).includes(d),
   );
-  return offered.length > 0 ? offered : [...ACTION_DECISIONS];
+  return offered.length > 0 ? offered : [...APPROVAL_DECISIONS];
 }
 
 /** The JSON Schema of a resume payload answering this decision. */
@@ -115,7 +118,7 @@ export function resumeDecision(entry: ResumeEntryBody): ResumeDecision {
     new OarRuntimeError('invalid_decision', message, { details: { interruptId: actionId, payload: payload ?? null } });
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
     throw invalid(
-      `the resume payload of interrupt ${actionId} must be an object {"decision": "approve"|"deny"|"approve_for_session", "reason"?, "text"?}`,
+      `the resume payload of interrupt ${actionId} must be an object {"decision": ${ACTION_DECISIONS.map((d) => `"${d}"`).join('|')}, "reason"?, "text"?}`,
     );
   }
   const p = payload as Record<string, unknown>;

@@ -1,5 +1,5 @@
 import { type AGUIEvent, EventType } from '@ag-ui/core';
-import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { type OarError, RECONCILE_ACTION_TYPE, RECONCILE_DECISIONS, type RuntimeEvent } from '@oar/protocol';
 import {
   type ApiKeyRecord,
   DEFAULT_WORKSPACE,
@@ -440,7 +440,15 @@ async function resume(
   const pending = (await runtime.pendingDecisions({ workspaceId: target.workspaceId })).filter(
     (d) => d.sessionId === target.sessionId,
   );
-  const byId = new Map(pending.map((p) => [p.actionId, p]));
+  // A lost action may be answered in a resume too (happened, not_happened, retry); it holds nothing, so a resume
+  // need not answer it.
+  const lost = (await runtime.unreconciledActions({ workspaceId: target.workspaceId }))
+    .filter((u) => u.sessionId === target.sessionId)
+    .map((u) => ({ ...u, actionType: RECONCILE_ACTION_TYPE, decisions: [...RECONCILE_DECISIONS] }));
+  const byId = new Map<string, { actionType: string; decisions?: string[]; turnId?: string }>([
+    ...pending.map((p) => [p.actionId, p] as const),
+    ...lost.map((u) => [u.actionId, u] as const),
+  ]);
   // Every entry is checked before any is answered: a bad one changes nothing.
   const seen = new Set<string>();
   const decisions: ResumeDecision[] = [];
@@ -481,7 +489,7 @@ async function resume(
   }
   const read = await runtime.getThreadRead({ sessionId: target.sessionId, threadId: target.mainThreadId });
   const first = byId.get(decisions[0]?.actionId ?? '');
-  const turnId = read.activeTurnId ?? first?.turnId ?? input.runId;
+  let turnId = read.activeTurnId ?? first?.turnId ?? input.runId;
   const subagents = await runtime.listSubagents({ sessionId: target.sessionId });
   const adopted: KnownSubagent[] = subagents.map((s) => ({
     subagentId: s.subagentId,
@@ -492,11 +500,13 @@ async function resume(
   }));
   const pump = subscribe(await runtime.queries.lastSequence(target.sessionId));
   for (const decision of decisions) {
-    await runtime.respondAction({
+    const answered = await runtime.respondAction({
       sessionId: target.sessionId,
       ...decision,
       ...(key ? { resolvedBy: `api_key:${key.keyId}` } : {}),
     });
+    // A lost action run again (retry) runs in a turn of its own: that is the turn this run streams.
+    if (answered.turnId && !read.activeTurnId) turnId = answered.turnId;
   }
   return { pump, turnId, adopted };
 }

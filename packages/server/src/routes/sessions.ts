@@ -248,9 +248,10 @@ export const sessionRoutes: Route[] = [
       method: 'post',
       path: '/v1/sessions/{sessionId}/actions/{actionId}/decision',
       operationId: 'respondAction',
-      summary: 'Answer a pending decision: approve, deny or approve for the session',
+      summary:
+        'Answer a pending decision (approve, deny, approve_for_session) or a lost action (happened, not_happened, retry)',
       description:
-        '`actionId` is the id of the decision (the `actionId` of its `action.required` event). An ask-user question takes its answer as `payload.text`.',
+        "`actionId` is the id of the decision (the `actionId` of its `action.required` event). An ask-user question takes its answer as `payload.text`. A lost action (`unreconciledActions` of its thread, `GET /v1/decisions` `unreconciled`) takes `happened`, `not_happened` or `retry`; `payload` is then recorded as the evidence, and `retry` answers the new turn's `turnId` and `runId`.",
       tag: 'decisions',
       scope: 'operator',
       params: z.object({ sessionId: Id, actionId: Id }),
@@ -260,7 +261,12 @@ export const sessionRoutes: Route[] = [
         payload: z.record(z.string(), z.unknown()).optional(),
       }),
       conflicts: true,
-      response: z.object({ threadId: z.string(), decision: z.enum(ACTION_DECISIONS) }),
+      response: z.object({
+        threadId: z.string(),
+        decision: z.enum(ACTION_DECISIONS),
+        turnId: z.string().optional(),
+        runId: z.string().optional(),
+      }),
     },
     async ({ deps, key, params, body }) => {
       return deps.runtime.respondAction({

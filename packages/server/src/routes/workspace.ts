@@ -1,3 +1,4 @@
+import { UnreconciledActionSchema } from '@oar/protocol';
 import { z } from 'zod';
 import { type Route, route, type ServerDeps } from '../route.js';
 import { aborted, openStream, type StreamOptions } from '../sse.js';
@@ -72,7 +73,8 @@ export function workspaceRoutes(options: StreamOptions): Route[] {
         method: 'get',
         path: '/v1/decisions',
         operationId: 'listDecisions',
-        summary: 'The decisions waiting across the workspace’s sessions (approvals and questions), oldest first',
+        summary:
+          'The decisions waiting across the workspace’s sessions (approvals and questions), and the lost actions nobody has reconciled yet, oldest first',
         tag: 'decisions',
         scope: 'viewer',
         response: z.object({
@@ -87,9 +89,14 @@ export function workspaceRoutes(options: StreamOptions): Route[] {
               requestedAt: z.string(),
             }),
           ),
+          /** Answered like a decision (`respondAction`): happened, not_happened or retry (docs/reliability.md). */
+          unreconciled: z.array(UnreconciledActionSchema.extend({ sessionId: z.string(), threadId: z.string() })),
         }),
       },
-      async ({ deps, key }) => ({ decisions: await deps.runtime.pendingDecisions({ workspaceId: key?.workspaceId }) }),
+      async ({ deps, key }) => ({
+        decisions: await deps.runtime.pendingDecisions({ workspaceId: key?.workspaceId }),
+        unreconciled: await deps.runtime.unreconciledActions({ workspaceId: key?.workspaceId }),
+      }),
     ),
   ];
 }
