@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { type ModelScript, Runtime, type RuntimeOptions, Store, Workspaces } from '@oar/runtime';
+import { type ModelScript, Runtime, type RuntimeOptions, Store, type ToolRegistry, Workspaces } from '@oar/runtime';
 import { createScriptedModel } from '@oar/runtime/testing';
 import { createLogger, type RunningServer, type ServeOptions, startServer } from '../src/index.js';
 
@@ -55,6 +55,8 @@ export async function testServer(
     files?: Record<string, string>;
     /** A PostgreSQL URL and a fresh schema to use instead of a SQLite file (the schema is dropped by `close`). */
     postgres?: { url: string; schema: string; drop: (schema: string) => Promise<void> };
+    /** Runs on the SQLite file before the server's runtime opens it; what it returns runs at `close`. */
+    before?: (at: { dbFile: string; workspace: string }) => Promise<() => Promise<void>>;
   } = {},
 ): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'oar-server-'));
@@ -65,6 +67,7 @@ export async function testServer(
   )) {
     writeFileSync(join(workspace, name), content);
   }
+  const after = await options.before?.({ dbFile: join(dir, 'oar.db'), workspace });
   const store = options.postgres
     ? await Store.open(options.postgres.url, { schema: options.postgres.schema })
     : await Store.open(join(dir, 'oar.db'));
@@ -122,6 +125,7 @@ export async function testServer(
     async close() {
       await server.close();
       await store.close();
+      await after?.();
       if (options.postgres) await options.postgres.drop(options.postgres.schema);
       rmSync(dir, { recursive: true, force: true });
     },
@@ -192,4 +196,38 @@ export async function until(check: () => Promise<boolean> | boolean, timeoutMs =
     if (Date.now() > deadline) throw new Error('timed out waiting');
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
+}
+
+/**
+ * Lost actions, for real: a first runtime on the store file starts each session's first tool call, which never
+ * returns, and is abandoned mid-call (as a kill leaves it). Give the server's runtime the same tools and a short lease
+ * (`worker: {leaseTtlMs: 300, pollMs: 50}`): it takes the threads over and records the calls lost.
+ */
+export function crashMidCall(crash: {
+  sessionIds: string[];
+  script: ModelScript;
+  tools: ToolRegistry;
+}): (at: { dbFile: string; workspace: string }) => Promise<() => Promise<void>> {
+  return async ({ dbFile, workspace }) => {
+    const store = await Store.open(dbFile);
+    const model = createScriptedModel(crash.script);
+    const crashed = await Runtime.create({
+      store,
+      workspaceRoot: workspace,
+      model: () => ({ model, provider: 'oar-script', modelId: model.modelId, supportsForcedToolChoice: true }),
+      tools: crash.tools,
+      permissions: { mode: 'bypass' },
+      worker: { leaseTtlMs: 300, pollMs: 50 },
+    });
+    for (const sessionId of crash.sessionIds) {
+      await crashed.createSession({ sessionId });
+      await crashed.submitTurn({ sessionId, input: 'go' });
+    }
+    for (const sessionId of crash.sessionIds) {
+      await until(async () => (await crashed.log.read(sessionId)).some((e) => e.type === 'tool.started'));
+    }
+    crashed.worker?.abandon();
+    // Never closed (its drivers are stuck in the tool, as in a crash): only its connection is released, at the end.
+    return () => store.close();
+  };
 }

@@ -260,8 +260,9 @@ export function aguiStream(
       let pump: EventPump;
       let turnId: string;
       let adopted: KnownSubagent[] = [];
+      let idle = false;
       if ((input.resume?.length ?? 0) > 0) {
-        ({ pump, turnId, adopted } = await resume(deps, key, input, target, subscribe));
+        ({ pump, turnId, adopted, idle } = await resume(deps, key, input, target, subscribe));
       } else {
         ({ pump, turnId } = await submit(deps, input, target, subscribe));
       }
@@ -283,6 +284,12 @@ export function aguiStream(
       state = await readState();
       stateAt = Date.now();
       await send([{ type: EventType.STATE_SNAPSHOT, snapshot: state }]);
+      if (idle) {
+        // Only lost actions were answered (happened / not_happened): recorded, and no turn runs to follow.
+        await send(projector.finish({ kind: 'success' }));
+        ended = true;
+        return;
+      }
       const flushState = async () => {
         const next = await readState();
         const delta = jsonPatch(state, next);
@@ -434,7 +441,7 @@ async function resume(
   input: RunAgentInputBody,
   target: AguiTarget,
   subscribe: Subscribe,
-): Promise<{ pump: EventPump; turnId: string; adopted: KnownSubagent[] }> {
+): Promise<{ pump: EventPump; turnId: string; adopted: KnownSubagent[]; idle: boolean }> {
   const { runtime } = deps;
   const entries = input.resume ?? [];
   const pending = (await runtime.pendingDecisions({ workspaceId: target.workspaceId })).filter(
@@ -508,5 +515,9 @@ async function resume(
     // A lost action run again (retry) runs in a turn of its own: that is the turn this run streams.
     if (answered.turnId && !read.activeTurnId) turnId = answered.turnId;
   }
-  return { pump, turnId, adopted };
+  // Nothing was running and no answer started a turn: there is nothing to follow.
+  const idle =
+    read.activeTurnId === undefined &&
+    !decisions.some((d) => byId.get(d.actionId)?.actionType !== RECONCILE_ACTION_TYPE || d.decision === 'retry');
+  return { pump, turnId, adopted, idle };
 }
