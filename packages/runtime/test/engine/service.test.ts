@@ -393,7 +393,7 @@ describe('a service call a crash left in flight', () => {
     crashed.push(first.store);
     const { sessionId, threadId } = await first.runtime.createSession();
     await first.runtime.submitTurn({ sessionId, input: 'book it' });
-    await waitFor(() => seen.length === 1);
+    await waitFor(async () => seen.length === 1);
     first.runtime.worker?.abandon();
     const store = await Store.open(join(first.dir, 'oar.db'));
     h = await harness(script, { ...options, store, workspaceRoot: first.workspace });
