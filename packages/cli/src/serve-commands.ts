@@ -89,7 +89,8 @@ async function serve(options: ServeOptions): Promise<number> {
       const { runtime } = await buildRuntime(setup.config, setup.baseDir, {
         cwd,
         env: process.env,
-        worker: options.worker === false ? false : { sessions: 'all' },
+        // A store that goes away later is ridden out as long as one that is not there yet.
+        worker: options.worker === false ? false : { sessions: 'all', storeGiveUpMs: storeWaitSeconds * 1000 },
         ...(store ? { store } : {}),
         ...(options.model ? { model: options.model } : {}),
         ...(setup.workspace ? { workspace: setup.workspace } : {}),

@@ -62,6 +62,8 @@ async function worker(options: WorkerCommandOptions): Promise<number> {
         worker: {
           sessions: 'all',
           concurrency: concurrency,
+          // A store that goes away later is ridden out as long as one that is not there yet.
+          storeGiveUpMs: storeWaitSeconds * 1000,
           // Still `NAME@host:pid`: a lease of this worker is taken over at once when its process is seen gone.
           ...(options.id ? { owner: ownerName(options.id) } : {}),
         },

@@ -46,6 +46,12 @@ export interface WorkerOptions {
    * 100 ms): the most a slow step's progress is hidden from observers.
    */
   lingerMs?: number;
+  /**
+   * How long a thread is retried while the store is unavailable before the fault is final for its turn (default
+   * 30 s: an embedded `oar run`). A long-lived worker (`oar worker`, `oar serve`) rides out as long as it waits for
+   * the store at start (`--store-wait-seconds`, 300 s).
+   */
+  storeGiveUpMs?: number;
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -55,7 +61,8 @@ export const DEFAULT_LINGER_MS = 100;
 /**
  * How a worker rides out a store that is briefly unavailable (dropped connections, a failover): the thread is
  * driven again after a pause that doubles from 100 ms up to 2 s, and recovery on the new claim settles the
- * interrupted step under the usual durability rules. After 30 s of nothing but failures the fault is final.
+ * interrupted step under the usual durability rules. After `storeGiveUpMs` (30 s by default) of nothing but failures
+ * the fault is final.
  */
 const STORE_RETRY = { firstMs: 100, maxMs: 2000, giveUpMs: 30_000 };
 
@@ -81,6 +88,7 @@ export class Worker {
   private readonly scope: 'all' | Set<string>;
   private readonly ttl: number;
   private readonly concurrency: number;
+  private readonly storeGiveUpMs: number;
   /** Threads with work found while every driver was busy, oldest first: thread id → session id. */
   private readonly waiting = new Map<string, string>();
   private closed = false;
@@ -98,6 +106,7 @@ export class Worker {
     this.ttl = options.leaseTtlMs ?? DEFAULT_LEASE_TTL_MS;
     this.concurrency = options.concurrency ?? Number.POSITIVE_INFINITY;
     this.lingerMs = options.lingerMs ?? DEFAULT_LINGER_MS;
+    this.storeGiveUpMs = options.storeGiveUpMs ?? STORE_RETRY.giveUpMs;
     this.tracing = deps.tracing ?? new Tracing();
     this.limiter = deps.limiter ?? new ProviderLimiter();
     this.unlisten = deps.notifier.listen((change) => this.onChange(change));
@@ -299,11 +308,7 @@ export class Worker {
     const { sessionId, threadId } = driver;
     const fault = isStoreFault(error) ? error : undefined;
     const retry = this.storeRetries.get(threadId) ?? { since: Date.now(), attempts: 0 };
-    if (
-      fault?.code === 'store_unavailable' &&
-      fault.error.retryable &&
-      Date.now() - retry.since < STORE_RETRY.giveUpMs
-    ) {
+    if (fault?.code === 'store_unavailable' && fault.error.retryable && Date.now() - retry.since < this.storeGiveUpMs) {
       this.storeRetries.set(threadId, { since: retry.since, attempts: retry.attempts + 1 });
       const delay = Math.min(STORE_RETRY.firstMs * 2 ** retry.attempts, STORE_RETRY.maxMs);
       setTimeout(() => this.kick(sessionId, threadId), delay).unref();
