@@ -87,8 +87,10 @@ export interface TrialResult {
   beforeTurn: boolean;
   /** Actions recorded as `lost` (interrupted non-idempotent ones). */
   lost: number;
-  /** Actions started again (attempt > 1): interrupted idempotent ones. */
+  /** Actions started again (attempt > 1): interrupted idempotent ones, and those idempotent by key. */
   reruns: number;
+  /** Of those, the ones retried under the key of an earlier attempt (idempotent by key). */
+  keyRetries: number;
   turnsCompleted: number;
   turnsFailed: number;
   /** Codes of failed turns (e.g. a store error after dropped connections). */
@@ -112,6 +114,8 @@ export interface TrialsSummary {
   ok: boolean;
   byKind: Record<string, Omit<KindTotals, 'kind'>>;
   failedChecks: Record<Check, number>;
+  /** The run in one line, as docs/reliability.md quotes it: what went wrong (trials per check), then what happened. */
+  line: string;
   trials: TrialResult[];
 }
 
@@ -125,6 +129,7 @@ interface KindTotals {
   resumes: number;
   lost: number;
   reruns: number;
+  keyRetries: number;
   turnsCompleted: number;
   turnsFailed: number;
   crashes: number;
@@ -152,8 +157,15 @@ const pick = <T>(random: () => number, items: readonly T[]): T => items[Math.flo
 
 // ----- the action graph -------------------------------------------------------------------------------------
 
-type ToolName = 'count' | 'count_idem' | 'count_shared';
-const IDEMPOTENT: Record<ToolName, boolean> = { count: false, count_idem: true, count_shared: true };
+type ToolName = 'count' | 'count_idem' | 'count_shared' | 'count_by_key';
+const IDEMPOTENT: Record<ToolName, boolean> = {
+  count: false,
+  count_idem: true,
+  count_shared: true,
+  count_by_key: false,
+};
+/** Deduplicated by its idempotency key: retried after a crash under the same key, counted at most once. */
+const BY_KEY: Record<ToolName, boolean> = { count: false, count_idem: false, count_shared: false, count_by_key: true };
 
 interface PlannedAction {
   id: string;
@@ -170,7 +182,14 @@ function plan(random: () => number): { steps: unknown[]; actions: PlannedAction[
     const n = between(random, 1, 4);
     for (let j = 0; j < n; j++) {
       const id = `s${s}${'abcd'[j]}`;
-      const tool = pick(random, ['count', 'count', 'count_idem', 'count_shared', 'count_shared'] as const);
+      const tool = pick(random, [
+        'count',
+        'count',
+        'count_idem',
+        'count_shared',
+        'count_shared',
+        'count_by_key',
+      ] as const);
       const delayMs = random() < 0.2 ? 0 : between(random, 20, 400);
       const earlier = calls.map((c) => c.id as string);
       const depends = earlier.length > 0 && random() < 0.5 ? pick(random, earlier) : undefined;
@@ -417,7 +436,13 @@ function unfinished(log: SessionLog): string[] {
 
 function counts(dir: string): string[] {
   const file = join(dir, 'counts.txt');
-  return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
+  // A count_by_key line also names the key it was done under (`label\tkey`): the effect is the label.
+  return existsSync(file)
+    ? readFileSync(file, 'utf8')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => line.split('\t')[0] as string)
+    : [];
 }
 
 /** The checks of one trial, on its final logs, its processes' output and its side effects. */
@@ -506,7 +531,13 @@ function check(
     } else if (times > started.length) {
       fail('side_effects', `${label}: ${times} effect(s) but ${started.length} start(s)`);
     }
-    if (!IDEMPOTENT[action.tool] && started.length > 1) {
+    if (BY_KEY[action.tool]) {
+      // Retried under one key as often as crashes demand: the world saw it once at most, and once if it completed.
+      if (times > 1) fail('side_effects', `${label} (idempotent by key) counted ${times} times`);
+      const keys = new Set(started.map((e) => (e.payload as { idempotencyKey?: string }).idempotencyKey));
+      if (keys.size > 1) fail('side_effects', `${label} (idempotent by key) started under ${keys.size} keys`);
+      if (results.length > 0 && times !== 1) fail('side_effects', `${label} completed but counted ${times} times`);
+    } else if (!IDEMPOTENT[action.tool] && started.length > 1) {
       fail('side_effects', `${label} (not idempotent) started ${started.length} times`);
     }
     const firstResult = results[0] ? all.indexOf(results[0]) : -1;
@@ -676,6 +707,8 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
     lost: all.filter((e) => e.type === 'tool.failed' && e.status === 'lost').length,
     reruns: all.filter((e) => e.type === 'tool.started' && ((e.payload as { attempt?: number }).attempt ?? 1) > 1)
       .length,
+    keyRetries: all.filter((e) => e.type === 'tool.started' && (e.payload as { keyAttempt?: number }).keyAttempt)
+      .length,
     turnsCompleted: all.filter((e) => e.type === 'turn.completed').length,
     turnsFailed: all.filter((e) => e.type === 'turn.failed').length,
     failures: all
@@ -766,6 +799,7 @@ function summarize(options: TrialsOptions, trials: TrialResult[]): TrialsSummary
       resumes: 0,
       lost: 0,
       reruns: 0,
+      keyRetries: 0,
       turnsCompleted: 0,
       turnsFailed: 0,
       crashes: 0,
@@ -781,6 +815,7 @@ function summarize(options: TrialsOptions, trials: TrialResult[]): TrialsSummary
     k.resumes += t.resumes;
     k.lost += t.lost;
     k.reruns += t.reruns;
+    k.keyRetries += t.keyRetries;
     k.turnsCompleted += t.turnsCompleted;
     k.turnsFailed += t.turnsFailed;
     k.crashes += t.crashes;
@@ -789,6 +824,21 @@ function summarize(options: TrialsOptions, trials: TrialResult[]): TrialsSummary
     if (t.problems.length > 0) k.failed++;
     for (const c of new Set(t.problems.map((p) => p.check))) failedChecks[c]++;
   }
+  const total = (field: 'effects' | 'lost' | 'reruns' | 'keyRetries') => trials.reduce((n, t) => n + t[field], 0);
+  const failing = (check: Check, what: string) => `${failedChecks[check]} ${what}`;
+  const line =
+    `trials: ${trials.length} runs on ${options.store} (seed ${options.seed}): ` +
+    [
+      failing('lost_events', 'lost events'),
+      failing('side_effects', 'duplicated or unrecorded side effects'),
+      failing('terminal', 'double endings'),
+      failing('finished', 'unfinished turns'),
+      failing('sequence', 'sequence gaps'),
+      failing('replay', 'replay differences'),
+      failing('dangling', 'dangling calls'),
+      failing('hang', 'hung processes'),
+    ].join(', ') +
+    ` — ${total('effects')} side effects, ${total('lost')} actions lost, ${total('reruns')} re-run (${total('keyRetries')} under an earlier attempt's key)`;
   return {
     store: options.store,
     seed: options.seed,
@@ -796,6 +846,7 @@ function summarize(options: TrialsOptions, trials: TrialResult[]): TrialsSummary
     ok: trials.every((t) => t.problems.length === 0),
     byKind,
     failedChecks,
+    line,
     trials,
   };
 }
@@ -810,6 +861,7 @@ function table(summary: TrialsSummary): string {
     'resumes',
     'lost',
     're-run',
+    'by key',
     'turns ok',
     'turns failed',
     'crashes',
@@ -826,6 +878,7 @@ function table(summary: TrialsSummary): string {
     k.resumes,
     k.lost,
     k.reruns,
+    k.keyRetries,
     k.turnsCompleted,
     k.turnsFailed,
     k.crashes,
@@ -900,7 +953,7 @@ async function cli(argv: string[]): Promise<number> {
     onTrial: (t) => {
       const status = t.problems.length === 0 ? 'ok' : 'FAILED';
       log(
-        `  #${String(t.trial).padStart(3)} ${t.kind.padEnd(7)} ${status.padEnd(6)} fault ${t.faultAt}; ${t.actions} actions, ${t.effects} effects, ${t.lost} lost, ${t.reruns} re-run; exits ${t.exits.join(' ')}${t.failures.length ? `; failed turns: ${t.failures.join(', ')}` : ''} (${(t.durationMs / 1000).toFixed(1)} s)`,
+        `  #${String(t.trial).padStart(3)} ${t.kind.padEnd(7)} ${status.padEnd(6)} fault ${t.faultAt}; ${t.actions} actions, ${t.effects} effects, ${t.lost} lost, ${t.reruns} re-run (${t.keyRetries} by key); exits ${t.exits.join(' ')}${t.failures.length ? `; failed turns: ${t.failures.join(', ')}` : ''} (${(t.durationMs / 1000).toFixed(1)} s)`,
       );
       if (values.verbose) for (const n of t.notes) log(`        note: ${n}`);
       for (const p of t.problems) log(`        ${p.check}: ${p.message}`);
@@ -910,7 +963,7 @@ async function cli(argv: string[]): Promise<number> {
   });
   if (values.json) process.stdout.write(`${JSON.stringify(summary)}\n`);
   else {
-    process.stdout.write(`\n${store}, seed ${seed}, ${count} trials\n${table(summary)}\n`);
+    process.stdout.write(`\n${store}, seed ${seed}, ${count} trials\n${table(summary)}\n${summary.line}\n`);
     process.stdout.write(summary.ok ? 'all checks passed\n' : `FAILED (repeat with --seed ${seed})\n`);
   }
   return summary.ok ? 0 : 1;

@@ -44,6 +44,11 @@ function clean(result: Awaited<ReturnType<typeof trials>>, count: number): void 
   expect(result.summary?.ok, context).toBe(true);
   expect(result.summary?.trials, context).toHaveLength(count);
   expect(result.code, context).toBe(0);
+  // The line docs/reliability.md quotes, in CI's log.
+  console.log(result.summary?.line);
+  expect(result.summary?.line, context).toMatch(
+    /: 0 lost events, 0 duplicated or unrecorded side effects, 0 double endings/,
+  );
 }
 
 const unavailable = await postgresUnavailable();
