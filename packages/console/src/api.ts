@@ -80,12 +80,32 @@ export function enc(id: string): string {
   return encodeURIComponent(id);
 }
 
+/** A lost action's answers (docs/reliability.md "Reconciling a lost action"). */
+export type ReconcileDecision = 'happened' | 'not_happened' | 'retry';
+
+/**
+ * Answer a decision (`respondAction`): an approval's approve / deny / approve_for_session, or a lost action's
+ * happened / not_happened / retry — one route for both, so the log records every answer the same way. A retry
+ * answers with the turn that runs the action again.
+ */
+export function respondAction(
+  sessionId: string,
+  actionId: string,
+  body: { decision: string; reason?: string; payload?: Record<string, unknown> },
+) {
+  return post<{ threadId: string; decision: string; turnId?: string; runId?: string }>(
+    `/v1/sessions/${enc(sessionId)}/actions/${enc(actionId)}/decision`,
+    body,
+  );
+}
+
 export function qs(params: Record<string, string | number | undefined>): string {
   const entries = Object.entries(params).filter(([, v]) => v !== undefined && v !== '') as [string, string][];
   return entries.length ? `?${new URLSearchParams(entries.map(([k, v]) => [k, String(v)])).toString()}` : '';
 }
 
 export type {
+  LostAction,
   OarEvent,
   PendingDecision,
   PendingRequest,
@@ -93,6 +113,7 @@ export type {
   Snapshot,
   ThreadRM,
   TurnRM,
+  UnreconciledAction,
 } from './types.js';
 
 import type { OarEvent } from './types.js';

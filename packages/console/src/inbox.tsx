@@ -4,9 +4,11 @@ import {
   type EventPage,
   enc,
   get,
+  type LostAction,
   type PendingDecision,
-  post,
   qs,
+  type ReconcileDecision,
+  respondAction,
   type SessionSummary,
   type Snapshot,
 } from './api';
@@ -16,23 +18,34 @@ import { ago, Connection, Empty, ErrorBox, Json, Link, Loading } from './ui';
 /**
  * Every pending decision of the workspace (`GET /v1/decisions`): what is asked, why (the rule or mode that
  * matched), and approve / deny with a reason / approve for the session. Keyboard: j/k or ↑/↓ move, a approves,
- * s approves for the session, d denies (with the reason typed in the box, which r focuses).
+ * s approves for the session, d denies (with the reason typed in the box, which r focuses). Below them, the lost
+ * actions nobody has reconciled yet (`unreconciled`), each answered it happened / it did not / retry.
  */
 
-async function loadDecisions(): Promise<PendingDecision[]> {
+interface Inbox {
+  decisions: PendingDecision[];
+  lost: LostAction[];
+}
+
+async function loadInbox(): Promise<Inbox> {
   try {
-    return (await get<{ decisions: PendingDecision[] }>('/v1/decisions')).decisions;
+    const r = await get<{ decisions: PendingDecision[]; unreconciled?: LostAction[] }>('/v1/decisions');
+    // A server from before lost-action reconciliation sends no `unreconciled`: it has none to show.
+    return { decisions: r.decisions, lost: r.unreconciled ?? [] };
   } catch (error) {
     if (!(error instanceof ApiError && error.status === 404)) throw error;
-    // An older server without the workspace route: read each session's pending requests.
+    // An older server without the workspace route: read each session's pending requests and lost actions.
     const { sessions } = await get<{ sessions: SessionSummary[] }>('/v1/sessions?limit=200');
-    const out: PendingDecision[] = [];
+    const out: Inbox = { decisions: [], lost: [] };
     for (const s of sessions) {
       const { snapshot } = await get<{ snapshot: Snapshot }>(`/v1/sessions/${enc(s.sessionId)}?limit=1`);
-      for (const t of snapshot.threads)
-        for (const p of t.pendingRequests)
-          out.push({ ...p, sessionId: s.sessionId, threadId: t.threadId, sessionTitle: snapshot.title });
+      for (const t of snapshot.threads) {
+        const where = { sessionId: s.sessionId, threadId: t.threadId, sessionTitle: snapshot.title };
+        for (const p of t.pendingRequests) out.decisions.push({ ...p, ...where });
+        for (const u of t.unreconciledActions ?? []) out.lost.push({ ...u, ...where });
+      }
     }
+    out.lost.sort((a, b) => a.lostAt.localeCompare(b.lostAt));
     return out;
   }
 }
@@ -132,8 +145,79 @@ function DecisionDetail(props: { decision: PendingDecision }) {
   );
 }
 
+/** A lost action's answers, as the runtime records them (docs/reliability.md "Reconciling a lost action"). */
+const RECONCILE_ANSWERS: { decision: ReconcileDecision; label: string; tone?: string; effect: string }[] = [
+  { decision: 'happened', label: 'It happened', tone: 'ok', effect: 'the action ends completed' },
+  {
+    decision: 'not_happened',
+    label: 'It did not happen',
+    tone: 'bad',
+    effect: 'the action ends failed (not_happened)',
+  },
+  { decision: 'retry', label: 'Retry', effect: 'a new turn runs it again, under a new idempotency key' },
+];
+
+/**
+ * One lost action: a crash stopped the call after it may have acted, so only someone who can look at the world can
+ * say whether it did — the idempotency key is what to look it up by, hence shown whole and selectable in one click.
+ * It has its own reason box: these are answered with the buttons, outside the approvals' keyboard selection.
+ */
+function LostCard(props: {
+  lost: LostAction;
+  title: string;
+  busy: boolean;
+  onAnswer(decision: ReconcileDecision, reason: string): void;
+}) {
+  const l = props.lost;
+  const [reason, setReason] = useState('');
+  return (
+    <li class="decision lost" data-lost={l.actionId}>
+      <div class="decision-head">
+        <span class="badge bad">✕ lost</span>
+        <strong data-tool>{l.toolName ?? l.graphActionId}</strong>
+        <span class="muted">
+          in <Link href={`/sessions/${enc(l.sessionId)}?thread=${enc(l.threadId)}`}>{props.title}</Link> · lost{' '}
+          <time dateTime={l.lostAt} title={l.lostAt} data-lost-at>
+            {ago(l.lostAt)}
+          </time>
+        </span>
+      </div>
+      <div class="what">{l.prompt}</div>
+      {l.idempotencyKey ? (
+        <div class="muted small">
+          Idempotency key{' '}
+          <code class="idem" data-idempotency-key title="The key the world may have seen this call under">
+            {l.idempotencyKey}
+          </code>
+        </div>
+      ) : null}
+      <div class="decision-actions">
+        <input
+          placeholder="Reason (optional; recorded with the answer)"
+          aria-label="Reason for the lost action"
+          value={reason}
+          onInput={(e) => setReason((e.target as HTMLInputElement).value)}
+        />
+        {RECONCILE_ANSWERS.map((a) => (
+          <button
+            type="button"
+            key={a.decision}
+            class={a.tone}
+            title={`Then ${a.effect}`}
+            disabled={props.busy}
+            onClick={() => props.onAnswer(a.decision, reason.trim())}
+          >
+            {a.label}
+          </button>
+        ))}
+      </div>
+    </li>
+  );
+}
+
 export function InboxScreen() {
   const [items, setItems] = useState<PendingDecision[] | undefined>(undefined);
+  const [lost, setLost] = useState<LostAction[]>([]);
   const [titles, setTitles] = useState<Record<string, string>>({});
   const [error, setError] = useState<unknown>(undefined);
   const [conn, setConn] = useState<StreamStatus | undefined>(undefined);
@@ -152,10 +236,12 @@ export function InboxScreen() {
     let poll: ReturnType<typeof setInterval> | undefined;
     const load = async () => {
       try {
-        const list = await loadDecisions();
+        const inbox = await loadInbox();
         if (stopped) return;
+        const list = inbox.decisions;
         list.sort((a, b) => (a.requestedAt ?? '').localeCompare(b.requestedAt ?? ''));
         setItems(list);
+        setLost(inbox.lost);
         setError(undefined);
       } catch (e) {
         if (!stopped) setError(e);
@@ -202,7 +288,7 @@ export function InboxScreen() {
     const reasonNow = (reasonRef.current?.value ?? reason).trim();
     const answerNow = (answerRef.current?.value ?? answer).trim();
     try {
-      await post(`/v1/sessions/${enc(d.sessionId)}/actions/${enc(d.actionId)}/decision`, {
+      await respondAction(d.sessionId, d.actionId, {
         decision,
         ...(reasonNow ? { reason: reasonNow } : {}),
         // an ask-user question is answered with text (payload.text)
@@ -212,6 +298,26 @@ export function InboxScreen() {
       setNotice(`${decision.replace(/_/g, ' ')}: ${d.toolName ?? d.actionType ?? 'decision'} (${d.actionId})`);
       setReason('');
       setItems((list) => list?.filter((x) => x.actionId !== d.actionId));
+      refresh.current();
+    } catch (e) {
+      setError(e);
+      refresh.current();
+    } finally {
+      setBusy(undefined);
+    }
+  };
+
+  /** As an approval: the card leaves at once, and the refresh that follows says what the runtime made of it. */
+  const reconcile = async (l: LostAction, decision: ReconcileDecision, reason: string) => {
+    if (busy) return;
+    setBusy(l.actionId);
+    try {
+      const r = await respondAction(l.sessionId, l.actionId, { decision, ...(reason ? { reason } : {}) });
+      const label = RECONCILE_ANSWERS.find((a) => a.decision === decision)?.label ?? decision;
+      setNotice(
+        `${label}: ${l.toolName ?? l.graphActionId} (${l.actionId})${r.turnId ? ` runs again in turn ${r.turnId}` : ''}`,
+      );
+      setLost((list) => list.filter((x) => x.actionId !== l.actionId));
       refresh.current();
     } catch (e) {
       setError(e);
@@ -262,9 +368,12 @@ export function InboxScreen() {
       ) : null}
       {error ? <ErrorBox error={error} retry={() => refresh.current()} /> : null}
       {!items && !error ? <Loading what="pending decisions" /> : null}
-      {items && items.length === 0 ? (
-        <Empty title="Nothing waits for you">Decisions the runtime asks for (approvals, questions) appear here.</Empty>
+      {items && items.length === 0 && lost.length === 0 ? (
+        <Empty title="Nothing waits for you">
+          Decisions the runtime asks for (approvals, questions, lost actions to reconcile) appear here.
+        </Empty>
       ) : null}
+      {items && items.length === 0 && lost.length > 0 ? <p class="muted">No approval or question waits.</p> : null}
       {items && items.length > 0 ? (
         <ul class="inbox" aria-label="pending decisions">
           {items.map((d, i) => {
@@ -347,6 +456,27 @@ export function InboxScreen() {
             );
           })}
         </ul>
+      ) : null}
+      {lost.length > 0 ? (
+        <section class="lost-actions" aria-labelledby="lost-h">
+          <h2 id="lost-h">Lost actions: did they take effect?</h2>
+          <p class="muted small">
+            A crash stopped these calls while they ran, so OAR cannot tell whether they acted. They hold nothing — the
+            thread went on — but each stays open until someone says: it happened (the action ends completed), it did not
+            (it ends failed), or retry (a new turn runs it again under a new idempotency key).
+          </p>
+          <ul class="inbox" aria-label="lost actions">
+            {lost.map((l) => (
+              <LostCard
+                key={l.actionId}
+                lost={l}
+                title={l.sessionTitle || titles[l.sessionId] || l.sessionId}
+                busy={busy !== undefined}
+                onAnswer={(decision, reason) => reconcile(l, decision, reason)}
+              />
+            ))}
+          </ul>
+        </section>
       ) : null}
     </section>
   );

@@ -21,6 +21,8 @@ export interface ActionNode {
   permission?: { decision: string; reason?: string; source?: string; rule?: unknown; mode?: string };
   decision?: { decision: string; reason?: string; resolvedBy?: string };
   pendingActionId?: string;
+  /** A lost call's open question (did it take effect?): it holds nothing, so the action does not wait on it. */
+  reconcileActionId?: string;
   attempts: { attempt: number; startedAt: string; status: string; error?: string; durationMs?: number }[];
   observation?: unknown;
   summary?: string;
@@ -244,11 +246,19 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
       if (p.decision === 'deny') setStatus(a, 'denied', e.sequence);
       return;
     case 'action.required':
+      if (p.actionType === 'reconcile') {
+        a.reconcileActionId = e.actionId;
+        return;
+      }
       a.pendingActionId = e.actionId;
       setStatus(a, 'waiting_permission', e.sequence);
       return;
     case 'action.resolved':
       a.decision = { decision: str(p.decision) ?? '', reason: str(p.reason), resolvedBy: str(p.resolvedBy) };
+      if (p.actionType === 'reconcile') {
+        a.reconcileActionId = undefined;
+        return;
+      }
       a.pendingActionId = undefined;
       if (p.decision === 'deny') setStatus(a, 'denied', e.sequence);
       return;
@@ -276,13 +286,15 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
     case 'tool.failed': {
       const at = a.attempts[a.attempts.length - 1];
       const err = obj(p.error);
+      // `lost`: a crash stopped the call mid-run; it may have acted, which "failed" would deny.
+      const status = e.status === 'lost' ? 'lost' : 'failed';
       if (at) {
-        at.status = 'failed';
+        at.status = status;
         at.error = str(err.message) ?? str(err.code);
       }
       a.error = err as ActionNode['error'];
       noteToolOutput(a, e, p);
-      setStatus(a, 'failed', e.sequence);
+      setStatus(a, status, e.sequence);
       return;
     }
     case 'subagent.spawned':

@@ -4,14 +4,17 @@ import { openStream, type StreamStatus } from './stream';
 import { ago, Connection, Empty, ErrorBox, Link, Loading, navigate, Status } from './ui';
 
 /**
- * Every session of the key's workspace: the main thread's status and the pending decisions (both from the session
- * snapshot), title, last activity; search and a status filter. Live: `GET /v1/events` sends the list, then each
- * changed session (its snapshot is then fetched again). Without that stream the list is polled.
+ * Every session of the key's workspace: the main thread's status, the pending decisions and the lost actions to
+ * reconcile (all from the session snapshot), title, last activity; search and a status filter. Live:
+ * `GET /v1/events` sends the list, then each changed session (its snapshot is then fetched again). Without that
+ * stream the list is polled.
  */
 
 interface Row extends SessionSummary {
   status?: string;
   pending?: number;
+  /** Lost actions nobody has reconciled: the thread reads idle, so only this says something is still open. */
+  lost?: number;
   activeTurnId?: string;
 }
 
@@ -47,6 +50,7 @@ export function SessionsScreen() {
         row.status = main?.status;
         row.activeTurnId = main?.activeTurnId;
         row.pending = s.snapshot.threads.reduce((n, t) => n + t.pendingRequests.length, 0);
+        row.lost = s.snapshot.threads.reduce((n, t) => n + (t.unreconciledActions?.length ?? 0), 0);
         row.title = s.snapshot.title ?? row.title;
         publish();
       } catch {
@@ -201,9 +205,13 @@ export function SessionsScreen() {
                     <Link href="/inbox" class="badge warn">
                       {r.pending} pending
                     </Link>
-                  ) : (
-                    <span class="muted">{r.pending === 0 ? 'none' : '…'}</span>
-                  )}
+                  ) : null}{' '}
+                  {r.lost ? (
+                    <Link href="/inbox" class="badge bad">
+                      {r.lost} lost
+                    </Link>
+                  ) : null}
+                  {!r.pending && !r.lost ? <span class="muted">{r.pending === 0 ? 'none' : '…'}</span> : null}
                 </td>
                 <td title={r.updatedAt}>{ago(r.updatedAt)}</td>
                 <td class="hide-narrow num">{r.events ?? '—'}</td>

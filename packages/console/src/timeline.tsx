@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, call, enc, get, post, type ThreadRM } from './api';
+import { ApiError, call, enc, get, post, type ThreadRM, type UnreconciledAction } from './api';
 import { Dag } from './dag';
 import { ExecutorIcon } from './icons';
 import { highlightJson } from './markdown.js';
@@ -157,6 +157,7 @@ export function Timeline(props: {
             <Link href="/inbox">open the inbox</Link>
           </div>
         ) : null}
+        {rm?.unreconciledActions?.length ? <LostNote lost={rm.unreconciledActions} /> : null}
         {props.readOnly ? null : (
           <Composer sessionId={sessionId} threadId={threadId} rm={rm} onChanged={props.onChanged} />
         )}
@@ -170,6 +171,17 @@ export function Timeline(props: {
           onClose={() => navigate(hrefOf(undefined), true)}
         />
       ) : null}
+    </div>
+  );
+}
+
+/** Lost actions hold nothing, so the thread reads idle: this says what is still open, and where to answer it. */
+function LostNote(props: { lost: UnreconciledAction[] }) {
+  const n = props.lost.length;
+  return (
+    <div class="lost-note" data-lost-note>
+      ✕ {n} lost action{n > 1 ? 's' : ''} to reconcile: {props.lost.map((l) => l.prompt).join('; ')} —{' '}
+      <Link href="/inbox">say whether {n > 1 ? 'they' : 'it'} happened in the inbox</Link>
     </div>
   );
 }
@@ -320,6 +332,11 @@ function NodeDetail(props: { sessionId: string; threadId: string; node: ActionNo
           {a.pendingActionId ? (
             <div>
               ‖ waiting for a decision — <Link href="/inbox">answer it in the inbox</Link>
+            </div>
+          ) : null}
+          {a.reconcileActionId ? (
+            <div data-reconcile>
+              ✕ lost: it may or may not have taken effect — <Link href="/inbox">say which in the inbox</Link>
             </div>
           ) : null}
         </dd>

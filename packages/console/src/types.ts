@@ -37,6 +37,24 @@ export interface PendingRequest {
   requestedAt?: string;
 }
 
+/**
+ * A non-idempotent call a crash stopped mid-run (`lost`): it may or may not have acted, so the runtime asks whether
+ * it did. It holds nothing (the thread went on) and is answered happened / not_happened / retry (docs/reliability.md).
+ */
+export interface UnreconciledAction {
+  /** The id to answer: the `actionId` of its `action.required` (`actionType: reconcile`). */
+  actionId: string;
+  turnId?: string;
+  runId: string;
+  graphActionId: string;
+  toolCallId: string;
+  toolName?: string;
+  /** The key the world may have seen the call under: where to look it up. */
+  idempotencyKey?: string;
+  prompt: string;
+  lostAt: string;
+}
+
 export interface ThreadRM {
   threadId: string;
   status: string;
@@ -44,6 +62,8 @@ export interface ThreadRM {
   activeTurnId?: string;
   turns: TurnRM[];
   pendingRequests: PendingRequest[];
+  /** Absent when there are none. */
+  unreconciledActions?: UnreconciledAction[];
   queuedTurns: { queuedTurnId: string; position: number; turnId?: string }[];
   incidents: { severity: string; code: string; message: string; at?: string; turnId?: string }[];
   actions?: { runId: string; actionId: string; status: string; attempt?: number; summary?: string }[];
@@ -80,5 +100,12 @@ export interface PendingDecision {
   reason?: string;
   decisions?: string[];
   requestedAt?: string;
+  sessionTitle?: string;
+}
+
+/** An unreconciled lost action of the workspace (`GET /v1/decisions` `unreconciled`). */
+export interface LostAction extends UnreconciledAction {
+  sessionId: string;
+  threadId: string;
   sessionTitle?: string;
 }

@@ -260,6 +260,7 @@ export function TimeTravelView(props: { sessionId: string; events: OarEvent[]; t
             <span class="muted small">
               {rm.turns.length} turn{rm.turns.length === 1 ? '' : 's'} · {rm.pendingRequests.length} pending ·{' '}
               {rm.queuedTurns.length} queued
+              {rm.unreconciledActions?.length ? ` · ${rm.unreconciledActions.length} lost to reconcile` : ''}
             </span>
             {stale ? <span class="muted small">(loading event {at}…)</span> : null}
           </>

@@ -1,4 +1,4 @@
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { buildRuntime, OarConfigSchema, type Runtime } from '@oar/runtime';
 import { createLogger, type RunningServer, startServer } from '@oar/server';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OarEvent, Snapshot, ThreadRM, UnreconciledAction } from '../src/types.js';
 
 /**
  * The console end to end, in headless Chromium from Debian's `chromium` package (never a browser download),
@@ -103,6 +104,35 @@ async function stop(env: Env): Promise<void> {
   env.runtime = undefined;
 }
 
+/**
+ * The console built from the sources under test (half a second) into the test's own directory (`console-dist`):
+ * never a stale dist/, and packages/console/dist is never emptied under a test that reads it (the packaging test
+ * ships it in @oar/server).
+ */
+function buildConsole(dir: string): void {
+  execFileSync(
+    process.execPath,
+    [
+      resolve(consoleDir, '../../node_modules/vite/bin/vite.js'),
+      'build',
+      consoleDir,
+      '--outDir',
+      join(dir, 'console-dist'),
+      '--emptyOutDir',
+      '--logLevel',
+      'silent',
+    ],
+    { stdio: 'ignore' },
+  );
+}
+
+function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+}
+
 async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
@@ -115,22 +145,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
 
   beforeAll(async () => {
     env.dir = mkdtempSync(join(tmpdir(), 'oar-console-'));
-    // Built from the sources under test (half a second) into this test's own directory: never a stale dist/, and
-    // packages/console/dist is never emptied under a test that reads it (the packaging test ships it in @oar/server).
-    execFileSync(
-      process.execPath,
-      [
-        resolve(consoleDir, '../../node_modules/vite/bin/vite.js'),
-        'build',
-        consoleDir,
-        '--outDir',
-        join(env.dir, 'console-dist'),
-        '--emptyOutDir',
-        '--logLevel',
-        'silent',
-      ],
-      { stdio: 'ignore' },
-    );
+    buildConsole(env.dir);
     rmSync(shots, { recursive: true, force: true });
     mkdirSync(shots, { recursive: true });
     env.workspace = join(env.dir, 'ws');
@@ -141,10 +156,7 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     const log = Array.from({ length: 1500 }, (_, i) => `2026-11-21T10:00:00Z INFO [build] step ${i + 1} finished`);
     writeFileSync(join(env.workspace, 'logs/build.log'), `${log.join('\n')}\n`);
     await start(env);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
+    browser = await launchChromium();
     page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     page.on('pageerror', (e) => errors.push(String(e)));
     page.setDefaultTimeout(15_000);
@@ -254,8 +266,8 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await item.getByText(/What exactly/).click();
     await item.getByText(/Review of acme-notes/).waitFor();
     await shot(page, '06-inbox');
-    await page.getByLabel('Reason').fill('reviewed in the console');
-    await page.getByLabel('Reason').press('Escape');
+    await page.getByLabel('Reason', { exact: true }).fill('reviewed in the console');
+    await page.getByLabel('Reason', { exact: true }).press('Escape');
     await page.keyboard.press('a');
     await page.getByText('Nothing waits for you').waitFor();
 
@@ -368,4 +380,235 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await shot(page, '16-interrupted');
     expect(errors).toEqual([]);
   }
+});
+
+// ---- a lost action: a real crash mid-call, recovered by the server's worker, answered in the console ----
+
+const oarBin = resolve(here, '../../../node_modules/.bin/oar');
+const invoiceTools = resolve(here, 'fixtures/invoice-tools.mjs');
+
+/** A script per session: send one invoice (the call the crash strands), then the answers of the turns after it. */
+function invoiceScript(dir: string, invoice: string, answers: string[]): string {
+  const name = `script-${invoice}.json`;
+  const send = { id: 'send', type: 'tool', name: 'send_invoice', args: { invoice }, title: `Send invoice ${invoice}` };
+  const steps = [
+    { protocol: { kind: 'act', message: `Sending ${invoice}.`, calls: [send] } },
+    ...answers.map((message) => ({ protocol: { kind: 'answer', message } })),
+  ];
+  writeFileSync(join(dir, name), JSON.stringify({ steps }));
+  return name;
+}
+
+/**
+ * A real `oar run` of the script in `dir`, SIGKILLed once its send_invoice call has durably started and sent the
+ * invoice (sent.txt has it; the tool then waits on HOLD): the crash lands after the effect, before the result.
+ */
+async function crashMidCall(dir: string, script: string, invoice: string): Promise<string> {
+  const child = spawn(oarBin, ['run', '--json', '--model', `script:${script}`, `Send invoice ${invoice}`], {
+    cwd: dir,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, OAR_STORE: join(dir, 'oar.db') },
+  });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (chunk: Buffer) => {
+    err += chunk.toString();
+  });
+  const exited = new Promise((done) => child.on('exit', done));
+  const sessionId = await new Promise<string>((done, fail) => {
+    const timer = setTimeout(() => fail(new Error(`send_invoice never started:\n${out}\n${err}`)), 30_000);
+    let session = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      for (const line of out.split('\n').filter((l) => l.startsWith('{'))) {
+        const e = JSON.parse(line) as { type?: string; sessionId?: string; payload?: { graphActionId?: string } };
+        session = e.sessionId ?? session;
+        if (e.type !== 'tool.started' || e.payload?.graphActionId !== 'send') continue;
+        const poll = setInterval(() => {
+          const sent = existsSync(join(dir, 'sent.txt')) ? readFileSync(join(dir, 'sent.txt'), 'utf8') : '';
+          if (!sent.includes(invoice)) return;
+          clearInterval(poll);
+          clearTimeout(timer);
+          child.kill('SIGKILL');
+          done(session);
+        }, 10);
+        return;
+      }
+    });
+  });
+  await exited;
+  return sessionId;
+}
+
+describe.skipIf(!available)('a lost action in the console', () => {
+  const env: Env = { dir: '', workspace: '', storePath: '' };
+  let browser: Browser;
+  let page: Page;
+  const errors: string[] = [];
+  const sessions = { happened: '', retry: '' };
+
+  const api = async <T>(path: string): Promise<T> => {
+    const response = await fetch(`${env.server?.url}${path}`, { headers: { authorization: `Bearer ${env.key}` } });
+    expect(response.status, path).toBe(200);
+    return (await response.json()) as T;
+  };
+  const events = async (sessionId: string, type: string) =>
+    (await api<{ events: OarEvent[] }>(`/v1/sessions/${sessionId}/events?type=${type}&limit=1000`)).events;
+  const thread = async (sessionId: string) =>
+    (await api<{ snapshot: Snapshot }>(`/v1/sessions/${sessionId}`)).snapshot.threads[0] as ThreadRM;
+  const unreconciled = async () =>
+    (await api<{ unreconciled: (UnreconciledAction & { sessionId: string })[] }>('/v1/decisions')).unreconciled;
+  const sent = () => readFileSync(join(env.dir, 'sent.txt'), 'utf8');
+
+  beforeAll(async () => {
+    env.dir = mkdtempSync(join(tmpdir(), 'oar-console-lost-'));
+    env.workspace = env.dir;
+    env.storePath = join(env.dir, 'oar.db');
+    buildConsole(env.dir);
+    // Short leases: the server's worker takes a crashed run's thread over a second after the kill.
+    const config = {
+      model: `script:${invoiceScript(env.dir, 'INV-1', ['INV-1 was lost in a crash: someone must say if it went out.'])}`,
+      tools: { modules: [invoiceTools] },
+      permissions: { mode: 'bypass' },
+      worker: { leaseTtlMs: 1000, pollMs: 100 },
+    };
+    writeFileSync(join(env.dir, 'oar.config.json'), JSON.stringify(config));
+    const retryScript = invoiceScript(env.dir, 'INV-2', ['INV-2 was lost in a crash.', 'INV-2 sent on the retry.']);
+    writeFileSync(join(env.dir, 'HOLD'), '');
+    sessions.happened = await crashMidCall(env.dir, config.model.slice('script:'.length), 'INV-1');
+    sessions.retry = await crashMidCall(env.dir, retryScript, 'INV-2');
+    expect(sent()).toBe('INV-1\nINV-2\n');
+    // The server on the same store, with the same config: its worker recovers both threads (lost + the question).
+    const { runtime } = await buildRuntime(OarConfigSchema.parse(config), env.dir, {
+      cwd: env.dir,
+      env: {},
+      worker: { sessions: 'all' },
+      store: env.storePath,
+    });
+    env.runtime = runtime;
+    env.server = await startServer({
+      runtime,
+      port: 0,
+      consoleDir: join(env.dir, 'console-dist'),
+      logger: silent(),
+    });
+    env.key = env.server.createdAdminKey;
+    for (let waited = 0; (await unreconciled()).length < 2; waited += 100) {
+      if (waited > 20_000) throw new Error(`recovery asked about ${(await unreconciled()).length} lost actions`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    browser = await launchChromium();
+    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.setDefaultTimeout(15_000);
+    mkdirSync(shots, { recursive: true });
+  }, 120_000);
+
+  afterAll(async () => {
+    await browser?.close();
+    await stop(env);
+    if (env.dir) rmSync(env.dir, { recursive: true, force: true });
+  });
+
+  async function guarded(name: string, steps: () => Promise<void>) {
+    try {
+      await steps();
+      expect(errors).toEqual([]);
+    } catch (error) {
+      await shot(page, `failure-${name}`).catch(() => undefined);
+      throw new Error(`${(error as Error).message}\npage errors: ${errors.join('; ') || 'none'}`, { cause: error });
+    }
+  }
+
+  it('shows a lost action beside approvals and records "It happened" with its reason', async () => {
+    await guarded('lost-happened', async () => {
+      const url = env.server?.url as string;
+      const lost = (await unreconciled()).find((u) => u.sessionId === sessions.happened) as UnreconciledAction;
+      // What the card must show, read from the log itself: the key the call ran under.
+      const started = (await events(sessions.happened, 'tool.started'))[0];
+      const key = String(started?.payload?.idempotencyKey);
+      expect(key).toMatch(/^idem_/);
+      expect(lost.idempotencyKey).toBe(key);
+
+      await page.goto(`${url}/`);
+      await page.getByLabel('API key').fill(env.key as string);
+      await page.getByRole('button', { name: 'Open the console' }).click();
+      // The sessions list counts it, though the thread reads idle.
+      const row = page.locator(`tr[data-session="${sessions.happened}"]`);
+      await row.getByText('1 lost').waitFor();
+      await row.locator('[data-status="idle"]').waitFor();
+      // The timeline says what is open and where to answer; the node reads lost, not failed.
+      await row.getByRole('link').first().click();
+      await expect(page.locator('[data-lost-note]').textContent()).resolves.toContain(lost.prompt);
+      await page.locator('[data-action="send"][data-status="lost"]').click();
+      await page.getByRole('complementary', { name: 'action send' }).locator('[data-reconcile]').waitFor();
+      await shot(page, '17-session-lost-action');
+
+      await page.getByRole('navigation', { name: 'main' }).getByRole('link', { name: 'Approvals' }).click();
+      const card = page.locator(`[data-lost="${lost.actionId}"]`);
+      await card.waitFor();
+      await expect(page.locator('[data-lost]').count()).resolves.toBe(2);
+      await expect(card.locator('.what').textContent()).resolves.toBe(lost.prompt);
+      expect(lost.prompt).toContain('Send invoice INV-1');
+      await expect(card.locator('[data-tool]').textContent()).resolves.toBe('send_invoice');
+      await expect(card.locator('[data-idempotency-key]').textContent()).resolves.toBe(key);
+      await expect(card.locator('[data-lost-at]').getAttribute('datetime')).resolves.toBe(lost.lostAt);
+      await shot(page, '18-inbox-lost-actions');
+
+      await card.getByLabel('Reason').fill('INV-1 is in the outbox');
+      await card.getByRole('button', { name: 'It happened' }).click();
+      await card.waitFor({ state: 'detached' });
+      await page.locator('.notice', { hasText: `It happened: send_invoice (${lost.actionId})` }).waitFor();
+      // The other lost action is still asked about: only the answered one left.
+      await page.locator(`[data-lost]`).first().waitFor();
+      await expect(page.locator('[data-lost]').count()).resolves.toBe(1);
+
+      // What the runtime recorded: the question resolved with the answer, the action completed, nothing re-ran.
+      const rm = await thread(sessions.happened);
+      expect(rm.unreconciledActions).toBeUndefined();
+      expect(rm.actions?.find((a) => a.actionId === 'send')?.status).toBe('completed');
+      const resolved = (await events(sessions.happened, 'action.resolved')).filter((e) => e.actionId === lost.actionId);
+      expect(resolved).toHaveLength(1);
+      expect(resolved[0]?.payload).toMatchObject({
+        decision: 'happened',
+        actionType: 'reconcile',
+        reason: 'INV-1 is in the outbox',
+      });
+      expect(String(resolved[0]?.payload?.resolvedBy)).toMatch(/^api_key:/);
+      expect((await unreconciled()).map((u) => u.sessionId)).toEqual([sessions.retry]);
+      expect(sent()).toBe('INV-1\nINV-2\n');
+    });
+  }, 90_000);
+
+  it('"Retry" runs the lost call again in a new turn, under a new idempotency key', async () => {
+    await guarded('lost-retry', async () => {
+      const lost = (await unreconciled()).find((u) => u.sessionId === sessions.retry) as UnreconciledAction;
+      const turnsBefore = (await thread(sessions.retry)).turns.length;
+      rmSync(join(env.dir, 'HOLD'));
+      const card = page.locator(`[data-lost="${lost.actionId}"]`);
+      await card.getByRole('button', { name: 'Retry' }).click();
+      await card.waitFor({ state: 'detached' });
+      await page.locator('.notice', { hasText: /runs again in turn turn_/ }).waitFor();
+      await page.getByText('Nothing waits for you').waitFor();
+
+      // The new turn ran the call and the model saw its result: its answer shows in the session's timeline.
+      await page.goto(`${env.server?.url}/sessions/${sessions.retry}`);
+      await page.locator('[data-answer]', { hasText: 'INV-2 sent on the retry.' }).waitFor({ timeout: 30_000 });
+      expect(sent()).toBe('INV-1\nINV-2\nINV-2\n');
+      const rm = await thread(sessions.retry);
+      expect(rm.turns.length).toBe(turnsBefore + 1);
+      expect(rm.unreconciledActions).toBeUndefined();
+      const starts = (await events(sessions.retry, 'tool.started')).map(
+        (e) => (e.payload as { idempotencyKey?: string }).idempotencyKey,
+      );
+      expect(starts).toHaveLength(2);
+      expect(starts[1]).not.toBe(starts[0]);
+      expect(starts[0]).toBe(lost.idempotencyKey);
+      const resolved = (await events(sessions.retry, 'action.resolved')).find((e) => e.actionId === lost.actionId);
+      expect(resolved?.payload).toMatchObject({ decision: 'retry', actionType: 'reconcile' });
+      // The lost call stays lost on record; the retry is a call of its own.
+      expect(rm.actions?.map((a) => a.status)).toEqual(['lost', 'completed']);
+      await shot(page, '19-lost-action-retried');
+    });
+  }, 90_000);
 });

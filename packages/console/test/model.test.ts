@@ -85,6 +85,50 @@ describe('the event fold', () => {
     expect(actionStatus(a, rm)).toBe('failed');
   });
 
+  it('folds a lost call as lost, and its reconcile question as open on the node without making it wait', () => {
+    const base = { threadId: 'thr_1', turnId: 'turn_1', runId: 'run_1', sessionId: 'ses_1', timestamp: T };
+    const send = { id: 'send', executor: { type: 'tool', target: 'send_invoice' }, input: {}, dependsOn: [] };
+    const events: OarEvent[] = [
+      { ...base, sequence: 1, type: 'turn.submitted', payload: { input: 'go' } },
+      {
+        ...base,
+        sequence: 2,
+        type: 'run.status',
+        status: 'running',
+        payload: { phase: 'declared', declaration: { actions: [send] } },
+      },
+      { ...base, sequence: 3, type: 'tool.started', payload: { graphActionId: 'send', attempt: 1 } },
+      {
+        ...base,
+        sequence: 4,
+        type: 'tool.failed',
+        status: 'lost',
+        payload: { graphActionId: 'send', error: { code: 'lost', message: 'the process stopped' } },
+      },
+      {
+        ...base,
+        sequence: 5,
+        type: 'action.required',
+        actionId: 'act_1',
+        payload: { actionType: 'reconcile', graphActionId: 'send', decisions: ['happened', 'not_happened', 'retry'] },
+      },
+      {
+        ...base,
+        sequence: 6,
+        type: 'action.resolved',
+        actionId: 'act_1',
+        payload: { actionType: 'reconcile', graphActionId: 'send', decision: 'happened', reason: 'in the outbox' },
+      },
+    ];
+    const node = (upTo: number) => foldEvents(events, upTo).threads.get('thr_1')?.turns[0]?.runs[0]?.actions[0];
+    expect(node(4)?.status).toBe('lost');
+    expect(node(4)?.attempts.map((at) => at.status)).toEqual(['lost']);
+    expect(node(5)).toMatchObject({ status: 'lost', reconcileActionId: 'act_1' });
+    expect(node(5)?.pendingActionId).toBeUndefined();
+    expect(node(6)?.reconcileActionId).toBeUndefined();
+    expect(node(6)?.decision).toMatchObject({ decision: 'happened', reason: 'in the outbox' });
+  });
+
   it('folds a 10,000-event session at any position: each position holds exactly the graphs declared by then', () => {
     // How fast this is belongs to a benchmark, never to a test assertion; here, that every position is right.
     const events = session(1000);
