@@ -54,6 +54,12 @@ export const McpServerConfigSchema = z
      * tool may run concurrently and is allowed like a read; `false`: every tool of the server is treated as a write.
      */
     trustAnnotations: z.boolean().default(true),
+    /**
+     * The server deduplicates calls by `_meta["oar/idempotencyKey"]` (the same for every retry of one call): `true`
+     * for all its tools, or the names of those that do. A call of one left in flight by a crash is then retried under
+     * the same key instead of becoming `lost` (docs/reliability.md "Idempotency keys").
+     */
+    idempotentByKey: z.union([z.boolean(), z.array(z.string().min(1)).min(1)]).default(false),
   })
   .superRefine((server, ctx) => {
     if ((server.command === undefined) === (server.url === undefined)) {

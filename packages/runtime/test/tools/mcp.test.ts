@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { dirname, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectTimeoutOf, McpServerConfigSchema } from '../../src/config/mcp.js';
-import { MCP_IDEMPOTENCY_KEY } from '../../src/tools/mcp/tools.js';
+import { MCP_IDEMPOTENCY_KEY, mcpFacts } from '../../src/tools/mcp/tools.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, actionRows, allEvents, answer, errorCode, ofType, payload, recordingModel } from '../engine/helpers.js';
 import { assertEventsConform } from '../support/schemas.js';
@@ -151,6 +151,26 @@ describe('MCP over stdio (a server written with the SDK)', () => {
     expect(key).toMatch(/^idem_[0-9a-f]{32}$/);
     const observation = payload(ofType(events, 'tool.result')[0]).observation as { content?: string };
     expect(observation.content).toContain(`"${MCP_IDEMPOTENCY_KEY}":"${key}"`);
+  });
+
+  it('a server declared idempotentByKey: its writes start idempotent by key, so recovery retries them under their key', async () => {
+    const { events } = await turn([act([call('m1', 'test.meta')]), answer('x')], {
+      permissions: { mode: 'bypass' },
+      mcpServers: [stdioServer({ idempotentByKey: ['meta'] })],
+    });
+    // Recorded at the start, where recovery reads it (worker/recovery.ts): retried under this key after a crash.
+    expect(payload(ofType(events, 'tool.started')[0])).toMatchObject({ idempotent: false, idempotentByKey: true });
+    const facts = (name: string, idempotentByKey: boolean | string[]) =>
+      mcpFacts({ name, inputSchema: { type: 'object' }, annotations: {} }, { trustAnnotations: true, idempotentByKey });
+    expect(facts('meta', true).isIdempotentByKey).toBe(true);
+    expect(facts('other', ['meta']).isIdempotentByKey).toBeUndefined();
+    // An idempotent tool needs no key to be re-run.
+    const idempotent = mcpFacts(
+      { name: 'meta', inputSchema: { type: 'object' }, annotations: { idempotentHint: true } },
+      { trustAnnotations: true, idempotentByKey: true },
+    );
+    expect(idempotent).toMatchObject({ isIdempotent: true });
+    expect(idempotent.isIdempotentByKey).toBeUndefined();
   });
 
   it("a tool's isError is a structured failure (mcp_tool_error)", async () => {

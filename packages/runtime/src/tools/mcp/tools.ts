@@ -25,16 +25,22 @@ export function mcpToolName(server: string, tool: string): string {
 /**
  * The facts of a tool from its annotations, as the MCP spec defines their defaults: not read-only, destructive
  * unless it says otherwise, not idempotent. A server whose annotations are not trusted gets the cautious facts.
+ * Whether the server deduplicates by key is the config's word (`idempotentByKey`), not an annotation's.
  */
-export function mcpFacts(tool: Tool, trusted: boolean): ToolFacts {
-  const hints = trusted ? (tool.annotations ?? {}) : {};
+export function mcpFacts(tool: Tool, config: Pick<McpServerConfig, 'trustAnnotations' | 'idempotentByKey'>): ToolFacts {
+  const hints = config.trustAnnotations ? (tool.annotations ?? {}) : {};
   const isReadOnly = hints.readOnlyHint === true;
+  const isIdempotent = isReadOnly || hints.idempotentHint === true;
+  const byKey =
+    config.idempotentByKey === true ||
+    (Array.isArray(config.idempotentByKey) && config.idempotentByKey.includes(tool.name));
   return {
     isReadOnly,
     // A read-only tool may run beside other reads; anything else takes the write lock.
     isConcurrencySafe: isReadOnly,
     isDestructive: !isReadOnly && hints.destructiveHint !== false,
-    isIdempotent: isReadOnly || hints.idempotentHint === true,
+    isIdempotent,
+    ...(byKey && !isIdempotent ? { isIdempotentByKey: true } : {}),
     interruptBehavior: 'cancel',
   };
 }
@@ -56,7 +62,7 @@ export function mcpInputSchema(server: string, tool: Tool): z.ZodType<Record<str
 
 export function mcpTool(config: McpServerConfig, connection: McpConnection, tool: Tool): AnyTool {
   const name = mcpToolName(config.name, tool.name);
-  const facts = mcpFacts(tool, config.trustAnnotations);
+  const facts = mcpFacts(tool, config);
   const description = [tool.title && tool.title !== tool.name ? tool.title : undefined, tool.description]
     .filter(Boolean)
     .join(': ');
@@ -73,7 +79,7 @@ export function mcpTool(config: McpServerConfig, connection: McpConnection, tool
     // to the next call even of a tool object already in a running step's hands.
     factsOf: () => {
       const current = connection.tools.tools.find((t) => t.name === tool.name);
-      return current ? mcpFacts(current, config.trustAnnotations) : facts;
+      return current ? mcpFacts(current, config) : facts;
     },
     async execute(input, context) {
       const meta = context.idempotencyKey ? { [MCP_IDEMPOTENCY_KEY]: context.idempotencyKey } : undefined;
