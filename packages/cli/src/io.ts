@@ -21,6 +21,20 @@ export class UsageError extends Error {
   }
 }
 
+/** A `--flag N` that must be a positive whole number (a count, seconds, bytes): `fallback` when not given. */
+export function positiveOption<T extends number | undefined>(
+  name: string,
+  text: string | undefined,
+  fallback: T,
+): number | T {
+  if (text === undefined) return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 1) {
+    throw new UsageError(oarError('invalid_option', `${name} must be a positive whole number, not "${text}"`));
+  }
+  return value;
+}
+
 /**
  * The most bytes the CLI reads from one input, checked before the input is read whole (a file's size is stat'ed
  * first; standard input and devices are read only up to the limit). A 50 MB input once cost 2 GB of memory and

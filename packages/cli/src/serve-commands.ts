@@ -60,21 +60,12 @@ async function portOf(text: string | undefined): Promise<number> {
 }
 
 async function serve(options: ServeOptions): Promise<number> {
-  const [
-    { buildRuntime, loadConfig, oarError, STORE_WAIT, UsageError, whenStoreReachable },
-    { createLogger, startServer },
-  ] = await Promise.all([load(), import('@oar/server')]);
+  const [{ buildRuntime, loadConfig, positiveOption, STORE_WAIT, whenStoreReachable }, { createLogger, startServer }] =
+    await Promise.all([load(), import('@oar/server')]);
   const cwd = process.cwd();
   const port = await portOf(options.port);
-  const maxBodyBytes = options.maxBody === undefined ? undefined : Number(options.maxBody);
-  if (maxBodyBytes !== undefined && !(Number.isInteger(maxBodyBytes) && maxBodyBytes > 0)) {
-    throw new UsageError(oarError('invalid_option', `--max-body must be a positive number of bytes`));
-  }
-  const storeWaitSeconds =
-    options.storeWaitSeconds === undefined ? STORE_WAIT.defaultSeconds : Number(options.storeWaitSeconds);
-  if (!(Number.isInteger(storeWaitSeconds) && storeWaitSeconds > 0)) {
-    throw new UsageError(oarError('invalid_option', '--store-wait-seconds must be a positive whole number'));
-  }
+  const maxBodyBytes = positiveOption('--max-body', options.maxBody, undefined);
+  const storeWaitSeconds = positiveOption('--store-wait-seconds', options.storeWaitSeconds, STORE_WAIT.defaultSeconds);
   // No configuration and no model: the local demo mode, so a fresh clone shows something real at once.
   const noConfig = options.config === undefined && !existsSync(resolve(cwd, CONFIG_FILE));
   const demo = options.demo === true || (noConfig && options.model === undefined);

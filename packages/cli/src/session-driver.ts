@@ -7,7 +7,7 @@ import {
   type ThreadReadModel,
   uiSchemaOfToolAgentOutput,
 } from '@oar/protocol';
-import { type AskedWatch, OarRuntimeError, type Runtime } from '@oar/runtime';
+import { type AskedWatch, isTransientStoreFault, OarRuntimeError, type Runtime } from '@oar/runtime';
 import { renderEvent } from './render.js';
 
 export type ApprovalMode = 'ask' | 'approve' | 'deny' | 'leave';
@@ -63,8 +63,7 @@ export async function readSettled<T>(read: () => Promise<T>): Promise<T> {
     try {
       return await read();
     } catch (error) {
-      const retryable = error instanceof OarRuntimeError && error.code === 'store_unavailable' && error.error.retryable;
-      if (!retryable || attempt >= SETTLED_READ_RETRY.attempts) throw error;
+      if (!isTransientStoreFault(error) || attempt >= SETTLED_READ_RETRY.attempts) throw error;
       const delay = Math.min(SETTLED_READ_RETRY.firstDelayMs * 2 ** (attempt - 1), SETTLED_READ_RETRY.maxDelayMs);
       await new Promise((resolve) => setTimeout(resolve, delay));
     }

@@ -1,4 +1,4 @@
-import { OarRuntimeError } from '@oar/runtime';
+import { isTransientStoreFault } from '@oar/runtime';
 
 /** How a starting process waits for its store: the pause doubles from the first to the maximum. */
 export const STORE_WAIT = { firstDelayMs: 200, maxDelayMs: 5_000, defaultSeconds: 300 } as const;
@@ -24,9 +24,8 @@ export async function whenStoreReachable<T>(
     try {
       return await start();
     } catch (error) {
-      const retryable = error instanceof OarRuntimeError && error.code === 'store_unavailable' && error.error.retryable;
       const delay = Math.min(STORE_WAIT.firstDelayMs * 2 ** attempt, STORE_WAIT.maxDelayMs);
-      if (!retryable || Date.now() - since + delay > options.giveUpMs) throw error;
+      if (!isTransientStoreFault(error) || Date.now() - since + delay > options.giveUpMs) throw error;
       options.log(`store unavailable (${error.message}); trying again in ${delay} ms`);
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([

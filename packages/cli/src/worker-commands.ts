@@ -28,27 +28,17 @@ async function load() {
   return { oarError, ...runtime, ...io, ...actions, ...driver, ...storeWait };
 }
 
-/** A positive integer option, or a usage error naming it. */
-async function positive(name: string, text: string | undefined, fallback: number): Promise<number> {
-  if (text === undefined) return fallback;
-  const { oarError, UsageError } = await load();
-  const value = Number(text);
-  if (!Number.isInteger(value) || value < 1) {
-    throw new UsageError(oarError('invalid_option', `${name} must be a positive whole number, not "${text}"`));
-  }
-  return value;
-}
-
 /** The default of `--drain-seconds`: how long SIGTERM lets running steps reach a durable point. */
 const DRAIN_SECONDS = 30;
 
 async function worker(options: WorkerCommandOptions): Promise<number> {
-  const { buildRuntime, loadConfig, oarError, ownerName, STORE_WAIT, UsageError, whenStoreReachable } = await load();
+  const { buildRuntime, loadConfig, oarError, ownerName, positiveOption, STORE_WAIT, UsageError, whenStoreReachable } =
+    await load();
   const cwd = process.cwd();
   const { config, baseDir } = await loadConfig(options.config, cwd);
-  const concurrency = await positive('--concurrency', options.concurrency, config.worker.concurrency ?? 16);
-  const drainMs = (await positive('--drain-seconds', options.drainSeconds, DRAIN_SECONDS)) * 1000;
-  const storeWaitSeconds = await positive('--store-wait-seconds', options.storeWaitSeconds, STORE_WAIT.defaultSeconds);
+  const concurrency = positiveOption('--concurrency', options.concurrency, config.worker.concurrency ?? 16);
+  const drainMs = positiveOption('--drain-seconds', options.drainSeconds, DRAIN_SECONDS) * 1000;
+  const storeWaitSeconds = positiveOption('--store-wait-seconds', options.storeWaitSeconds, STORE_WAIT.defaultSeconds);
   if (options.id !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(options.id)) {
     throw new UsageError(oarError('invalid_option', '--id is 1-64 letters, digits, "_", "." or "-"'));
   }
@@ -96,9 +86,9 @@ interface WaitOptions extends GlobalOptions {
 }
 
 async function wait(sessionId: string, options: WaitOptions): Promise<number> {
-  const { driveSession, mainTurnId, OarRuntimeError, openForSessions, report, sessionNotInStore } = await load();
-  const timeoutMs =
-    options.timeout === undefined ? undefined : (await positive('--timeout', options.timeout, 1)) * 1000;
+  const { driveSession, mainTurnId, OarRuntimeError, openForSessions, positiveOption, report, sessionNotInStore } =
+    await load();
+  const timeoutMs = options.timeout === undefined ? undefined : positiveOption('--timeout', options.timeout, 1) * 1000;
   // A control plane only: this process drives nothing, it waits for whichever worker runs the session.
   const { runtime, store } = await openForSessions(options, false);
   try {

@@ -165,6 +165,7 @@ export {
   type StoredArtifact,
 } from './store/artifacts.js';
 export type { Dialect } from './store/dialect.js';
+export { isTransientStoreFault } from './store/faults.js';
 export { type Fence, type LeaseHolder, LeaseLostError, ownerName } from './store/leases.js';
 export { DEFAULT_STORE_PATH, Store, type StoreOptions } from './store/store.js';
 export {

@@ -50,6 +50,14 @@ export function isStoreFault(error: unknown): error is OarRuntimeError {
 
 const STORE_FAULT_CODES = new Set(['store_full', 'store_read_only', 'store_unavailable']);
 
+/**
+ * Whether an error is a store that is briefly away (a dropped connection, a failover, a locked file): the same
+ * request may succeed in a moment, so a caller waits and asks again. A full disk or a read-only store is not.
+ */
+export function isTransientStoreFault(error: unknown): error is OarRuntimeError {
+  return error instanceof OarRuntimeError && error.code === 'store_unavailable' && error.error.retryable;
+}
+
 /** SQLite's answer to a rollback when the transaction is already gone. */
 function noTransaction(error: unknown): boolean {
   return error instanceof Error && /no transaction is active/.test(error.message);

@@ -10,7 +10,7 @@ import { failTurn } from '../loop/turn-end.js';
 import { type Limiter, ProviderLimiter } from '../models/provider-limits.js';
 import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
 import { sessionWork } from '../read-models/work.js';
-import { isStoreFault } from '../store/faults.js';
+import { isStoreFault, isTransientStoreFault } from '../store/faults.js';
 import {
   claimLease,
   type Fence,
@@ -308,7 +308,7 @@ export class Worker {
     const { sessionId, threadId } = driver;
     const fault = isStoreFault(error) ? error : undefined;
     const retry = this.storeRetries.get(threadId) ?? { since: Date.now(), attempts: 0 };
-    if (fault?.code === 'store_unavailable' && fault.error.retryable && Date.now() - retry.since < this.storeGiveUpMs) {
+    if (isTransientStoreFault(fault) && Date.now() - retry.since < this.storeGiveUpMs) {
       this.storeRetries.set(threadId, { since: retry.since, attempts: retry.attempts + 1 });
       const delay = Math.min(STORE_RETRY.firstMs * 2 ** retry.attempts, STORE_RETRY.maxMs);
       setTimeout(() => this.kick(sessionId, threadId), delay).unref();
