@@ -8,7 +8,7 @@ import { findContradictions } from '../read-models/contradictions.js';
 import { replay, threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
-import type { PendingDecision } from '../read-models/thread-state.js';
+import type { PendingDecision, ThreadState } from '../read-models/thread-state.js';
 import { TimeTravel } from '../read-models/time-travel.js';
 import { sessionWork } from '../read-models/work.js';
 import { getArtifact } from '../store/artifacts.js';
@@ -223,23 +223,9 @@ export class Queries {
   async pendingDecisions(
     filter: { workspaceId?: string } = {},
   ): Promise<(PendingDecision & { sessionId: string; threadId: string })[]> {
-    let query = this.log.store.db
-      .selectFrom('oar_read_models as m')
-      .innerJoin('oar_sessions as s', 's.id', 'm.session_id')
-      .select(['m.session_id', 'm.key', 'm.body'])
-      .where('m.kind', '=', 'thread')
-      .where('m.status', 'in', ['waiting_permission', 'waiting_input']);
-    if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('s.workspace_id', 'is', null);
-    else if (filter.workspaceId !== undefined) query = query.where('s.workspace_id', '=', filter.workspaceId);
-    const rows = await query.execute();
-    return rows
-      .flatMap((row) =>
-        ((JSON.parse(row.body) as { pending?: PendingDecision[] }).pending ?? []).map((p) => ({
-          ...p,
-          sessionId: row.session_id,
-          threadId: row.key,
-        })),
-      )
+    const threads = await this.workspaceThreads(filter, 'waiting');
+    return threads
+      .flatMap(({ body, ...where }) => (body.pending ?? []).map((p) => ({ ...p, ...where })))
       .sort((a, b) => a.requestedAt.localeCompare(b.requestedAt));
   }
 
@@ -251,24 +237,34 @@ export class Queries {
   async unreconciledActions(
     filter: { workspaceId?: string } = {},
   ): Promise<(UnreconciledAction & { sessionId: string; threadId: string })[]> {
+    const threads = await this.workspaceThreads(filter, 'unreconciled');
+    return threads
+      .flatMap(({ body, ...where }) => (body.unreconciled ?? []).map((u) => ({ ...u, ...where })))
+      .sort((a, b) => a.lostAt.localeCompare(b.lostAt));
+  }
+
+  /**
+   * The threads of a workspace's sessions (all sessions when none is named) that wait for a decision (their status
+   * column says so), or that hold a lost action nobody has answered (their idle status cannot: the row's text is
+   * matched before it is parsed).
+   */
+  private async workspaceThreads(
+    filter: { workspaceId?: string },
+    which: 'waiting' | 'unreconciled',
+  ): Promise<{ sessionId: string; threadId: string; body: Pick<ThreadState, 'pending' | 'unreconciled'> }[]> {
     let query = this.log.store.db
       .selectFrom('oar_read_models as m')
       .innerJoin('oar_sessions as s', 's.id', 'm.session_id')
       .select(['m.session_id', 'm.key', 'm.body'])
-      .where('m.kind', '=', 'thread')
-      .where('m.body', 'like', '%"unreconciled":[{%');
+      .where('m.kind', '=', 'thread');
+    query =
+      which === 'waiting'
+        ? query.where('m.status', 'in', ['waiting_permission', 'waiting_input'])
+        : query.where('m.body', 'like', '%"unreconciled":[{%');
     if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('s.workspace_id', 'is', null);
     else if (filter.workspaceId !== undefined) query = query.where('s.workspace_id', '=', filter.workspaceId);
     const rows = await query.execute();
-    return rows
-      .flatMap((row) =>
-        ((JSON.parse(row.body) as { unreconciled?: UnreconciledAction[] }).unreconciled ?? []).map((u) => ({
-          ...u,
-          sessionId: row.session_id,
-          threadId: row.key,
-        })),
-      )
-      .sort((a, b) => a.lostAt.localeCompare(b.lostAt));
+    return rows.map((row) => ({ sessionId: row.session_id, threadId: row.key, body: JSON.parse(row.body) }));
   }
 
   async listSubagents(input: { sessionId: string; threadId?: string }) {

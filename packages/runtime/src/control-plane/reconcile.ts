@@ -1,4 +1,4 @@
-import { RECONCILE_DECISIONS, type UnreconciledAction } from '@oar/protocol';
+import { type ActionDecision, RECONCILE_DECISIONS, type UnreconciledAction } from '@oar/protocol';
 import { threadUnchanged } from '../facts/queue.js';
 import { isReconcileDecision, reconcileAnswer, stillUnreconciled } from '../facts/reconcile.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
@@ -7,8 +7,18 @@ import type { AppendGuard, EventDraft } from '../log/draft.js';
 import type { ReadModels } from '../read-models/project.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';
-import type { RespondActionInput } from './decisions.js';
 import { graphTurn } from './graph-turn.js';
+
+/** The answer to a lost action's question, as `respond_action` was given it. */
+export interface ReconcileInput {
+  sessionId: string;
+  actionId: string;
+  decision: ActionDecision;
+  reason?: string;
+  /** Recorded as the answer's evidence. */
+  payload?: Record<string, unknown>;
+  resolvedBy?: string;
+}
 
 /**
  * `respond_action` on a lost action (docs/reliability.md "Reconciling a lost action"): a person says whether it took
@@ -21,8 +31,8 @@ export async function reconcileAction(
   models: ReadModels,
   thread: ThreadView,
   request: UnreconciledAction,
-  input: RespondActionInput,
-): Promise<{ threadId: string; decision: RespondActionInput['decision']; turnId?: string; runId?: string }> {
+  input: ReconcileInput,
+): Promise<{ threadId: string; decision: ActionDecision; turnId?: string; runId?: string }> {
   const { decision } = input;
   if (!isReconcileDecision(decision)) {
     throw new OarRuntimeError(
