@@ -35,8 +35,18 @@
  * Timings are random but the graphs, the fault kinds and the kill points (event counts and delays) follow the seed,
  * so `--seed S` repeats a run's decisions (not the machine's scheduling).
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -63,7 +73,7 @@ export const CHECKS = [
   'hang',
 ] as const;
 export type Check = (typeof CHECKS)[number];
-export const KINDS = ['kill', 'race', 'resumes', 'drop'] as const;
+export const KINDS = ['kill', 'race', 'resumes', 'drop', 'full'] as const;
 export type Kind = (typeof KINDS)[number];
 type StoreKind = 'sqlite' | 'postgres';
 
@@ -572,6 +582,46 @@ function crashOf(proc: Proc): string | undefined {
   return `crashed (uncaught): ${error.trim()}`;
 }
 
+// ----- a small disk -------------------------------------------------------------------------------------------
+
+/** A tmpfs mounted at `at` (root only), and a way to fill it to the last byte and to empty it again. */
+function mountSmallDisk(at: string): { fill(): void; free(): void; unmount(): void } {
+  mkdirSync(at, { recursive: true });
+  execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${SMALL_DISK_BYTES}`, 'tmpfs', at]);
+  const filler = join(at, 'filler');
+  return {
+    fill() {
+      const fd = openSync(filler, 'w');
+      const chunk = Buffer.alloc(16 * 1024);
+      try {
+        for (;;) writeSync(fd, chunk);
+      } catch {
+        // ENOSPC: full.
+      } finally {
+        closeSync(fd);
+      }
+    },
+    free() {
+      rmSync(filler, { force: true });
+    },
+    unmount() {
+      try {
+        execFileSync('umount', ['-l', at]);
+      } catch {
+        // Already gone.
+      }
+    },
+  };
+}
+
+/** Room for a trial's store (a few hundred KiB of log) and its write-ahead log, not much more. */
+const SMALL_DISK_BYTES = 16 * 1024 * 1024;
+
+/** Whether this process may mount a tmpfs (the `full` trials need it). */
+function canMount(): boolean {
+  return process.platform === 'linux' && process.getuid?.() === 0;
+}
+
 // ----- one trial ----------------------------------------------------------------------------------------------
 
 interface Context {
@@ -592,8 +642,11 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
   const store: TrialStore = ctx.postgres
     ? ctx.postgres.store(name)
     : { url: undefined, readUrl: join(dir, '.oar/oar.db'), dispose: async () => undefined };
+  // A full disk: the SQLite store lives on a small tmpfs of its own, which the fault fills.
+  const disk = kind === 'full' ? mountSmallDisk(join(dir, '.oar')) : undefined;
   const cleanup = async () => {
     cleanups.delete(cleanup);
+    disk?.unmount();
     rmSync(dir, { recursive: true, force: true });
     await store.dispose().catch(() => undefined);
   };
@@ -637,6 +690,16 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
           await Promise.all(both.map((p) => p.exit));
         }
       }
+    } else if (kind === 'full') {
+      // The disk fills at a random point, stays full for a while, then has room again: `oar run` either rides it out
+      // or stops with store_full (exit 74), and the resumes below finish the turn.
+      await point.wait(first);
+      const holdMs = between(random, 200, 1500);
+      faultAt = `${point.label}, full for ${holdMs}ms`;
+      disk?.fill();
+      await sleep(holdMs);
+      disk?.free();
+      await first.exit;
     } else if (kind === 'race') {
       const alsoKill = random() < 0.5;
       const delay = between(random, 0, 1500);
@@ -748,9 +811,15 @@ export interface TrialsOptions {
 }
 
 export async function runTrials(options: TrialsOptions): Promise<TrialsSummary> {
-  const kinds = options.kinds ?? (options.store === 'postgres' ? [...KINDS] : KINDS.filter((k) => k !== 'drop'));
+  // drop needs PostgreSQL; full needs SQLite and root (to mount a small disk); each runs by default where it can.
+  const kinds =
+    options.kinds ??
+    KINDS.filter((k) => (options.store === 'postgres' ? k !== 'full' : k !== 'drop' && (k !== 'full' || canMount())));
   if (options.store === 'sqlite' && kinds.includes('drop')) {
     throw new UsageError('the drop trials need PostgreSQL (--store postgres)');
+  }
+  if (kinds.includes('full') && (options.store !== 'sqlite' || !canMount())) {
+    throw new UsageError('the full trials need the SQLite store and root on Linux (they mount a small tmpfs)');
   }
   let postgres: Postgres | undefined;
   if (options.store === 'postgres') {
@@ -920,7 +989,7 @@ async function cli(argv: string[]): Promise<number> {
   });
   if (values.help) {
     process.stdout.write(
-      'npm run trials -- --store sqlite|postgres --count N [--seed S] [--parallel P] [--kinds kill,race,resumes,drop] [--postgres-url URL] [--keep] [--verbose] [--json]\n',
+      'npm run trials -- --store sqlite|postgres --count N [--seed S] [--parallel P] [--kinds kill,race,resumes,drop,full] [--postgres-url URL] [--keep] [--verbose] [--json]\n',
     );
     return 0;
   }
