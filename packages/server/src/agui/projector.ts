@@ -10,6 +10,7 @@ import {
   AGENT_PROTOCOL_TOOL_NAME,
   type OarError,
   PartialJsonStringField,
+  RECONCILE_ACTION_TYPE,
   type RuntimeEvent,
   uiSchemaOfToolAgentOutput,
 } from '@oar/protocol';
@@ -234,6 +235,9 @@ export class AguiProjector {
         break;
       }
       case 'action.required':
+        // Whether a lost call took effect is asked after the fact: it pauses nothing, so it is no interrupt of a run
+        // (a resume may still answer it: stream.ts).
+        if (payload.actionType === RECONCILE_ACTION_TYPE) break;
         this.pending.set(event.actionId, {
           actionId: event.actionId,
           actionType: str(payload.actionType) ?? 'tool_approval',
