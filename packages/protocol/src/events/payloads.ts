@@ -38,12 +38,16 @@ export type FinishReason = z.infer<typeof FinishReasonSchema>;
  */
 export const RECONCILE_DECISIONS = ['happened', 'not_happened', 'retry'] as const;
 export type ReconcileDecision = (typeof RECONCILE_DECISIONS)[number];
+export const isReconcileDecision = (value: unknown): value is ReconcileDecision =>
+  (RECONCILE_DECISIONS as readonly unknown[]).includes(value);
 /** The `actionType` of the `action.required` that asks whether a lost action took effect. */
 export const RECONCILE_ACTION_TYPE = 'reconcile';
 /** The answers to a tool approval (a question takes approve, with its answer, or deny). */
 export const APPROVAL_DECISIONS = ['approve', 'deny', 'approve_for_session'] as const;
 export const ACTION_DECISIONS = [...APPROVAL_DECISIONS, ...RECONCILE_DECISIONS] as const;
 export const ActionDecisionSchema = z.enum(ACTION_DECISIONS);
+export const ApprovalDecisionSchema = z.enum(APPROVAL_DECISIONS);
+export type ApprovalDecision = z.infer<typeof ApprovalDecisionSchema>;
 export type ActionDecision = z.infer<typeof ActionDecisionSchema>;
 
 export const PERMISSION_DECISIONS = ['allow', 'ask', 'deny'] as const;

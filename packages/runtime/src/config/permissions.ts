@@ -1,5 +1,5 @@
 import {
-  ActionDecisionSchema,
+  ApprovalDecisionSchema,
   ExecutorTypeSchema,
   PermissionDecisionSchema,
   PermissionSourceSchema,
@@ -124,6 +124,6 @@ export const PermissionEvaluationSchema = z.object({
    * For `ask`: the answers the approval may offer. An ask rule means "ask every time", so it does not offer
    * approve_for_session (the grant would never be consulted: ask rules beat grants).
    */
-  decisions: z.array(ActionDecisionSchema).optional(),
+  decisions: z.array(ApprovalDecisionSchema).optional(),
 });
 export type PermissionEvaluation = z.infer<typeof PermissionEvaluationSchema>;

@@ -1,13 +1,13 @@
 import {
   ACTION_DECISIONS,
   type ActionDecision,
+  isReconcileDecision,
   oarError,
   RECONCILE_ACTION_TYPE,
   type RuntimeEvent,
 } from '@oar/protocol';
 import { type PermissionRequest, PermissionRequestSchema } from '../config/permission-request.js';
 import { actionStatusChange } from '../facts/action.js';
-import { isReconcileDecision } from '../facts/reconcile.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { resolutionOf } from '../log/decision-log.js';
 import type { EventDraft } from '../log/draft.js';

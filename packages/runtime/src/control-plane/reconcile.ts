@@ -1,6 +1,6 @@
-import { type ActionDecision, RECONCILE_DECISIONS, type UnreconciledAction } from '@oar/protocol';
+import { type ActionDecision, isReconcileDecision, RECONCILE_DECISIONS, type UnreconciledAction } from '@oar/protocol';
 import { threadUnchanged } from '../facts/queue.js';
-import { isReconcileDecision, reconcileAnswer, stillUnreconciled } from '../facts/reconcile.js';
+import { reconcileAnswer, stillUnreconciled } from '../facts/reconcile.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
@@ -53,6 +53,15 @@ export async function reconcileAction(
   });
   const guards: AppendGuard[] = [stillUnreconciled(input.sessionId, thread.threadId, input.actionId)];
   let rerun: { turnId: string; runId: string } | undefined;
+  if (decision === 'retry' && (thread.parent || thread.toolWorker)) {
+    // A sub-agent's (or tool worker's) thread runs only as its parent's delegation: a turn of its own would run
+    // unattached. The parent's model can declare the work again.
+    throw new OarRuntimeError(
+      'invalid_decision',
+      `"${input.actionId}" was lost in a sub-agent's thread: answer happened or not_happened (retry runs only on a session's main thread)`,
+      { details: { decision, offered: ['happened', 'not_happened'] } },
+    );
+  }
   if (decision === 'retry') {
     // Alone and with nothing to wait for: what it depended on ran in its own graph, and its input is literal.
     const title = `Retry of ${action.title ?? action.id} (lost after a crash)`;

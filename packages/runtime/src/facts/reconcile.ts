@@ -7,7 +7,7 @@ import {
   type ReconcileDecision,
   type UnreconciledAction,
 } from '@oar/protocol';
-import { notFound } from '../kernel/errors.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';
@@ -20,9 +20,6 @@ import { type ActionIds, actionStatusChange } from './action.js';
  * answer that settles what happened also ends the action `completed` or `failed`, with the evidence in its
  * observation, so the model's history says what the world says.
  */
-
-export const isReconcileDecision = (value: unknown): value is ReconcileDecision =>
-  (RECONCILE_DECISIONS as readonly unknown[]).includes(value);
 
 /** What was lost: the call, as recovery knows it. */
 export interface LostCall {
@@ -114,7 +111,9 @@ export function stillUnreconciled(sessionId: string, threadId: string, actionId:
   return async (tx) => {
     const current = await loadReadModels(tx, sessionId, [{ kind: 'thread', key: threadId }]);
     if (!current.threads.get(threadId)?.unreconciled?.some((u) => u.actionId === actionId)) {
-      throw notFound('action', actionId);
+      throw new OarRuntimeError('decision_already_resolved', `lost action "${actionId}" was answered meanwhile`, {
+        details: { actionId },
+      });
     }
   };
 }

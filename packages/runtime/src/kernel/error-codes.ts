@@ -287,7 +287,7 @@ export const ERROR_CODES = {
     "A lost action was reconciled: it did not take effect (a person said so, or the tool's reconcile step found no effect under its idempotency key).",
   ),
   reconcile_failed: recorded(
-    "A tool's reconcile step could not tell whether a lost call took effect (a warning; details.cause); the call waits for a person.",
+    "A tool's or service's reconcile step could not tell whether a lost call took effect (a warning; details.cause); the call waits for a person.",
     true,
   ),
   not_resumed: recorded('An action of a graph declared without persistence was not resumed after a restart.'),

@@ -1,4 +1,9 @@
-import type { ActionDecision, PermissionDecision, PermissionEvaluatedPayloadSchema } from '@oar/protocol';
+import {
+  APPROVAL_DECISIONS,
+  type ApprovalDecision,
+  type PermissionDecision,
+  type PermissionEvaluatedPayloadSchema,
+} from '@oar/protocol';
 import type { z } from 'zod';
 import type { PermissionRequest } from '../config/permission-request.js';
 import type {
@@ -109,8 +114,8 @@ const MODE_TABLE: Record<PermissionMode, Record<ActionKind, PermissionDecision>>
 };
 
 /** An ask rule means "ask every time": a session grant would never be consulted, so it is not offered. */
-const RULE_ASK_DECISIONS: ActionDecision[] = ['approve', 'deny'];
-const MODE_ASK_DECISIONS: ActionDecision[] = ['approve', 'deny', 'approve_for_session'];
+const RULE_ASK_DECISIONS: ApprovalDecision[] = ['approve', 'deny'];
+const MODE_ASK_DECISIONS: readonly ApprovalDecision[] = APPROVAL_DECISIONS;
 
 function firstMatching(
   rules: readonly PermissionRule[],

@@ -41,8 +41,11 @@ export function contradiction(models: ReadModels, event: RuntimeEvent): string |
     // A tool call ends once; any ending may restate the same status (a denial is both resolved and recorded).
     const executed = event.type === 'tool.result' || event.type === 'tool.failed';
     // A lost action ends once more when it is reconciled (it took effect, or not): recorded as such.
+    // Only the status change reconciliation records (run.status), never a second tool result or failure.
     const reconciled =
-      action?.status === 'lost' && (event.payload as { reconciled?: unknown }).reconciled !== undefined;
+      event.type === 'run.status' &&
+      action?.status === 'lost' &&
+      (event.payload as { reconciled?: unknown }).reconciled !== undefined;
     if (action && isTerminalActionStatus(action.status) && !reconciled && (executed || action.status !== ending)) {
       return `action "${actionId}" of run "${event.runId}" already ended (${action.status})`;
     }

@@ -1,8 +1,8 @@
 import {
   type ActionResult,
   type Declaration,
+  isReconcileDecision,
   RECONCILE_ACTION_TYPE,
-  RECONCILE_DECISIONS,
   type RuntimeEvent,
 } from '@oar/protocol';
 import { isTerminalActionStatus, type RunAction, type RunActionStatus, type RunState } from './thread-state.js';
@@ -169,7 +169,7 @@ export function reduceRun(run: RunState | undefined, event: RuntimeEvent): RunSt
     }
     case 'action.resolved':
       // A reconciliation's answer ends nothing here: the status change recorded with it does.
-      if ((RECONCILE_DECISIONS as readonly unknown[]).includes(payload.decision)) return run;
+      if (isReconcileDecision(payload.decision)) return run;
       // An approval (a denial ended the action above): run it, with the human's payload when there is one.
       return updateAction(run, actionId, (a) => {
         const { pendingActionId: _resolved, ...rest } = a;

@@ -28,7 +28,7 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
   isIdempotentByKey?: boolean;
   /**
    * After a crash left a call of this tool in flight (recorded `lost`), ask the world whether it took effect — by the
-   * call's idempotency key (a service's GET by key, a CLI's lookup of its stored results). Its answer ends the
+   * call's idempotency key (an API's lookup by key, a store of results by key). Its answer ends the
    * action `completed` or `failed` (`not_happened`) with the evidence, with no person needed; `undefined` (or a
    * throw) means it cannot tell, and the action waits for a person (docs/reliability.md "Reconciling a lost action").
    */

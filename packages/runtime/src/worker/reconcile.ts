@@ -1,7 +1,7 @@
 import { type Action, oarError } from '@oar/protocol';
 import { reconcileService } from '../executors/service.js';
 import { reconcileAnswer, stillUnreconciled } from '../facts/reconcile.js';
-import { toOarError } from '../kernel/errors.js';
+import { OarRuntimeError, toOarError } from '../kernel/errors.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { Engine } from '../scheduler/engine.js';
 import type { ReconcileVerdict } from '../tools/tool.js';
@@ -44,17 +44,24 @@ function reconcilerOf(engine: Engine, action: Action): Reconciler | undefined {
 /**
  * Ask whoever can look a lost call up by its idempotency key (a tool's `reconcile` step, a service's `reconcile`
  * GET) whether it took effect, and record each answer given. Run by the lease holder as it takes the thread over,
- * after recovery recorded what was lost — so a call lost in this takeover or an earlier one is asked again at every
- * takeover until someone answers. One that cannot tell (no answer, an error, a timeout) leaves it to a person; its
- * error is on record as a warning.
+ * after recovery recorded what was lost. Each question is asked once per process (`asked`): a call lost before this
+ * process started is asked when it first takes the thread, not at every drive of it. One that cannot tell (no
+ * answer, an error, a timeout) leaves it to a person, with its error on record as a warning.
  */
-export async function reconcileLost(engine: Engine, thread: ThreadView, signal: AbortSignal): Promise<number> {
+export async function reconcileLost(
+  engine: Engine,
+  thread: ThreadView,
+  signal: AbortSignal,
+  asked: Set<string>,
+): Promise<number> {
   let answered = 0;
   for (const request of thread.unreconciled ?? []) {
     const run = thread.runs.get(request.runId);
     const action = run?.declaration.actions.find((a) => a.id === request.graphActionId);
     const reconciler = action ? reconcilerOf(engine, action) : undefined;
     if (!reconciler || !request.idempotencyKey || !run || !action || signal.aborted) continue;
+    if (asked.has(request.actionId)) continue;
+    asked.add(request.actionId);
     const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
     let verdict: ReconcileVerdict | undefined;
     try {
@@ -63,6 +70,11 @@ export async function reconcileLost(engine: Engine, thread: ThreadView, signal: 
         AbortSignal.any([signal, AbortSignal.timeout(reconciler.timeoutMs)]),
       );
     } catch (error) {
+      // Stopped (shutdown, a lost lease), not unable to tell: the next holder asks again.
+      if (signal.aborted) {
+        asked.delete(request.actionId);
+        return answered;
+      }
       await engine.append(thread.sessionId, [
         {
           type: 'runtime.warning',
@@ -84,10 +96,16 @@ export async function reconcileLost(engine: Engine, thread: ThreadView, signal: 
       reason: `asked by idempotency key ${request.idempotencyKey}`,
       ...(verdict.evidence ? { evidence: verdict.evidence } : {}),
     });
-    await engine.append(thread.sessionId, drafts, {
-      durable: true,
-      guard: stillUnreconciled(thread.sessionId, thread.threadId, request.actionId),
-    });
+    try {
+      await engine.append(thread.sessionId, drafts, {
+        durable: true,
+        guard: stillUnreconciled(thread.sessionId, thread.threadId, request.actionId),
+      });
+    } catch (error) {
+      // A person answered while the tool was asked: theirs stands, and the turn goes on.
+      if (error instanceof OarRuntimeError && error.code === 'decision_already_resolved') continue;
+      throw error;
+    }
     answered++;
   }
   return answered;

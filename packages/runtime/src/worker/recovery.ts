@@ -185,7 +185,7 @@ function abandonEphemeral(thread: ThreadView, run: RunState, drafts: EventDraft[
     // One that was running may have acted on the world: asked like any lost call (unless running it again is
     // harmless, when the answer is always "run it"). One not started did nothing.
     const state = run.actions[action.id];
-    if (status === 'running' && state && !state.idempotent && BRACKETED.has(action.executor.type)) {
+    if (state && orphaned(action, state) && !state.idempotent) {
       drafts.push(reconcileRequest(lostCall(ids, action, state)));
     }
   }

@@ -89,6 +89,8 @@ export class Worker {
   private readonly ttl: number;
   private readonly concurrency: number;
   private readonly storeGiveUpMs: number;
+  /** The lost calls whose tool or service this process asked already (worker/reconcile.ts): asked once each. */
+  private readonly reconcileAsked = new Set<string>();
   /** Threads with work found while every driver was busy, oldest first: thread id → session id. */
   private readonly waiting = new Map<string, string>();
   private closed = false;
@@ -287,7 +289,7 @@ export class Worker {
    */
   private async reconcile(engine: ThreadEngine, threadId: string, signal: AbortSignal): Promise<void> {
     const thread = await engine.prepare(threadId).catch(() => undefined);
-    if (thread) await reconcileLost(engine, thread, signal);
+    if (thread) await reconcileLost(engine, thread, signal, this.reconcileAsked);
   }
 
   /** A driver is free: drive the oldest thread that waited for one (another worker may have taken it meanwhile). */

@@ -52,6 +52,7 @@ async function crashAndRestart(
   script: ModelScript = CARRIER_SCRIPT,
   carrier?: 'text',
   reconcile?: AnyTool['reconcile'],
+  settle = true,
 ) {
   const calls = { n: 0, keys: [] as (string | undefined)[] };
   // Short leases: the second runtime takes the thread over once the crashed one's lease runs out.
@@ -71,7 +72,7 @@ async function crashAndRestart(
   const store = await Store.open(join(crashed.dir, 'oar.db'));
   const second = await harness(script, { ...options, store, workspaceRoot: crashed.workspace });
   open.push(second);
-  await second.runtime.settled(sessionId);
+  if (settle) await second.runtime.settled(sessionId);
   return { second, sessionId, threadId, calls };
 }
 
@@ -244,7 +245,7 @@ describe('a lost action is reconciled, never silent', () => {
 
   it("a tool's reconcile step answers by idempotency key, with no person needed", async () => {
     const asked: string[] = [];
-    const { second, sessionId, threadId, read, calls } = await lostOne(async ({ idempotencyKey, input }) => {
+    const { second, sessionId, read, calls } = await lostOne(async ({ idempotencyKey, input }) => {
       asked.push(idempotencyKey);
       return { happened: true, evidence: { bookingId: 'bk_1', label: input.label } };
     });
@@ -257,7 +258,44 @@ describe('a lost action is reconciled, never silent', () => {
       resolvedBy: 'tool:hang',
       evidence: { bookingId: 'bk_1', label: 'x' },
     });
-    expect(threadId).toBeTruthy();
+  });
+
+  it('a person who answers while the tool is being asked wins, and the turn goes on', async () => {
+    let askedNow: () => void = () => undefined;
+    const asked = new Promise<void>((resolve) => {
+      askedNow = resolve;
+    });
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const { second, sessionId, threadId } = await crashAndRestart(
+      false,
+      SCRIPT,
+      undefined,
+      async () => {
+        askedNow();
+        await released;
+        return { happened: false };
+      },
+      false,
+    );
+    await asked;
+    const request = (await second.runtime.getThreadRead({ sessionId, threadId })).unreconciledActions?.[0];
+    await second.runtime.respondAction({
+      sessionId,
+      actionId: request?.actionId ?? '',
+      decision: 'happened',
+      resolvedBy: 'ops@example.com',
+    });
+    release();
+    await second.runtime.settled(sessionId);
+    const events = await allEvents(second, sessionId);
+    expect(ofType(events, 'action.resolved').map((e) => payload(e).resolvedBy)).toEqual(['ops@example.com']);
+    expect(ofType(events, 'runtime.error')).toEqual([]);
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    expect(actionRows(read)[0]).toMatchObject({ status: 'completed' });
+    expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });
   });
 
   it('a reconcile step that cannot tell leaves it to a person, with a warning on record', async () => {

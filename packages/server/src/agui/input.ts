@@ -23,7 +23,7 @@ export const AguiResumeEntrySchema = z.looseObject({
     .unknown()
     .optional()
     .describe(
-      '`{"decision": "approve"|"deny"|"approve_for_session", "reason"?, "text"?}`; `text` answers an ask-user question',
+      '`{"decision": "approve"|"deny"|"approve_for_session", "reason"?, "text"?}`; `text` answers an ask-user question; a lost action takes `"happened"|"not_happened"|"retry"`',
     ),
   metadata: z.record(z.string(), z.unknown()).optional(),
 });

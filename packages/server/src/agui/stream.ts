@@ -448,9 +448,10 @@ async function resume(
     (d) => d.sessionId === target.sessionId,
   );
   // A lost action may be answered in a resume too (happened, not_happened, retry); it holds nothing, so a resume
-  // need not answer it.
-  const lost = (await runtime.unreconciledActions({ workspaceId: target.workspaceId }))
-    .filter((u) => u.sessionId === target.sessionId)
+  // need not answer it. This session's only: its snapshot lists them.
+  const { snapshot } = await runtime.getSession({ sessionId: target.sessionId, limit: 1 });
+  const lost = snapshot.threads
+    .flatMap((t) => t.unreconciledActions ?? [])
     .map((u) => ({ ...u, actionType: RECONCILE_ACTION_TYPE, decisions: [...RECONCILE_DECISIONS] }));
   const byId = new Map<string, { actionType: string; decisions?: string[]; turnId?: string }>([
     ...pending.map((p) => [p.actionId, p] as const),
@@ -485,6 +486,18 @@ async function resume(
       );
     }
     decisions.push(answer);
+  }
+  // A retry starts a turn of its own: one per resume, and only when no turn runs or waits (checked here, so a resume
+  // that could not be applied whole changes nothing).
+  const retries = decisions.filter((d) => d.decision === 'retry').map((d) => d.actionId);
+  const busy = (await runtime.getThreadRead({ sessionId: target.sessionId, threadId: target.mainThreadId }))
+    .activeTurnId;
+  if (retries.length > 1 || (retries.length === 1 && (busy !== undefined || pending.length > 0))) {
+    throw new OarRuntimeError(
+      'invalid_decision',
+      'a resume retries at most one lost action, and only while no turn runs or waits; answer the rest first',
+      { details: { interruptIds: retries } },
+    );
   }
   const unanswered = pending.filter((p) => !seen.has(p.actionId)).map((p) => p.actionId);
   if (unanswered.length > 0) {
