@@ -260,6 +260,18 @@ describe('a lost action is reconciled, never silent', () => {
     });
   });
 
+  it('in a graph declared without persistence, the running call is asked about; one never started is not', async () => {
+    const hang = { id: 'h', executor: { type: 'tool', target: 'hang' }, input: { label: 'x' } };
+    const after = { id: 'later', executor: { type: 'tool', target: 'hang' }, input: { label: 'y' }, depends_on: ['h'] };
+    const script = { steps: [dsl([hang, after], { persist: false }), { text: 'after restart' }] };
+    const { second, sessionId, threadId } = await crashAndRestart(false, script, 'text');
+    const read = await second.runtime.getThreadRead({ sessionId, threadId });
+    const rows = Object.fromEntries(actionRows(read).map((a) => [a.actionId, a]));
+    expect(rows.h).toMatchObject({ status: 'lost', error: { code: 'not_resumed' } });
+    expect(rows.later).toMatchObject({ status: 'lost', error: { code: 'not_resumed' } });
+    expect(read.unreconciledActions?.map((u) => u.graphActionId)).toEqual(['h']);
+  });
+
   it('a person who answers while the tool is being asked wins, and the turn goes on', async () => {
     let askedNow: () => void = () => undefined;
     const asked = new Promise<void>((resolve) => {
