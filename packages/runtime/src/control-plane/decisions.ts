@@ -16,19 +16,11 @@ import { grantFor } from '../policy/request.js';
 import { threadViews } from '../read-models/project.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';
-import { reconcileAction } from './reconcile.js';
+import { type RespondActionInput, reconcileAction } from './reconcile.js';
 
 /** The `respond_action` command: a human's (or a client's) answer to a pending decision. */
 
-export interface RespondActionInput {
-  sessionId: string;
-  /** The decision's id: the `actionId` of its `action.required` event. */
-  actionId: string;
-  decision: ActionDecision;
-  reason?: string;
-  payload?: Record<string, unknown>;
-  resolvedBy?: string;
-}
+export type { RespondActionInput } from './reconcile.js';
 
 /** Resolve a pending human or policy decision: the only way a paused action continues. */
 export async function respondAction(

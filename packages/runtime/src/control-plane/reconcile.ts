@@ -9,13 +9,17 @@ import type { ThreadView } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';
 import { graphTurn } from './graph-turn.js';
 
-/** The answer to a lost action's question, as `respond_action` was given it. */
-export interface ReconcileInput {
+/**
+ * The input of `respond_action`: an answer to a pending decision, or to a lost action's question (then `payload` is
+ * recorded as the evidence). Defined beside the lower of the two commands that take it, so that decisions.ts
+ * imports it without a cycle.
+ */
+export interface RespondActionInput {
   sessionId: string;
+  /** The decision's id: the `actionId` of its `action.required` event. */
   actionId: string;
   decision: ActionDecision;
   reason?: string;
-  /** Recorded as the answer's evidence. */
   payload?: Record<string, unknown>;
   resolvedBy?: string;
 }
@@ -31,7 +35,7 @@ export async function reconcileAction(
   models: ReadModels,
   thread: ThreadView,
   request: UnreconciledAction,
-  input: ReconcileInput,
+  input: RespondActionInput,
 ): Promise<{ threadId: string; decision: ActionDecision; turnId?: string; runId?: string }> {
   const { decision } = input;
   if (!isReconcileDecision(decision)) {
