@@ -304,9 +304,18 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await page.getByLabel('Filter by type').fill('tool.*');
     await page.getByRole('button', { name: 'Filter' }).click();
     await page.locator('tr[data-seq] >> text=tool.started').first().waitFor();
-    const types = await page.locator('tr[data-seq] td:nth-child(2)').allTextContents();
-    expect(types.length).toBeGreaterThan(0);
-    expect(types.every((t) => t.startsWith('tool.'))).toBe(true);
+    // The filtered page replaces the rows: poll until it has, since a tool.started row may already have been on
+    // the unfiltered page and the first read could catch both.
+    const filteredTypes = () => page.locator('tr[data-seq] td:nth-child(2)').allTextContents();
+    await expect
+      .poll(
+        async () => {
+          const types = await filteredTypes();
+          return types.length > 0 && types.every((t) => t.startsWith('tool.'));
+        },
+        { timeout: 15_000 },
+      )
+      .toBe(true);
     await page.locator('tr[data-seq]').first().click();
     await page.locator('tr.raw pre').waitFor();
     await expect(page.locator('tr.raw pre').textContent()).resolves.toContain('"sessionId"');

@@ -510,7 +510,9 @@ describe('project_cli security: the process group dies with the call', () => {
     const pidFile = join(tempDir('oar-cli-pid-'), 'grandchild.pid');
     const { h, sessionId } = await start(
       { steps: [act([cliCall('h1', 'calendar', 'hang', { pidFile })]), answer('gave up')] },
-      { timeoutMs: 1000 },
+      // Long enough for the fixture CLI (node + zod) to start and write the pid on a loaded 2-core CI machine:
+      // at 1 s it sometimes timed out before the grandchild existed, and the test then had nothing to check.
+      { timeoutMs: 5000 },
     );
     const events = await run(h, sessionId);
     const failed = resultOf(events, 'h1');
