@@ -9,7 +9,11 @@ import { openSqlite, readLoopScript, runTurn, scriptedRuntime } from './oar.js';
  */
 const runs = Number(process.argv[2] ?? 10);
 const opened = await openSqlite('profile');
-const variant = { contextBudgetTokens: CONTEXT_1M, readTool: 'peers' as const };
+// `OAR_READ=1`: OAR's own confined `read` instead of the peers' plain one.
+const variant = {
+  contextBudgetTokens: CONTEXT_1M,
+  readTool: process.env.OAR_READ === '1' ? ('oar' as const) : ('peers' as const),
+};
 try {
   {
     const { runtime } = await scriptedRuntime(opened.store, readLoopScript(20), variant);

@@ -1,5 +1,5 @@
 import type { RuntimeLimits } from '../config/binding.js';
-import type { AppendGuard, EventDraft } from '../log/draft.js';
+import type { EventDraft, WriteTiming } from '../log/draft.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { ArtifactContent, StoredArtifact } from '../store/artifacts.js';
 
@@ -8,7 +8,7 @@ import type { ArtifactContent, StoredArtifact } from '../store/artifacts.js';
  * command's guarded writer (control-plane/command-context.ts). Narrow on purpose: facts know nothing of the loop.
  */
 export interface FactWriter {
-  append(sessionId: string, drafts: EventDraft[], options?: { durable?: boolean; guard?: AppendGuard }): Promise<void>;
+  append(sessionId: string, drafts: EventDraft[], options?: WriteTiming): Promise<void>;
   /** Another thread of the session has something to do (a parent whose delegation ended). */
   wake(sessionId: string, threadId: string): void;
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;

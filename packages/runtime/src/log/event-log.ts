@@ -24,6 +24,7 @@ import { QueryTemplates } from '../store/query-templates.js';
 import type { Db, Store } from '../store/store.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { AppendGuard, EventDraft } from './draft.js';
+import { needsFlush } from './durability.js';
 import { timeOrderedId } from './event-ids.js';
 import {
   KEYED_KINDS,
@@ -37,8 +38,11 @@ import {
 } from './read-model-rows.js';
 import { withActiveSpan } from './tracing.js';
 
-/** `fenced`: written by a worker driving a thread (so it needs no worker's attention); else by a command. */
-export type EventListener = (events: RuntimeEvent[], origin: { fenced: boolean }) => void;
+/**
+ * `fenced`: written by a worker driving a thread (so it needs no worker's attention); else by a command. `flushed`:
+ * the commit waited for the disk (log/durability.ts).
+ */
+export type EventListener = (events: RuntimeEvent[], origin: { fenced: boolean; flushed: boolean }) => void;
 
 export interface AppendOptions {
   guard?: AppendGuard;
@@ -57,6 +61,11 @@ export interface AppendOptions {
   artifacts?: readonly PendingArtifact[];
   /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
   fence?: Fence;
+  /**
+   * The writer accepts a commit that returns before the disk has it (a step boundary of read-only and idempotent
+   * work): granted unless a fact in it must reach the disk (`needsFlush`). Default: every commit is flushed.
+   */
+  relaxed?: boolean;
 }
 
 /**
@@ -132,105 +141,109 @@ export class EventLog {
     if (!options.fence) drafts = withActiveSpan(drafts);
     const redactor = options.redactor ?? this.redactor;
     if (options.cleanedBy !== redactor) drafts = this.clean(drafts, redactor);
-    const written = await this.store.transaction(async (tx) => {
-      const timestamp = this.now().toISOString();
-      if (options.create) {
-        await tx
-          .insertInto('oar_sessions')
-          .values({
-            id: sessionId,
-            runtime_id: this.runtimeId,
-            // The title column is listed as is (`oar sessions`): cleaned like the facts.
-            title:
-              options.create.title === undefined
-                ? null
-                : (options.redactor ?? this.redactor).redactText(options.create.title),
-            created_at: timestamp,
-            updated_at: timestamp,
-            last_sequence: 0,
-            // The default workspace is stored as null, as for sessions created before workspaces.
-            workspace_id:
-              options.create.workspaceId === undefined || options.create.workspaceId === DEFAULT_WORKSPACE
-                ? null
-                : options.create.workspaceId,
-          })
-          .execute();
-      }
-      // The UPDATE takes the session row's lock until commit, so concurrent writers cannot interleave sequences. A
-      // fenced append checks its tenure in the same statement (one round trip): the lease row must still name it.
-      const fence = options.fence;
-      if (fence && this.store.sql.rowLocks) {
-        // Lock order session → lease, as a command's guard takes them (it fences a lease after the session row
-        // is locked). The fence check below share-locks the lease row while it looks for the session row, so
-        // without this the two could each hold one and wait for the other (seen: `deadlock detected`).
+    const flushed = options.relaxed !== true || needsFlush(drafts);
+    const written = await this.store.transaction(
+      async (tx) => {
+        const timestamp = this.now().toISOString();
+        if (options.create) {
+          await tx
+            .insertInto('oar_sessions')
+            .values({
+              id: sessionId,
+              runtime_id: this.runtimeId,
+              // The title column is listed as is (`oar sessions`): cleaned like the facts.
+              title:
+                options.create.title === undefined
+                  ? null
+                  : (options.redactor ?? this.redactor).redactText(options.create.title),
+              created_at: timestamp,
+              updated_at: timestamp,
+              last_sequence: 0,
+              // The default workspace is stored as null, as for sessions created before workspaces.
+              workspace_id:
+                options.create.workspaceId === undefined || options.create.workspaceId === DEFAULT_WORKSPACE
+                  ? null
+                  : options.create.workspaceId,
+            })
+            .execute();
+        }
+        // The UPDATE takes the session row's lock until commit, so concurrent writers cannot interleave sequences. A
+        // fenced append checks its tenure in the same statement (one round trip): the lease row must still name it.
+        const fence = options.fence;
+        if (fence && this.store.sql.rowLocks) {
+          // Lock order session → lease, as a command's guard takes them (it fences a lease after the session row
+          // is locked). The fence check below share-locks the lease row while it looks for the session row, so
+          // without this the two could each hold one and wait for the other (seen: `deadlock detected`).
+          await this.templates.execute(
+            tx,
+            'lock session',
+            () => tx.selectFrom('oar_sessions').select('id').where('id', '=', sessionId).forUpdate(),
+            [sessionId],
+          );
+        }
+        const advanced = await this.templates.execute(
+          tx,
+          fence ? 'advance sequence, fenced' : 'advance sequence',
+          () =>
+            tx
+              .updateTable('oar_sessions')
+              .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
+              .where('id', '=', sessionId)
+              .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.sql, fence as Fence)))
+              .returning('last_sequence'),
+          fence
+            ? [drafts.length, timestamp, sessionId, fence.sessionId, fence.threadId, fence.owner, fence.token]
+            : [drafts.length, timestamp, sessionId],
+        );
+        const row = advanced.rows[0];
+        if (!row) {
+          if (fence && (await sessionExists(tx, sessionId))) throw new LeaseLostError(fence);
+          throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
+        }
+        if (options.guard) await options.guard(tx);
+        if (options.artifacts?.length) {
+          await tx
+            .insertInto('oar_artifacts')
+            .values(options.artifacts.map((artifact) => artifact.row))
+            .execute();
+        }
+        const first = Number(row.last_sequence) - drafts.length + 1;
+        const built = drafts.map((draft, index) =>
+          createEvent(
+            draft.type,
+            {
+              ...draft,
+              sessionId,
+              runtimeId: this.runtimeId,
+              sequence: first + index,
+              timestamp,
+            } as never,
+            { newId: timeOrderedId, validate: VALIDATE_EVENTS },
+          ),
+        ) as RuntimeEvent[];
+        const rows = built.map((event) => eventRow(sessionId, event));
         await this.templates.execute(
           tx,
-          'lock session',
-          () => tx.selectFrom('oar_sessions').select('id').where('id', '=', sessionId).forUpdate(),
-          [sessionId],
+          `insert events ×${rows.length}`,
+          () => tx.insertInto('oar_events').values(rows),
+          rows.flatMap(eventRowParameters),
         );
-      }
-      const advanced = await this.templates.execute(
-        tx,
-        fence ? 'advance sequence, fenced' : 'advance sequence',
-        () =>
-          tx
-            .updateTable('oar_sessions')
-            .set({ last_sequence: sql`last_sequence + ${drafts.length}`, updated_at: timestamp })
-            .where('id', '=', sessionId)
-            .$if(fence !== undefined, (qb) => qb.where(fenceHolds(this.store.sql, fence as Fence)))
-            .returning('last_sequence'),
-        fence
-          ? [drafts.length, timestamp, sessionId, fence.sessionId, fence.threadId, fence.owner, fence.token]
-          : [drafts.length, timestamp, sessionId],
-      );
-      const row = advanced.rows[0];
-      if (!row) {
-        if (fence && (await sessionExists(tx, sessionId))) throw new LeaseLostError(fence);
-        throw new OarRuntimeError('session_not_found', `unknown session id "${sessionId}"`);
-      }
-      if (options.guard) await options.guard(tx);
-      if (options.artifacts?.length) {
-        await tx
-          .insertInto('oar_artifacts')
-          .values(options.artifacts.map((artifact) => artifact.row))
-          .execute();
-      }
-      const first = Number(row.last_sequence) - drafts.length + 1;
-      const built = drafts.map((draft, index) =>
-        createEvent(
-          draft.type,
-          {
-            ...draft,
-            sessionId,
-            runtimeId: this.runtimeId,
-            sequence: first + index,
-            timestamp,
-          } as never,
-          { newId: timeOrderedId, validate: VALIDATE_EVENTS },
-        ),
-      ) as RuntimeEvent[];
-      const rows = built.map((event) => eventRow(sessionId, event));
-      await this.templates.execute(
-        tx,
-        `insert events ×${rows.length}`,
-        () => tx.insertInto('oar_events').values(rows),
-        rows.flatMap(eventRowParameters),
-      );
-      const models = await this.project(tx, sessionId, built, timestamp);
-      // Other processes are told on commit (PostgreSQL's NOTIFY); this one tells its listeners below.
-      await this.store.sql.notifyOnCommit(
-        tx,
-        NOTIFY_CHANNEL,
-        `${this.writerId}:${first + built.length - 1}:${sessionId}`,
-      );
-      return { built, models, first };
-    });
+        const models = await this.project(tx, sessionId, built, timestamp);
+        // Other processes are told on commit (PostgreSQL's NOTIFY); this one tells its listeners below.
+        await this.store.sql.notifyOnCommit(
+          tx,
+          NOTIFY_CHANNEL,
+          `${this.writerId}:${first + built.length - 1}:${sessionId}`,
+        );
+        return { built, models, first };
+      },
+      { flush: flushed },
+    );
     const { built: events, models, first } = written;
     const keys = new Map<string, ModelKey>();
     for (const event of events) for (const k of touchedKeys(event)) keys.set(keyOf(k), k);
     this.remember(sessionId, first - 1, first + events.length - 1, models, [...keys.values()]);
-    const origin = { fenced: options.fence !== undefined };
+    const origin = { fenced: options.fence !== undefined, flushed };
     for (const listener of this.listeners) {
       try {
         listener(events, origin);

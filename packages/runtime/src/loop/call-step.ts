@@ -151,7 +151,7 @@ export async function callStep(
     }
     // Durable at once when a wait follows: observers see the failure (and its time) while the thread waits.
     await engine.append(thread.sessionId, [failed, ...rateLimitFacts(ids, model, failure, attempt)], {
-      durable: retryInMs !== undefined,
+      commit: retryInMs !== undefined,
     });
     if (retryInMs === undefined) {
       await failTurn(engine, thread, turn, withAttempts(failure.error, attempt, policy));

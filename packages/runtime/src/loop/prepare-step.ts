@@ -118,7 +118,8 @@ export async function prepareStep(
     await failTurn(engine, thread, turn, gate.error);
     return undefined;
   }
-  // The step boundary: everything the previous step staged is committed with the request, before the call.
+  // The step boundary: everything the previous step staged is committed with the request, before the call (not
+  // flushed unless a fact needs it: a power cut can only make this step run again, log/durability.ts).
   await engine.append(
     thread.sessionId,
     [
@@ -127,7 +128,7 @@ export async function prepareStep(
       ...inventoryChanged(engine.tools, turnIds(thread, turn), catalog.tools, turn.modelSteps === 0),
       ...requestFacts(engine, thread, turn, prepared),
     ],
-    { durable: true },
+    { commit: true },
   );
   return prepared;
 }

@@ -2,7 +2,7 @@ import type { ActionDecision, RuntimeEvent } from '@oar/protocol';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from '../config/binding.js';
 import type { SessionGrant } from '../config/permission-request.js';
 import type { PermissionsConfig } from '../config/permissions.js';
-import type { AppendGuard, EventDraft } from '../log/draft.js';
+import type { EventDraft, WriteTiming } from '../log/draft.js';
 import type { LiveDelta } from '../log/live.js';
 import type { ModelHandle } from '../models/model-call.js';
 import type { ModelDeltaSink } from '../models/model-deltas.js';
@@ -109,9 +109,10 @@ export interface Engine extends BoundConfig {
   /**
    * Record facts, fenced by the lease of the driven thread. Facts about the driven thread are staged: part of what
    * `loadThread` returns at once, written together at the next commit point (one transaction per step). `durable`
-   * makes this a commit point: the facts (and all staged before them) are in the store when it returns — required
-   * before and after a side effect that must not run twice, and before a model call. A `guard` and facts about
+   * makes this a commit point flushed to disk: the facts (and all staged before them) are in the store when it
+   * returns — required before and after a side effect that must not run twice; `commit` is the step boundary before
+   * a model call, flushed only when a fact in it needs the disk (log/durability.ts). A `guard` and facts about
    * other threads are always written at once.
    */
-  append(sessionId: string, drafts: EventDraft[], options?: { durable?: boolean; guard?: AppendGuard }): Promise<void>;
+  append(sessionId: string, drafts: EventDraft[], options?: WriteTiming): Promise<void>;
 }

@@ -95,7 +95,8 @@ export class Store {
       database.pragma('journal_mode = WAL');
       database.pragma('busy_timeout = 5000');
       database.pragma('foreign_keys = ON');
-      database.pragma('synchronous = NORMAL');
+      // Every commit syncs the write-ahead log, unless its writer may lose it to a power cut (log/durability.ts).
+      database.pragma('synchronous = FULL');
     } catch (error) {
       throw (
         readOnlyStore(path, error) ??
@@ -243,9 +244,12 @@ export class Store {
     }
   }
 
-  /** Run `fn` in one transaction: every state change and its events commit together or not at all. */
-  transaction<T>(fn: (tx: Transaction<Database>) => Promise<T>): Promise<T> {
-    return this.db.transaction().execute(fn);
+  /**
+   * Run `fn` in one transaction: every state change and its events commit together or not at all. The commit waits
+   * for the disk unless `flush` is false (log/durability.ts says when a writer may ask for that).
+   */
+  transaction<T>(fn: (tx: Transaction<Database>) => Promise<T>, options: { flush?: boolean } = {}): Promise<T> {
+    return options.flush === false ? this.sql.relaxedTransaction(this.db, fn) : this.db.transaction().execute(fn);
   }
 
   async close(): Promise<void> {

@@ -3,6 +3,7 @@ import { type FileHandle, lstat, mkdir, open, readlink, realpath, unlink } from 
 import path from 'node:path';
 import { ToolError } from '../kernel/errors.js';
 import { fsToolError, isMissing } from './errors.js';
+import { type PathCalls, pathCalls } from './path-calls.js';
 
 /**
  * Workspace confinement: every path a file tool touches must resolve, after following every symlink, to a place
@@ -13,6 +14,10 @@ import { fsToolError, isMissing } from './errors.js';
  * between. Tools that read or write a file's content therefore go through `openWorkspaceFile`, which makes the open
  * itself safe: it never follows a symlink, verifies the opened descriptor, and refuses hard links. The OS sandbox
  * stays the hard boundary; this gives the model a clear `path_outside_workspace` error instead of a silent escape.
+ *
+ * Resolving and the directory walk go through `pathCalls` (tools/path-calls.ts): synchronous on a local file
+ * system, through the thread pool on a network one. The file's own open, its content and its close are always
+ * asynchronous.
  */
 
 export interface ResolveOptions {
@@ -45,7 +50,7 @@ export async function resolveWorkspacePath(
   const lexical = lexicalTarget(root, realRoot, requested);
   if (!isInside(realRoot, lexical)) throw outsideError(requested, lexical);
 
-  const target = await realpathLenient(lexical, requested);
+  const target = await realpathLenient(pathCalls(realRoot), lexical, requested);
   if (!isInside(realRoot, target.path)) throw outsideError(requested, target.path);
   if (options.mustExist && !target.exists) {
     throw new ToolError('not_found', `${requested} does not exist.`, { details: { path: requested } });
@@ -96,7 +101,7 @@ export function isInside(root: string, candidate: string): boolean {
  */
 export async function realWorkspaceRoot(root: string): Promise<string> {
   try {
-    return await realpath(root);
+    return await pathCalls(root).realpath(root);
   } catch (error) {
     throw new ToolError('workspace_unavailable', `The workspace root ${root} is not accessible.`, {
       details: { root, errno: (error as NodeJS.ErrnoException).code },
@@ -122,34 +127,35 @@ function lexicalTarget(root: string, realRoot: string, requested: string): strin
  * nearest existing ancestor, and a dangling symlink on the way is followed to where it would create its target.
  */
 async function realpathLenient(
+  calls: PathCalls,
   target: string,
   requested: string,
   hops = 0,
 ): Promise<{ path: string; exists: boolean }> {
   try {
-    return { path: await realpath(target), exists: true };
+    return { path: await calls.realpath(target), exists: true };
   } catch (error) {
     if (!isMissing(error)) throw fsToolError(error, requested);
   }
   const parent = path.dirname(target);
   if (parent === target) return { path: target, exists: false };
-  const realParent = (await realpathLenient(parent, requested, hops)).path;
+  const realParent = (await realpathLenient(calls, parent, requested, hops)).path;
   const candidate = path.join(realParent, path.basename(target));
-  const link = await readSymlink(candidate, requested);
+  const link = await readSymlink(calls, candidate, requested);
   if (link === undefined) return { path: candidate, exists: false };
   if (hops >= MAX_SYMLINK_HOPS) {
     throw new ToolError('invalid_path', `${requested} has too many levels of symbolic links.`, {
       details: { requested },
     });
   }
-  return realpathLenient(path.resolve(realParent, link), requested, hops + 1);
+  return realpathLenient(calls, path.resolve(realParent, link), requested, hops + 1);
 }
 
 /** The target text of a symlink, or undefined if `candidate` is missing or not a symlink. */
-async function readSymlink(candidate: string, requested: string): Promise<string | undefined> {
+async function readSymlink(calls: PathCalls, candidate: string, requested: string): Promise<string | undefined> {
   try {
-    const stats = await lstat(candidate);
-    return stats.isSymbolicLink() ? await readlink(candidate) : undefined;
+    const stats = await calls.lstat(candidate);
+    return stats.isSymbolicLink() ? await calls.readlink(candidate) : undefined;
   } catch (error) {
     if (isMissing(error)) return undefined;
     throw fsToolError(error, requested);
@@ -234,8 +240,10 @@ export async function openWorkspaceFile(root: string, requested: string, mode: O
 interface Opened {
   handle: FileHandle;
   created: boolean;
-  /** Linux: the pinned parent directory, kept open until the file is verified. */
-  dir?: FileHandle;
+  /** Linux: the pinned parent directory's descriptor, kept open until the file is verified. */
+  dir?: number;
+  /** How `dir` is closed. */
+  calls?: PathCalls;
   /** Where the file was opened or created, for removing a file this call created when verification fails. */
   target: string;
 }
@@ -249,7 +257,7 @@ async function openResolved(realRoot: string, absolute: string, mode: OpenMode):
     : await openByPath(absolute, relative, mode);
   const { handle, created, dir } = opened;
   try {
-    const stats = await handle.stat();
+    const stats = opened.calls ? await opened.calls.fstat(handle) : await handle.stat();
     if (!(await isOpenedFile(handle, stats, absolute, dir))) {
       if (created) await discardCreated(opened.target, stats);
       throw new PathChanged();
@@ -262,7 +270,7 @@ async function openResolved(realRoot: string, absolute: string, mode: OpenMode):
     await handle.close();
     throw error instanceof PathChanged ? error : fsToolError(error, relative);
   } finally {
-    await dir?.close();
+    if (dir !== undefined) await opened.calls?.close(dir);
   }
 }
 
@@ -273,48 +281,50 @@ async function openResolved(realRoot: string, absolute: string, mode: OpenMode):
 async function openPinned(realRoot: string, absolute: string, relative: string, mode: OpenMode): Promise<Opened> {
   const parts = path.relative(realRoot, absolute).split(path.sep);
   const name = parts.pop() as string;
-  let dir: FileHandle;
+  const calls = pathCalls(realRoot);
+  let dir: number;
   try {
-    dir = await open(realRoot, constants.O_RDONLY | O_DIRECTORY);
+    dir = await calls.openDirectory(realRoot, constants.O_RDONLY | O_DIRECTORY);
   } catch (error) {
     throw fsToolError(error, '.');
   }
   try {
     if (descriptorPath(dir) !== realRoot) throw new PathChanged();
     for (const part of parts) {
-      const next = await openChildDirectory(dir, part, mode === 'write', relative);
-      await dir.close();
+      const next = await openChildDirectory(calls, dir, part, mode === 'write', relative);
+      await calls.close(dir);
       dir = next;
     }
     const target = `${fdPath(dir)}/${name}`;
-    return { ...(await openChild(target, mode, relative)), dir, target };
+    return { ...(await openChild(target, mode, relative)), dir, calls, target };
   } catch (error) {
-    await dir.close();
+    await calls.close(dir);
     throw error;
   }
 }
 
 /** Open (creating it for `write` when missing) the directory `name` inside the open directory `dir`. */
 async function openChildDirectory(
-  dir: FileHandle,
+  calls: PathCalls,
+  dir: number,
   name: string,
   create: boolean,
   relative: string,
-): Promise<FileHandle> {
+): Promise<number> {
   const child = `${fdPath(dir)}/${name}`;
   const flags = constants.O_RDONLY | O_DIRECTORY | O_NOFOLLOW;
   try {
-    return await open(child, flags);
+    return await calls.openDirectory(child, flags);
   } catch (error) {
     if (!(create && errnoOf(error) === 'ENOENT')) throw await openError(error, child, relative);
   }
   try {
-    await mkdir(child);
+    await calls.mkdir(child);
   } catch (error) {
     if (errnoOf(error) !== 'EEXIST') throw fsToolError(error, relative);
   }
   try {
-    return await open(child, flags);
+    return await calls.openDirectory(child, flags);
   } catch (error) {
     throw await openError(error, child, relative);
   }
@@ -360,9 +370,9 @@ async function openByPath(absolute: string, relative: string, mode: OpenMode): P
  * must read back as `absolute` exactly (a parent directory moved or swapped meanwhile shows up as another path).
  * Elsewhere: the real path of `absolute` must be itself and name the same device and inode as the descriptor.
  */
-async function isOpenedFile(handle: FileHandle, stats: Stats, absolute: string, dir?: FileHandle): Promise<boolean> {
+async function isOpenedFile(handle: FileHandle, stats: Stats, absolute: string, dir?: number): Promise<boolean> {
   try {
-    if (dir !== undefined) return descriptorPath(handle) === absolute;
+    if (dir !== undefined) return descriptorPath(handle.fd) === absolute;
     if ((await realpath(absolute)) !== absolute) return false;
     const named = await lstat(absolute);
     return named.dev === stats.dev && named.ino === stats.ino;
@@ -406,8 +416,8 @@ async function openError(error: unknown, target: string, relative: string): Prom
  * memory and never waits on a disk or a network, and a call to the thread pool costs more than the answer (two of
  * them were a tenth of a confined `read`).
  */
-function descriptorPath(handle: FileHandle): string {
-  return readlinkSync(fdPath(handle));
+function descriptorPath(fd: number): string {
+  return readlinkSync(fdPath(fd));
 }
 
 let procFd: Promise<boolean> | undefined;
@@ -419,7 +429,7 @@ function procFdAvailable(): Promise<boolean> {
       ? open('/', constants.O_RDONLY | O_DIRECTORY).then(
           async (handle) => {
             try {
-              return (await readlink(fdPath(handle))) === '/';
+              return (await readlink(fdPath(handle.fd))) === '/';
             } catch {
               return false;
             } finally {
@@ -432,8 +442,8 @@ function procFdAvailable(): Promise<boolean> {
   return procFd;
 }
 
-function fdPath(handle: FileHandle): string {
-  return `/proc/self/fd/${handle.fd}`;
+function fdPath(fd: number): string {
+  return `/proc/self/fd/${fd}`;
 }
 
 function errnoOf(error: unknown): string | undefined {

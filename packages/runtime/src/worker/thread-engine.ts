@@ -1,6 +1,7 @@
 import type { ActionDecision } from '@oar/protocol';
 import { resolutionOf } from '../log/decision-log.js';
-import type { AppendGuard, EventDraft } from '../log/draft.js';
+import type { EventDraft, WriteTiming } from '../log/draft.js';
+import type { AppendOptions } from '../log/event-log.js';
 import type { LiveDelta } from '../log/live.js';
 import type { Tracing } from '../log/tracing.js';
 import type { Limiter } from '../models/provider-limits.js';
@@ -268,18 +269,16 @@ export class ThreadEngine implements Engine {
   /**
    * Record facts. Facts about this thread are staged — part of the working truth at once (`loadThread` shows
    * them), written at the next commit point in one transaction with everything else staged — unless the caller
-   * needs them durable now:
-   * - `durable`: the write-ahead rule (a non-idempotent tool's start before its side effect, its end right after)
-   *   and the step boundary (the facts before a model call: one commit per step);
+   * needs them in the store now:
+   * - `durable`: the write-ahead rule (a non-idempotent tool's start before its side effect, its end right after),
+   *   flushed to disk;
+   * - `commit`: the step boundary (the facts before a model call: one commit per step), which waits for the disk only
+   *   when a fact in it needs to (log/durability.ts) — what was staged is what a crash could have lost anyway;
    * - a `guard`: it checks committed state, so what is staged is committed first;
    * - facts about another thread or session: whoever drives that one reads the store, not this working state.
    * Staged facts are also committed after the worker's `lingerMs`, so observers never wait long for a slow step.
    */
-  async append(
-    sessionId: string,
-    facts: EventDraft[],
-    options: { durable?: boolean; guard?: AppendGuard } = {},
-  ): Promise<void> {
+  async append(sessionId: string, facts: EventDraft[], options: WriteTiming = {}): Promise<void> {
     this.takeLingerFailure();
     // Each fact with the trace and span ids of the work it is about (tracing.ts).
     // A model call's end keeps what it streamed when it did not complete (thread-deltas.ts).
@@ -289,7 +288,7 @@ export class ThreadEngine implements Engine {
     if (options.guard || foreign) {
       await this.inOrder(async () => {
         await this.writeStaged();
-        await this.write(sessionId, drafts, options.guard);
+        await this.write(sessionId, drafts, { ...(options.guard ? { guard: options.guard } : {}) });
       });
       return;
     }
@@ -299,13 +298,17 @@ export class ThreadEngine implements Engine {
     if (this.staged.length === 0) this.stagedRedactor = redactor;
     else if (this.stagedRedactor !== redactor) this.stagedRedactor = null;
     this.staged.push(...this.deps.log.clean(drafts, redactor));
-    if (options.durable) await this.commit();
+    if (options.durable) await this.commit({ flush: true });
+    else if (options.commit) await this.commit();
     else this.lingerSoon();
   }
 
-  /** Write what is staged (a commit point). */
-  commit(): Promise<void> {
-    return this.inOrder(() => this.writeStaged());
+  /**
+   * Write what is staged (a commit point). The disk is waited for when `flush` says so or a fact needs it
+   * (log/durability.ts): staged facts are what a crash before this commit would have lost, and are redone.
+   */
+  commit(options: { flush?: boolean } = {}): Promise<void> {
+    return this.inOrder(() => this.writeStaged(options.flush === true));
   }
 
   /** Writes run one after another, in the order they were asked for (and reads wait for them: `loadThread`). */
@@ -315,7 +318,7 @@ export class ThreadEngine implements Engine {
     return done;
   }
 
-  private async writeStaged(): Promise<void> {
+  private async writeStaged(flush = false): Promise<void> {
     clearTimeout(this.linger);
     this.linger = undefined;
     const staged = this.staged;
@@ -325,7 +328,7 @@ export class ThreadEngine implements Engine {
     this.stagedRedactor = undefined;
     // If the write fails the staged facts go with it rather than being re-staged behind later facts: what was
     // lost is redone by whoever drives the thread next (read-only and idempotent work only; the rest is durable).
-    await this.write(this.sessionId, staged, undefined, cleanedBy);
+    await this.write(this.sessionId, staged, { relaxed: !flush, ...(cleanedBy ? { cleanedBy } : {}) });
   }
 
   private lingerSoon(): void {
@@ -358,9 +361,9 @@ export class ThreadEngine implements Engine {
   private async write(
     sessionId: string,
     drafts: EventDraft[],
-    guard?: AppendGuard,
-    cleanedBy?: Redactor,
+    options: Pick<AppendOptions, 'guard' | 'cleanedBy' | 'relaxed'>,
   ): Promise<void> {
+    const { guard, cleanedBy, relaxed } = options;
     const artifacts = this.referencedArtifacts(sessionId, drafts);
     const redactions = artifacts.flatMap((artifact) => (artifact.redaction ? [artifact.redaction] : []));
     // Before the first step is prepared (recovery, a failure to bind) the log's own redactor applies.
@@ -375,6 +378,7 @@ export class ThreadEngine implements Engine {
         ...(this.config ? { redactor: this.config.redactor } : {}),
         ...(clean ? { cleanedBy: redactor } : {}),
         ...(guard ? { guard } : {}),
+        ...(relaxed ? { relaxed } : {}),
         ...(artifacts.length > 0 ? { artifacts } : {}),
       },
     );

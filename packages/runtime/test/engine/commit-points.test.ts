@@ -81,6 +81,61 @@ describe('commit points', () => {
     expect(batches[ended]?.some((e) => e.type === 'model.requested')).toBe(false);
   });
 
+  it('durability by risk: read-only steps do not wait for the disk; a non-idempotent call, a question and the end do', async () => {
+    const effect = sideEffectTool('effect', 'A side effect that must not run twice.', async () => 'done');
+    const tools = new ToolRegistry([...workspaceTools(), effect]);
+    h = await harness(
+      {
+        steps: [
+          ...reads(3),
+          act([{ id: 'e', type: 'tool', name: 'effect', args: { label: 'x' } }]),
+          act([{ id: 'w', type: 'tool', name: 'write', args: { filePath: 'out.txt', content: 'hi' } }]),
+          answer('ok'),
+        ],
+      },
+      // `effect` runs unasked; `write` asks a person first (the question is a commit of its own).
+      { tools, permissions: { rules: [{ decision: 'allow', tool: 'effect' }] }, worker: { lingerMs: 60_000 } },
+    );
+    const batches: { types: string[]; flushed: boolean; started?: RuntimeEvent }[] = [];
+    h.runtime.log.subscribe((events, origin) =>
+      batches.push({
+        types: events.map((e) => e.type),
+        flushed: origin.flushed,
+        started: events.find((e) => e.type === 'tool.started'),
+      }),
+    );
+    const { sessionId, threadId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'read, act, write' });
+    await h.runtime.settled(sessionId);
+    const asked = (await h.runtime.getThreadRead({ sessionId, threadId })).pendingRequests[0];
+    expect(asked?.actionType).toBe('tool_approval');
+    await h.runtime.respondAction({ sessionId, actionId: asked?.actionId as string, decision: 'approve' });
+    await h.runtime.settled(sessionId);
+    const flushedWith = (type: string) => batches.filter((b) => b.types.includes(type)).map((b) => b.flushed);
+    // Read-only steps: every step boundary after the first three requests holds only read-only facts.
+    const readSteps = batches.filter(
+      (b) =>
+        b.types.includes('model.requested') && b.started && (b.started.payload as { idempotent?: boolean }).idempotent,
+    );
+    expect(readSteps.length).toBeGreaterThanOrEqual(2);
+    expect(readSteps.every((b) => !b.flushed)).toBe(true);
+    // The write-ahead commits of the non-idempotent call, the person's question and answer, the turn's end, and
+    // the commands (submit, respond) wait for the disk.
+    const effectStart = batches.find(
+      (b) => b.started && (b.started.payload as { toolName?: string }).toolName === 'effect',
+    );
+    expect(effectStart?.flushed).toBe(true);
+    expect(flushedWith('action.required')).toEqual([true]);
+    expect(flushedWith('action.resolved')).toEqual([true]);
+    expect(flushedWith('turn.submitted')).toEqual([true]);
+    expect(flushedWith('turn.completed')).toEqual([true]);
+    expect(batches.some((b) => !b.flushed)).toBe(true);
+    const events = await h.runtime.log.read(sessionId);
+    expect(events.filter((e) => e.type === 'turn.completed')).toHaveLength(1);
+    expect(events.map((e) => e.sequence)).toEqual(events.map((_, i) => i + 1));
+    expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
+
   it('a step reads no read model back from the store: new runs and tasks are created, the rest is cached', async () => {
     h = await harness({ steps: [...reads(6), answer('done')] }, { worker: { lingerMs: 60_000 } });
     const { sessionId } = await h.runtime.createSession();
