@@ -537,6 +537,54 @@ function levelRender(memo: TurnMemo, index: number, level: Exclude<RenderLevel, 
   return rendered;
 }
 
+/**
+ * The front of a rendering remembered for the next call (`renderTranscript`): the first `count` turns at their
+ * starting levels (no budget degradation), their pieces joined, their weights summed, their omissions listed.
+ */
+interface RenderedPrefix {
+  /** Mode, recent turns and exact-declaration limit: another setting renders the same turns differently. */
+  readonly settings: string;
+  readonly count: number;
+  readonly memos: readonly TurnMemo[];
+  readonly levels: readonly RenderLevel[];
+  readonly indexes: readonly number[];
+  /** The pieces of the non-dropped turns, joined by "\n\n" (no closing, no final newline). */
+  readonly text: string;
+  readonly pieces: number;
+  readonly cjk: number;
+  readonly units: number;
+  readonly omitted: readonly TranscriptOmission[];
+}
+
+/** Remembered per thread, keyed by the first turn's memo (it goes when the thread's turns do). */
+const prefixes = new WeakMap<TurnMemo, RenderedPrefix>();
+
+function rememberPrefix(memos: readonly TurnMemo[], prefix: RenderedPrefix): void {
+  const first = memos[0];
+  if (first) prefixes.set(first, prefix);
+}
+
+/**
+ * The remembered prefix when it still holds for these turns: the same settings, and the same turn objects (hence
+ * the same content: turns are immutable values), indexes and starting levels at each of its positions.
+ */
+function reusablePrefix(
+  memos: readonly TurnMemo[],
+  levels: readonly RenderLevel[],
+  indexes: readonly number[],
+  settings: string,
+): RenderedPrefix | undefined {
+  const first = memos[0];
+  const prefix = first ? prefixes.get(first) : undefined;
+  if (!prefix || prefix.settings !== settings || prefix.count > memos.length) return undefined;
+  for (let i = 0; i < prefix.count; i++) {
+    if (prefix.memos[i] !== memos[i] || prefix.levels[i] !== levels[i] || prefix.indexes[i] !== indexes[i]) {
+      return undefined;
+    }
+  }
+  return prefix;
+}
+
 const NO_WEIGHT: TokenWeights = Object.freeze({ cjk: 0, units: 0 });
 
 /**
@@ -584,23 +632,21 @@ export function renderTranscript(
     rendered.weights ??= tokenWeights(rendered.text);
     return rendered.weights;
   };
-  const compose = (): string => {
-    // A plain loop: this runs over every turn at every step, so no per-turn arrays (flatMap) are allocated.
-    const pieces: string[] = [];
-    levels.forEach((level, i) => {
-      if (level !== 'dropped') pieces.push(renderAt(i, level).text);
-    });
-    if (closing !== '') pieces.push(closing);
-    return pieces.length > 0 ? `${pieces.join('\n\n')}\n` : '';
-  };
+  // The turns a previous call rendered the same way (same turn objects, indexes and starting levels), at the
+  // front: their joined text, weights and omissions are reused, so a long thread's step is not O(turns).
+  const settings = `${mode}|${recentTurns}|${maxExact}`;
+  const prefix = options.memo === false ? undefined : reusablePrefix(memos, initial, indexes, settings);
+  const from = prefix?.count ?? 0;
 
-  let pieces = levels.filter((l) => l !== 'dropped').length + (closing !== '' ? 1 : 0);
+  let pieces = (prefix?.pieces ?? 0) + (levels.length - from) + (closing !== '' ? 1 : 0);
   const sum = tokenWeights(closing);
-  levels.forEach((level, i) => {
-    const w = weightAt(i, level);
+  sum.cjk += prefix?.cjk ?? 0;
+  sum.units += prefix?.units ?? 0;
+  for (let i = from; i < levels.length; i++) {
+    const w = weightAt(i, levels[i] as RenderLevel);
     sum.cjk += w.cjk;
     sum.units += w.units;
-  });
+  }
   // The estimate of what `compose` returns, from the pieces' weights: the pieces are joined by "\n\n" and end with
   // "\n" (ASCII: one unit per character), and because every boundary between pieces is one of those ASCII
   // separators, no code point straddles a boundary (no surrogate pair can form across one), so the whole text's
@@ -609,6 +655,7 @@ export function renderTranscript(
     n === 0 ? 0 : tokensOf({ cjk, units: units + 2 * (n - 1) + 1 });
   let tokens = total(sum.cjk, sum.units, pieces);
 
+  let degraded = false;
   const budget = options.budgetTokens;
   if (budget !== undefined && tokens > budget) {
     let latestUser = -1;
@@ -644,6 +691,7 @@ export function renderTranscript(
         // whichever is smaller, so a larger budget never yields a shorter transcript.
         if (candidateTokens >= tokens) continue;
         levels[i] = level;
+        degraded = true;
         sum.cjk = cjk;
         sum.units = units;
         pieces = candidatePieces;
@@ -652,31 +700,87 @@ export function renderTranscript(
       }
     }
   }
-  const text = compose();
+  // A degraded transcript changed levels anywhere: it is rendered whole, and no prefix is taken from it.
+  const reuse = degraded ? 0 : from;
 
-  const omitted: TranscriptOmission[] = [];
-  levels.forEach((level, i) => {
-    if (level === 'exact') return;
-    const turn = turns[i] as TranscriptTurn;
-    let refs: string[];
-    if (level === 'dropped') {
-      refs = turn.kind === 'protocol' ? [`runtime://runs/${turn.runId}`] : turn.ref ? [turn.ref] : [];
-    } else {
-      const rendered = renderAt(i, level);
-      // A level that changed nothing (e.g. a short user turn at "summary") left nothing out.
-      rendered.sameAsExact ??= rendered.text === renderAt(i, 'exact').text;
-      if (rendered.sameAsExact) return;
-      // A copy: the memo's array must not be reachable (and mutable) through the result.
-      refs = [...rendered.refs];
+  /** The text of positions `start`..`end - 1` (not dropped), each piece as `levels` says. */
+  const piecesOf = (start: number, end: number): string[] => {
+    const out: string[] = [];
+    for (let i = start; i < end; i++) {
+      const level = levels[i] as RenderLevel;
+      if (level !== 'dropped') out.push(renderAt(i, level).text);
     }
-    omitted.push({
-      turn: indexes[i] ?? i + 1,
-      kind: turn.kind,
-      level,
-      reason: level === initial[i] ? 'mode' : 'budget',
-      refs,
-    });
-  });
+    return out;
+  };
+  const textPieces = piecesOf(reuse, levels.length);
+  if (reuse > 0 && prefix && prefix.pieces > 0) textPieces.unshift(prefix.text);
+  if (closing !== '') textPieces.push(closing);
+  const text = textPieces.length > 0 ? `${textPieces.join('\n\n')}\n` : '';
+
+  const omissionsOf = (start: number, end: number): TranscriptOmission[] => {
+    const out: TranscriptOmission[] = [];
+    for (let i = start; i < end; i++) {
+      const level = levels[i] as RenderLevel;
+      if (level === 'exact') continue;
+      const turn = turns[i] as TranscriptTurn;
+      let refs: string[];
+      if (level === 'dropped') {
+        refs = turn.kind === 'protocol' ? [`runtime://runs/${turn.runId}`] : turn.ref ? [turn.ref] : [];
+      } else {
+        const rendered = renderAt(i, level);
+        // A level that changed nothing (e.g. a short user turn at "summary") left nothing out.
+        rendered.sameAsExact ??= rendered.text === renderAt(i, 'exact').text;
+        if (rendered.sameAsExact) continue;
+        // A copy: the memo's array must not be reachable (and mutable) through the result.
+        refs = [...rendered.refs];
+      }
+      out.push({
+        turn: indexes[i] ?? i + 1,
+        kind: turn.kind,
+        level,
+        reason: level === initial[i] ? 'mode' : 'budget',
+        refs,
+      });
+    }
+    return out;
+  };
+  const omitted = [
+    // Copies: what the caller gets must not be the remembered prefix's own objects.
+    ...(reuse > 0 && prefix ? prefix.omitted.map((o) => ({ ...o, refs: [...o.refs] })) : []),
+    ...omissionsOf(reuse, levels.length),
+  ];
+
+  if (!degraded && options.memo !== false) {
+    // Positions before the last `recentTurns` (and before the last turn, which may still be running) keep their
+    // starting level as the thread grows: the next call can take them as they are.
+    const count = Math.max(0, Math.min(turns.length - recentTurns, turns.length - 1));
+    if (count > 0) {
+      const base = prefix && count >= from ? prefix : undefined;
+      const start = base ? from : 0;
+      const added = piecesOf(start, count);
+      const weights = { cjk: base?.cjk ?? 0, units: base?.units ?? 0 };
+      for (let i = start; i < count; i++) {
+        const w = weightAt(i, levels[i] as RenderLevel);
+        weights.cjk += w.cjk;
+        weights.units += w.units;
+      }
+      // Appended, not joined again: a concatenation is O(1) (V8 flattens it once, when the text is next used whole).
+      const more = added.join('\n\n');
+      const joined = base && base.pieces > 0 ? (added.length > 0 ? `${base.text}\n\n${more}` : base.text) : more;
+      rememberPrefix(memos, {
+        settings,
+        count,
+        memos: memos.slice(0, count),
+        levels: levels.slice(0, count),
+        indexes: indexes.slice(0, count),
+        text: joined,
+        pieces: (base?.pieces ?? 0) + added.length,
+        cjk: weights.cjk,
+        units: weights.units,
+        omitted: [...(base?.omitted ?? []), ...omissionsOf(start, count)],
+      });
+    }
+  }
 
   // The reference path counts the text itself, so tests comparing the two paths check the additive total too.
   return { text, tokens: options.memo === false ? estimateTokens(text) : tokens, omitted };

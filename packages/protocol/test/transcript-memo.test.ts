@@ -167,6 +167,38 @@ describe('transcript memo', () => {
     );
   });
 
+  it('property: a long thread rendered at each step, with settings that change between steps, equals from scratch', () => {
+    // The remembered prefix (the front of the previous rendering) must hold only for the same settings and turns.
+    fc.assert(
+      fc.property(
+        fc.array(optionsArb, { minLength: 1, maxLength: 3 }),
+        fc.array(fc.tuple(opArb, fc.nat(), budgetArb), { minLength: 20, maxLength: 60 }),
+        (settings, steps) => {
+          let turns: TranscriptTurnInput[] = [];
+          for (const [step, which, budget] of steps) {
+            turns = apply(
+              turns,
+              step.op === 'remove' || step.op === 'replace'
+                ? step
+                : {
+                    op: 'append',
+                    turn: step.op === 'append' ? step.turn : { kind: 'user', text: `step ${turns.length}` },
+                  },
+            );
+            const options = {
+              ...settings[which % settings.length],
+              ...(budget !== undefined && which % 3 === 0 ? { budgetTokens: budget } : {}),
+            };
+            const memoized = renderTranscript(turns, options);
+            expect(memoized).toEqual(reference(turns, options));
+            expect(memoized.tokens).toBe(estimateTokens(memoized.text));
+          }
+        },
+      ),
+      runs(40),
+    );
+  });
+
   it('a changed run (a new object) is rendered anew: the memo never serves stale text', () => {
     const user: TranscriptTurnInput = { kind: 'user', text: 'Read the file.' };
     const pending: TranscriptTurnInput = {

@@ -179,6 +179,23 @@ const runTurns = new WeakMap<RunState, { runId: string; declared: boolean; turn:
 const textTurns = new WeakMap<TurnState, { user: TranscriptTurnInput; answer?: TranscriptTurnInput }>();
 
 /**
+ * The active turn's request, by turn id: its TurnState is a new object at every step, but its request is not, and
+ * the very same input object lets `renderTranscript` take the whole front of the thread from its previous rendering
+ * (it is remembered by its first turn) instead of joining every turn again — at step 1,000 that was most of a step.
+ */
+const userTurns = new Map<string, { text: string; turn: TranscriptTurnInput }>();
+const MAX_USER_TURNS = 1024;
+
+function userTurn(turn: TurnState): TranscriptTurnInput {
+  const text = userText(turn);
+  const known = userTurns.get(turn.turnId);
+  if (known?.text === text) return known.turn;
+  const made: TranscriptTurnInput = { kind: 'user', text };
+  setRecent(userTurns, turn.turnId, { text, turn: made }, MAX_USER_TURNS);
+  return made;
+}
+
+/**
  * The user's message of a turn: its input, and its attached files by ref (control-plane/attachments.ts). A file is
  * never inlined: the model reads the part it needs with expand_ref, like any stored output.
  */
@@ -313,7 +330,7 @@ export function threadTranscript(
     let texts = textTurns.get(turn);
     if (!texts) {
       texts = {
-        user: { kind: 'user', text: userText(turn) },
+        user: userTurn(turn),
         ...(turn.answer !== undefined ? { answer: { kind: 'answer', text: turn.answer } } : {}),
       };
       textTurns.set(turn, texts);
