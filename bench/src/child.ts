@@ -7,6 +7,7 @@ const BENCHMARKS: Record<string, () => Promise<BenchOutput>> = {
   langgraph: async () => (await import('./peer-langgraph.js')).run('sqlite'),
   'langgraph-postgres': async () => (await import('./peer-langgraph.js')).run('postgres'),
   'openai-agents': async () => (await import('./peer-openai-agents.js')).run(),
+  floor: async () => (await import('./floor.js')).run(),
   replay: async () => (await import('./replay.js')).run(),
   memory: async () => (await import('./memory.js')).run(),
   append: async () => (await import('./append.js')).run(),

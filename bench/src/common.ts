@@ -5,8 +5,14 @@ import { performance } from 'node:perf_hooks';
 
 /** Steps of the agent-loop workload: this many tool calls (one per model step), then a final answer. */
 export const STEPS = 200;
-/** Measured repetitions of the workload per system (each a fresh session / thread), after one warm-up run. */
-export const RUNS = 3;
+/** Measured repetitions of the workload per system in a report (each a fresh session / thread). */
+export const REPORT_RUNS = 3;
+/**
+ * Measured repetitions per system in this process, after one warm-up run. main.ts runs the compared step benchmarks
+ * in rounds and sets `BENCH_RUNS` so that the rounds share REPORT_RUNS between them: a report pools as many runs as
+ * before without taking rounds times as long.
+ */
+export const RUNS = Number(process.env.BENCH_RUNS) || REPORT_RUNS;
 /** Small files the trivial `read` tool reads, round robin. */
 export const FILE_COUNT = 10;
 
@@ -108,6 +114,16 @@ export function median(values: readonly number[]): number {
   return percentile(values, 50);
 }
 
+/**
+ * The median with an even count's two middle values averaged. For a few rounds' ratios: `median` (nearest rank)
+ * would call the lower of two rounds the median.
+ */
+export function midMedian(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const half = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[half]! : (sorted[half - 1]! + sorted[half]!) / 2;
+}
+
 export async function timed<T>(fn: () => Promise<T> | T): Promise<{ value: T; ms: number }> {
   const started = performance.now();
   const value = await fn();
@@ -148,6 +164,8 @@ export interface StepResult {
   records?: number;
   recordsLabel?: string;
   note?: string;
+  /** What the statistics are computed from (each run's step gaps, each run's wall time): main.ts pools rounds. */
+  samples?: { gaps: number[][]; runMs: number[] };
 }
 
 export interface ReplayResult {
@@ -344,7 +362,7 @@ export function emit(output: BenchOutput): void {
 
 /** Per-step statistics over the measured runs; `runs` holds each run's step gaps in step order. */
 export function summarizeSteps(
-  base: Omit<StepResult, 'p50' | 'p99' | 'mean' | 'runMs' | 'firstP50' | 'lastP50' | 'runs'>,
+  base: Omit<StepResult, 'p50' | 'p99' | 'mean' | 'runMs' | 'firstP50' | 'lastP50' | 'runs' | 'samples'>,
   runs: number[][],
   runMs: number[],
 ): StepResult {
@@ -364,5 +382,20 @@ export function summarizeSteps(
       50,
     ),
     runMs: median(runMs),
+    samples: { gaps: runs, runMs },
   };
+}
+
+/**
+ * One system's results of several rounds as one: the statistics over the runs of all of them; what describes the
+ * system (records, note) is the first round's.
+ */
+export function poolSteps(rounds: readonly StepResult[]): StepResult {
+  const { p50, p99, mean, runMs, firstP50, lastP50, runs, samples, ...base } = rounds[0]!;
+  if (rounds.length === 1) return rounds[0]!;
+  return summarizeSteps(
+    base,
+    rounds.flatMap((r) => r.samples?.gaps ?? []),
+    rounds.flatMap((r) => r.samples?.runMs ?? []),
+  );
 }

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { cpus, loadavg, totalmem } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import {
@@ -10,6 +10,9 @@ import {
   type ConcurrencyResult,
   type GrowthResult,
   type MemoryResult,
+  midMedian,
+  poolSteps,
+  REPORT_RUNS,
   RESULT_PREFIX,
   type ReplayResult,
   type ScaleOutResult,
@@ -28,6 +31,14 @@ import {
  *   BENCH_ONLY=replay,append npm run bench     a subset (or `--only replay,append` when running tsx directly)
  *   BENCH_ONLY=startup npm run bench           the CLI's start-up against a bare `node -e 0` (STARTUP_RUNS=20)
  *   BENCH_JSON=results.json npm run bench      also write the raw results (or `--json results.json`)
+ *   BENCH_ROUNDS=5 npm run bench               the compared step benchmarks in 5 rounds (default 3; or `--rounds 5`)
+ *
+ * The step benchmarks whose figures are divided by one another (COMPARED) run in interleaved rounds: round 1 runs
+ * each of them once, in ORDER, each in a fresh process, then round 2 the same, and so on. A ratio is taken within a
+ * round, where both figures were measured seconds apart under the same machine load (the machine is shared: a ratio
+ * of figures minutes apart measures the load as much as the code), and reported as the rounds' median and range.
+ * The rounds share one report's runs (REPORT_RUNS, passed to the children as BENCH_RUNS), so a report pools as many
+ * runs per system as a single pass did and takes well under twice as long. Everything else runs once, after them.
  */
 const ORDER = [
   'oar-sqlite',
@@ -35,6 +46,7 @@ const ORDER = [
   'langgraph',
   'langgraph-postgres',
   'openai-agents',
+  'floor',
   'replay',
   'memory',
   'append',
@@ -45,22 +57,30 @@ const ORDER = [
   'startup',
 ];
 
+/** The agent-loop step benchmarks compared with one another (OAR ÷ peer, OAR ÷ floor): run in rounds. */
+const COMPARED = new Set(['oar-sqlite', 'oar-postgres', 'langgraph', 'langgraph-postgres', 'openai-agents', 'floor']);
+
 const { values } = parseArgs({
-  options: { only: { type: 'string' }, json: { type: 'string' } },
+  options: { only: { type: 'string' }, json: { type: 'string' }, rounds: { type: 'string' } },
 });
 const only = values.only ?? process.env.BENCH_ONLY;
 const jsonPath = values.json ?? process.env.BENCH_JSON;
+const roundCount = Number(values.rounds ?? process.env.BENCH_ROUNDS ?? 3);
 const selected = only ? only.split(',').map((s) => s.trim()) : ORDER;
 for (const name of selected) {
   if (!ORDER.includes(name)) throw new Error(`unknown benchmark "${name}"; known: ${ORDER.join(', ')}`);
 }
+if (!Number.isInteger(roundCount) || roundCount < 1) throw new Error('BENCH_ROUNDS must be a whole number ≥ 1');
+/** Measured runs per child in a round: together the rounds run (at least) one report's runs. */
+const runsPerRound = Math.ceil(REPORT_RUNS / roundCount);
 
 const child = fileURLToPath(new URL('./child.ts', import.meta.url));
 
-function runChild(name: string): Promise<BenchOutput> {
+function runChild(name: string, env: Record<string, string> = {}): Promise<BenchOutput> {
   return new Promise((resolve, reject) => {
     const proc = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', child, name], {
       stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, ...env },
     });
     let stdout = '';
     proc.stdout.on('data', (chunk: Buffer) => {
@@ -94,12 +114,66 @@ const f = (n: number | undefined, digits = 2) => (n === undefined || Number.isNa
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}×`;
 
-function stepsSection(steps: StepResult[]): string[] {
+/** One round of the compared step benchmarks: their step rows, and the load each child started under. */
+interface Round {
+  round: number;
+  /** `os.loadavg()[0]` when each benchmark's child process started, by benchmark. */
+  loadAverage: Record<string, number>;
+  steps: StepResult[];
+}
+
+type StepPick = (s: StepResult) => boolean;
+type Stat = 'p50' | 'p99';
+
+/** `a` ÷ `b` within one round, when it measured both. */
+function ratioIn(round: Round, a: StepPick, b: StepPick, stat: Stat = 'p50'): number | undefined {
+  const [x, y] = [round.steps.find(a), round.steps.find(b)];
+  return x && y ? x[stat] / y[stat] : undefined;
+}
+
+interface RoundRatios {
+  values: number[];
+  median: number;
+  min: number;
+  max: number;
+}
+
+/** A ratio taken within each round that measured both sides, and the median and range of those. */
+function overRounds(rounds: readonly Round[], a: StepPick, b: StepPick, stat: Stat = 'p50'): RoundRatios | undefined {
+  const values = rounds.map((r) => ratioIn(r, a, b, stat)).filter((v): v is number => v !== undefined);
+  if (values.length === 0) return undefined;
+  return { values, median: midMedian(values), min: Math.min(...values), max: Math.max(...values) };
+}
+
+/** "0.39×" from one round; "0.39× (0.35–0.42)" from several: their median and, in brackets, their range. */
+function roundsRatio(r: RoundRatios | undefined): string {
+  if (!r) return '–';
+  return r.values.length === 1 ? `${f(r.median)}×` : `${f(r.median)}× (${f(r.min)}–${f(r.max)})`;
+}
+
+const sameRow =
+  (s: StepResult): StepPick =>
+  (t) =>
+    t.system === s.system && t.store === s.store;
+const isFloor = (s: { system: string }) => s.system.startsWith('floor');
+
+/** Each system's rows of all rounds as one (common.ts poolSteps), in the order they first ran. */
+function pooled(rounds: readonly Round[]): StepResult[] {
+  const rows = rounds.flatMap((r) => r.steps);
+  return rows.filter((s, i) => rows.findIndex(sameRow(s)) === i).map((s) => poolSteps(rows.filter(sameRow(s))));
+}
+
+function stepsSection(steps: StepResult[], rounds: readonly Round[]): string[] {
+  const pooledText =
+    rounds.length > 1
+      ? `pooled over the measured runs of all ${rounds.length} rounds (${runsPerRound} per round).\n` +
+        'Ratios: p50 ÷ p50 (p99 ÷ p99) within each round, their median over the rounds and, in brackets, their range.'
+      : 'pooled over the measured runs.';
   const out = [
     `## Agent loop: ${STEPS} steps, one trivial read tool call per step, then an answer (zero-latency model)`,
     '',
     'Per-step overhead = time from the end of one model call to the start of the next (tool call, persistence,',
-    'context assembly, bookkeeping); pooled over the measured runs.',
+    `context assembly, bookkeeping); ${pooledText}`,
     '',
     table(
       [
@@ -134,7 +208,7 @@ function stepsSection(steps: StepResult[]): string[] {
     ...steps.filter((s) => s.note).map((s) => `- ${s.system}, ${s.store}: ${s.note}; durable: ${s.durable}`),
   ];
   const oar = steps.filter((s) => s.system.startsWith('OAR'));
-  const peers = steps.filter((s) => !s.system.startsWith('OAR'));
+  const peers = steps.filter((s) => !s.system.startsWith('OAR') && !isFloor(s));
   // Every OAR row against the peers on SQLite or in memory (as in earlier reports); OAR on PostgreSQL against
   // LangGraph's PostgresSaver rows (same store) in a second table.
   const groups: [string, StepResult[], StepResult[]][] = [
@@ -155,7 +229,9 @@ function stepsSection(steps: StepResult[]): string[] {
         ['OAR', ...group.flatMap((p) => [`÷ ${p.system} p50`, 'p99'])],
         mine.map((o) => [
           `${o.system}, ${o.store}`,
-          ...group.flatMap((p) => [ratio(o.p50, p.p50), ratio(o.p99, p.p99)]),
+          ...group.flatMap((p) =>
+            (['p50', 'p99'] as const).map((stat) => roundsRatio(overRounds(rounds, sameRow(o), sameRow(p), stat))),
+          ),
         ]),
       ),
     );
@@ -535,77 +611,147 @@ function startupSection(rows: StartupResult[]): string[] {
   ];
 }
 
-function summarySection(all: Required<BenchOutput>, ran: readonly string[]): string[] {
+const OAR_1M = 'OAR, context budget 1M';
+// The same runs with the peers' plain read tool: the runtime's own cost, without OAR's path confinement.
+const OAR_PEERS_TOOL = "OAR, context budget 1M, peers' read tool";
+const LANGGRAPH_SYNC = 'LangGraph durability=sync';
+const pick =
+  (system: string, store: (store: string) => boolean): StepPick =>
+  (s) =>
+    s.system === system && store(s.store);
+const onSqlite = (store: string) => store.startsWith('SQLite');
+const onPostgres = (store: string) => store.startsWith('PostgreSQL');
+
+/** A ratio of two step rows the summary quotes: with a target (`max`), or only reported. */
+interface StepRatio {
+  goal: string;
+  /** Its name in the round-by-round table. */
+  short: string;
+  a: StepPick;
+  b: StepPick;
+  max?: number;
+  source: string;
+}
+
+const STEP_RATIOS: StepRatio[] = [
+  {
+    goal: 'per-step p50: OAR SQLite (context budget 1M) ÷ LangGraph SqliteSaver sync',
+    short: 'OAR SQLite ÷ LangGraph SqliteSaver sync',
+    a: pick(OAR_1M, onSqlite),
+    b: pick(LANGGRAPH_SYNC, (s) => s.includes('SqliteSaver')),
+    max: 0.2,
+    source: 'oar-sqlite, langgraph',
+  },
+  {
+    goal: 'per-step p50: OAR SQLite (context budget 1M) ÷ OpenAI Agents SDK',
+    short: 'OAR SQLite ÷ OpenAI Agents SDK',
+    a: pick(OAR_1M, onSqlite),
+    b: (s) => s.system === 'OpenAI Agents SDK',
+    max: 0.5,
+    source: 'oar-sqlite, openai-agents',
+  },
+  {
+    goal: 'per-step p50: OAR PostgreSQL (context budget 1M) ÷ LangGraph PostgresSaver sync',
+    short: 'OAR PostgreSQL ÷ LangGraph PostgresSaver sync',
+    a: pick(OAR_1M, onPostgres),
+    b: pick(LANGGRAPH_SYNC, (s) => s.includes('PostgresSaver')),
+    max: 0.5,
+    source: 'oar-postgres, langgraph-postgres',
+  },
+  {
+    goal: "same, peers' read tool: OAR SQLite ÷ LangGraph SqliteSaver sync",
+    short: "peers' read tool: OAR SQLite ÷ LangGraph SqliteSaver sync",
+    a: pick(OAR_PEERS_TOOL, onSqlite),
+    b: pick(LANGGRAPH_SYNC, (s) => s.includes('SqliteSaver')),
+    max: 0.2,
+    source: 'oar-sqlite, langgraph',
+  },
+  {
+    goal: "same, peers' read tool: OAR SQLite ÷ OpenAI Agents SDK",
+    short: "peers' read tool: OAR SQLite ÷ OpenAI Agents SDK",
+    a: pick(OAR_PEERS_TOOL, onSqlite),
+    b: (s) => s.system === 'OpenAI Agents SDK',
+    max: 0.5,
+    source: 'oar-sqlite, openai-agents',
+  },
+  {
+    goal: "same, peers' read tool: OAR PostgreSQL ÷ LangGraph PostgresSaver sync",
+    short: "peers' read tool: OAR PostgreSQL ÷ LangGraph PostgresSaver sync",
+    a: pick(OAR_PEERS_TOOL, onPostgres),
+    b: pick(LANGGRAPH_SYNC, (s) => s.includes('PostgresSaver')),
+    max: 0.5,
+    source: 'oar-postgres, langgraph-postgres',
+  },
+  // How far a step is from what its SQL alone costs (floor.ts): the part of the step that is OAR's JavaScript,
+  // the tool and the event loop.
+  {
+    goal: 'gap to the floor: OAR SQLite step p50 (context budget 1M) ÷ floor p50',
+    short: 'OAR SQLite ÷ floor',
+    a: pick(OAR_1M, onSqlite),
+    b: isFloor,
+    source: 'oar-sqlite, floor',
+  },
+  {
+    goal: "gap to the floor: OAR SQLite step p50 (peers' read tool) ÷ floor p50",
+    short: "peers' read tool: OAR SQLite ÷ floor",
+    a: pick(OAR_PEERS_TOOL, onSqlite),
+    b: isFloor,
+    source: 'oar-sqlite, floor',
+  },
+];
+
+/**
+ * Each round's ratios (the summary quotes their median), with the load average each child started under; nothing
+ * when no ratio was measured.
+ */
+function roundsSection(rounds: readonly Round[]): string[] {
+  const names = [...new Set(rounds.flatMap((r) => Object.keys(r.loadAverage)))];
+  const ratios = STEP_RATIOS.flatMap(({ short, a, b }) => {
+    const over = overRounds(rounds, a, b);
+    if (!over) return [];
+    const each = rounds.map((r) => ratioIn(r, a, b));
+    return [[short, ...each.map((v) => (v === undefined ? '–' : `${f(v)}×`)), `${f(over.median)}×`]];
+  });
+  if (ratios.length === 0) return [];
+  const loads = names.map((name) => [
+    `load average at the start of ${name}`,
+    ...rounds.map((r) => f(r.loadAverage[name])),
+    '',
+  ]);
+  const runs = `${runsPerRound} measured run${runsPerRound === 1 ? '' : 's'} per system`;
+  return [
+    '',
+    '### Step ratios round by round',
+    '',
+    `Each round ran ${names.join(', ')} one after the other, each in a fresh process (${runs});`,
+    'p50 ÷ p50 within the round. Load average: `os.loadavg()[0]` (1 minute) when the child started; the child that',
+    'runs adds about 1 to it.',
+    '',
+    table(['p50 ÷ p50', ...rounds.map((r) => `round ${r.round}`), 'median'], [...ratios, ...loads]),
+  ];
+}
+
+function summarySection(all: Required<BenchOutput>, ran: readonly string[], rounds: readonly Round[]): string[] {
   type Row = [goal: string, measured: string, target: string, met: string, source: string];
   const rows: Row[] = [];
   const verdict = (ok: boolean) => (ok ? 'yes' : 'no');
   const notRun = (goal: string, target: string, source: string): Row => [goal, 'not run', target, '–', source];
-  const find = (system: string, store: (s: string) => boolean) =>
-    all.steps.find((s) => s.system === system && store(s.store));
-  const oarSqlite = find('OAR, context budget 1M', (s) => s.startsWith('SQLite'));
-  const oarPostgres = find('OAR, context budget 1M', (s) => s.startsWith('PostgreSQL'));
-  // The same runs with the peers' plain read tool: the runtime's own cost, without OAR's path confinement.
-  const samePeersTool = "OAR, context budget 1M, peers' read tool";
-  const oarSqliteSame = find(samePeersTool, (s) => s.startsWith('SQLite'));
-  const oarPostgresSame = find(samePeersTool, (s) => s.startsWith('PostgreSQL'));
-  const lgSqlite = find('LangGraph durability=sync', (s) => s.includes('SqliteSaver'));
-  const lgPostgres = find('LangGraph durability=sync', (s) => s.includes('PostgresSaver'));
-  const agents = all.steps.find((s) => s.system === 'OpenAI Agents SDK');
-  const stepRatio = (goal: string, a: StepResult | undefined, b: StepResult | undefined, max: number, src: string) => {
-    if (!a || !b) return notRun(goal, `≤ ${max.toFixed(2)}×`, src);
-    const value = a.p50 / b.p50;
-    return [
+  const oarSqlite = all.steps.find(pick(OAR_1M, onSqlite));
+  for (const { goal, a, b, max, source } of STEP_RATIOS) {
+    const target = max === undefined ? 'report' : `≤ ${max.toFixed(2)}×`;
+    const [x, y, over] = [all.steps.find(a), all.steps.find(b), overRounds(rounds, a, b)];
+    if (!x || !y || !over) {
+      rows.push(notRun(goal, target, source));
+      continue;
+    }
+    rows.push([
       goal,
-      `${value.toFixed(2)}× (${f(a.p50)} ÷ ${f(b.p50)} ms)`,
-      `≤ ${max.toFixed(2)}×`,
-      verdict(value <= max),
-      src,
-    ] as Row;
-  };
-  rows.push(
-    stepRatio(
-      'per-step p50: OAR SQLite (context budget 1M) ÷ LangGraph SqliteSaver sync',
-      oarSqlite,
-      lgSqlite,
-      0.2,
-      'oar-sqlite, langgraph',
-    ),
-    stepRatio(
-      'per-step p50: OAR SQLite (context budget 1M) ÷ OpenAI Agents SDK',
-      oarSqlite,
-      agents,
-      0.5,
-      'oar-sqlite, openai-agents',
-    ),
-    stepRatio(
-      'per-step p50: OAR PostgreSQL (context budget 1M) ÷ LangGraph PostgresSaver sync',
-      oarPostgres,
-      lgPostgres,
-      0.5,
-      'oar-postgres, langgraph-postgres',
-    ),
-    stepRatio(
-      "same, peers' read tool: OAR SQLite ÷ LangGraph SqliteSaver sync",
-      oarSqliteSame,
-      lgSqlite,
-      0.2,
-      'oar-sqlite, langgraph',
-    ),
-    stepRatio(
-      "same, peers' read tool: OAR SQLite ÷ OpenAI Agents SDK",
-      oarSqliteSame,
-      agents,
-      0.5,
-      'oar-sqlite, openai-agents',
-    ),
-    stepRatio(
-      "same, peers' read tool: OAR PostgreSQL ÷ LangGraph PostgresSaver sync",
-      oarPostgresSame,
-      lgPostgres,
-      0.5,
-      'oar-postgres, langgraph-postgres',
-    ),
-  );
+      `${roundsRatio(over)}; pooled ${f(x.p50)} ÷ ${f(y.p50)} ms`,
+      target,
+      max === undefined ? '–' : verdict(over.median <= max),
+      source,
+    ]);
+  }
 
   const growth = all.growth[0];
   const growthRow = (goal: string, last: (g: GrowthResult) => number, max: number): Row => {
@@ -799,6 +945,14 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[]): str
     `Benchmarks run: ${ran.join(', ')}.`,
     '',
     table(['goal', 'measured', 'target', 'met', 'source'], rows, ['l', 'l', 'l', 'l', 'l']),
+    ...(rounds.length > 1
+      ? [
+          '',
+          `Step ratios: the median of the ${rounds.length} rounds' ratios (each p50 ÷ p50 within one round), their range`,
+          'in brackets, and the p50s pooled over all rounds; "met" compares the median with the target.',
+        ]
+      : []),
+    ...roundsSection(rounds),
   ];
 }
 
@@ -851,13 +1005,18 @@ const merged: Required<BenchOutput> = {
   notes: [],
 };
 const ran = ORDER.filter((n) => selected.includes(n));
-for (const name of ran) {
-  process.stderr.write(`\n▶ ${name}\n`);
+
+async function runBenchmark(name: string, env: Record<string, string> = {}, label = ''): Promise<BenchOutput> {
+  process.stderr.write(`\n▶ ${name}${label}\n`);
   const t = Date.now();
-  const output = await runChild(name);
+  const output = await runChild(name, env);
   process.stderr.write(`  (${((Date.now() - t) / 1000).toFixed(1)} s)\n`);
+  return output;
+}
+
+/** Everything but the step rows, which the rounds collect (and pool afterwards). */
+function merge(output: BenchOutput): void {
   for (const key of [
-    'steps',
     'replay',
     'memory',
     'append',
@@ -874,12 +1033,38 @@ for (const name of ran) {
   Object.assign(merged.versions, output.versions);
 }
 
+const compared = ran.filter((n) => COMPARED.has(n));
+const rounds: Round[] = [];
+for (let round = 1; compared.length > 0 && round <= roundCount; round++) {
+  const current: Round = { round, loadAverage: {}, steps: [] };
+  for (const name of compared) {
+    const load = loadavg()[0]!;
+    current.loadAverage[name] = load;
+    const output = await runBenchmark(
+      name,
+      { BENCH_RUNS: String(runsPerRound) },
+      ` (round ${round}/${roundCount}, load average ${f(load)})`,
+    );
+    current.steps.push(...(output.steps ?? []));
+    merge(output);
+  }
+  rounds.push(current);
+}
+merged.steps.push(...pooled(rounds));
+for (const name of ran.filter((n) => !COMPARED.has(n))) {
+  const output = await runBenchmark(name);
+  merged.steps.push(...(output.steps ?? []));
+  merge(output);
+}
+// A round benchmark's note (a database it could not reach) comes once per round.
+merged.notes = [...new Set(merged.notes)];
+
 const versions = [
   packageVersions(),
   ...Object.entries(merged.versions).map(([name, version]) => `${name} ${version}`),
 ].join(', ');
 const report: string[] = [`# OAR benchmark report`, '', `Machine: ${machine}`, '', `Versions: ${versions}`, ''];
-if (merged.steps.length > 0) report.push(...stepsSection(merged.steps), '');
+if (merged.steps.length > 0) report.push(...stepsSection(merged.steps, rounds), '');
 if (merged.replay.length > 0) report.push(...replaySection(merged.replay), '');
 if (merged.memory.length > 0) report.push(...memorySection(merged.memory), '');
 if (merged.append.length > 0) report.push(...appendSection(merged.append), '');
@@ -891,7 +1076,20 @@ if (merged.serveLoad.length > 0) report.push(...serveLoadSection(merged.serveLoa
 for (const result of merged.scaleOut) report.push(...scaleOutSection(result), '');
 if (merged.startup.length > 0) report.push(...startupSection(merged.startup), '');
 if (merged.notes.length > 0) report.push('## Notes', '', ...merged.notes.map((n) => `- ${n}`), '');
-report.push(...summarySection(merged, ran), '');
+report.push(...summarySection(merged, ran, rounds), '');
 report.push(`Total time: ${((Date.now() - started) / 1000).toFixed(0)} s`);
 process.stdout.write(`\n${report.join('\n')}\n`);
-if (jsonPath) writeFileSync(jsonPath, `${JSON.stringify({ machine, ...merged }, null, 2)}\n`);
+if (jsonPath) {
+  // `steps`: each system pooled over the rounds; `rounds`: each round's own rows and load averages; `ratios`: the
+  // summary's step ratios, round by round. The samples behind the statistics stay out (thousands of numbers).
+  const ratios = STEP_RATIOS.map(({ goal, a, b }) => {
+    const over = overRounds(rounds, a, b);
+    return {
+      goal,
+      rounds: rounds.map((r) => ratioIn(r, a, b) ?? null),
+      ...(over ? { median: over.median, min: over.min, max: over.max } : {}),
+    };
+  });
+  const json = { machine, roundCount, runsPerRound, ...merged, rounds, ratios };
+  writeFileSync(jsonPath, `${JSON.stringify(json, (key, value) => (key === 'samples' ? undefined : value), 2)}\n`);
+}

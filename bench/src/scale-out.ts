@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildRuntime, DEFAULT_LEASE_TTL_MS, loadConfig, type Runtime } from '@oar/runtime';
@@ -28,12 +28,15 @@ import { readStream } from './serve-load.js';
  *   submits one turn to each (from its own control plane: a runtime without a worker), and counts the turns that
  *   complete between the end of the submissions and the moment fewer turns are left than the workers have threads:
  *   the steady state, with ramp-up and tail left out. Over that window: the whole machine's CPU (busy share, ms
- *   per turn) and the worker processes' own (ms per turn, from /proc).
+ *   per turn) and the worker processes' own (ms per turn, from /proc). Beside each rate, in the notes: the machine's
+ *   1-minute load average at the window's start and end (on a shared machine a rate means little without it).
  * - Takeover: a worker driving a long turn is killed with SIGKILL (its process is gone: a worker of the same
  *   machine takes the lease over at its next poll), or stopped with SIGSTOP (the process is still there: the lease
  *   has to run out), while another worker runs; measured from the signal to the first event the other worker
  *   commits in that session. Leases last LEASE_MS there. A third path: SIGKILL, then a worker started only after
- *   the kill (a restart), which takes a lease of a dead process of its own machine over as it starts.
+ *   the kill (a restart), which takes a lease of a dead process of its own machine over as it starts. A failure of
+ *   this phase (a wait that times out, an error) is a note in the result, not the end of the benchmark: the
+ *   throughput figures measured before it still count.
  * - Delivery: an API node (`oar serve --no-worker`) and two workers; SSE clients on the API node follow sessions
  *   whose turns (submitted over HTTP) the workers run; latency from an event's timestamp (taken inside the append's
  *   transaction) to its arrival at the client. Every client's sequence is checked for gaps and duplicates.
@@ -71,7 +74,7 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Poll until `check` holds (a condition that never comes is an error naming what was awaited). */
 async function until(check: () => boolean | Promise<boolean>, what: string, ms = 60_000, every = 20): Promise<void> {
   for (const deadline = Date.now() + ms; !(await check()); await sleep(every)) {
-    if (Date.now() > deadline) throw new Error(`scale-out: gave up waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`scale-out: gave up after ${ms / 1000} s waiting for ${what}`);
   }
 }
 
@@ -276,11 +279,17 @@ function processCpuMs(pids: number[]): number {
   return ms;
 }
 
+/** A throughput row's rate beside the machine's load average at the start and end of its window. */
+function loadNote(row: ScaleOutThroughput, from: number, to: number): string {
+  const rate = `${row.workload}, ${row.workers} worker(s): ${Math.round(row.turnsPerMinute)} turns/min`;
+  return `scale-out: ${rate} at a load average (1 min) of ${from.toFixed(2)} at the window's start, ${to.toFixed(2)} at its end`;
+}
+
 async function throughput(
   p: Project,
   workerProcesses: OarProcess[],
   workload: (typeof WORKLOADS)[number],
-): Promise<ScaleOutThroughput> {
+): Promise<{ row: ScaleOutThroughput; note: string }> {
   const workers = workerProcesses.length;
   const pids = workerProcesses.map((w) => w.pid);
   const threads = workers * CONCURRENCY;
@@ -296,8 +305,9 @@ async function throughput(
         sessions.push((await runtime.createSession({ title: `${workload.name} ${workers}w ${i}` })).sessionId);
       },
     );
-    // CPU samples every 250 ms: the window's busy share is read from the two samples closest to its ends.
-    const sample = () => ({ at: Date.now(), ...cpuTimes(), workersMs: processCpuMs(pids) });
+    // CPU samples every 250 ms: the window's busy share (and load average) is read from the two samples closest to
+    // its ends.
+    const sample = () => ({ at: Date.now(), ...cpuTimes(), workersMs: processCpuMs(pids), load: loadavg()[0] ?? 0 });
     const samples = [sample()];
     const sampler = setInterval(() => samples.push(sample()), 250);
     await pool(sessions, 8, async (sessionId) => {
@@ -340,8 +350,9 @@ async function throughput(
       cpuMsPerTurn: inWindow > 0 ? (to.busy - from.busy) / inWindow : Number.NaN,
       workerCpuMsPerTurn: inWindow > 0 ? (to.workersMs - from.workersMs) / inWindow : Number.NaN,
     };
-    log(`scale-out: ${JSON.stringify(row)}`);
-    return row;
+    const note = loadNote(row, from.load, to.load);
+    log(`scale-out: ${JSON.stringify(row)}\n  ${note}`);
+    return { row, note };
   } finally {
     await runtime.close();
     await runtime.store.close();
@@ -367,6 +378,24 @@ async function takeoverSample(
 ): Promise<{ ms: number; leaseLeftMs: number; next: OarProcess }> {
   const { sessionId } = await runtime.createSession({ title: `takeover ${path} ${n}` });
   await runtime.submitTurn({ sessionId, input: 'A long turn.' });
+  try {
+    return await measureTakeover(p, runtime, sessionId, current, path, n);
+  } catch (error) {
+    // The long turn of a failed sample is interrupted (as far as it can be): the next phase's workers must not
+    // find it and run it.
+    await runtime.interruptTurn({ sessionId, reason: 'the sample failed', waitMs: 5_000 }).catch(() => undefined);
+    throw error;
+  }
+}
+
+async function measureTakeover(
+  p: Project,
+  runtime: Runtime,
+  sessionId: string,
+  current: OarProcess,
+  path: TakeoverPath,
+  n: number,
+): Promise<{ ms: number; leaseLeftMs: number; next: OarProcess }> {
   const events = async () =>
     runtime.store.db
       .selectFrom('oar_events')
@@ -414,13 +443,14 @@ async function takeoverSample(
   return { ms: (first as number) - signalled, leaseLeftMs: Number(lease?.expires_at ?? 0) - signalled, next };
 }
 
-async function takeover(p: Project): Promise<ScaleOutTakeover[]> {
+/** Adds a row to `rows` per path as it completes (a failure later leaves the rows of the paths before it). */
+async function takeover(p: Project, rows: ScaleOutTakeover[]): Promise<void> {
+  const before = new Set(all);
   const runtime = await controlPlane(p, 'long.json');
   const paths: TakeoverPath[] = ['SIGKILL', 'SIGSTOP', 'SIGKILL, worker started after'];
-  const rows: ScaleOutTakeover[] = [];
   let n = 0;
-  let current = await startWorker(p.cwd, `w${n++}`, 'takeover.config.json');
   try {
+    let current = await startWorker(p.cwd, `w${n++}`, 'takeover.config.json');
     for (const path of paths) {
       const leaseTtlMs = path === 'SIGKILL, worker started after' ? DEFAULT_LEASE_TTL_MS : LEASE_MS;
       const row: ScaleOutTakeover = { path, leaseTtlMs, ms: [], leaseLeftMs: [] };
@@ -441,11 +471,30 @@ async function takeover(p: Project): Promise<ScaleOutTakeover[]> {
       rows.push(row);
     }
   } finally {
-    await current.stop();
+    // Every worker of the phase goes, also one a failed sample left running (or stopped): the next phase counts
+    // its own workers.
+    await Promise.all([...all].filter((proc) => !before.has(proc)).map((proc) => proc.stop()));
     await runtime.close();
     await runtime.store.close();
   }
-  return rows;
+}
+
+/**
+ * The takeover phase, its failure (a wait that timed out, an error) a note rather than the benchmark's end: the
+ * throughput figures measured before it, and the takeover rows of the paths that completed, are still reported.
+ */
+async function takeoverOrNote(p: Project, rows: ScaleOutTakeover[]): Promise<string | undefined> {
+  const started = Date.now();
+  try {
+    await takeover(p, rows);
+    return undefined;
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    log(`scale-out: the takeover phase failed (the other phases' figures stand): ${reason}`);
+    // The first line only (a reason may go on with a worker's whole output, logged above), without the prefix.
+    const seconds = Math.round((Date.now() - started) / 1000);
+    return `takeover: did not complete within ${seconds} s: ${reason.split('\n')[0]?.replace(/^scale-out: /, '')}`;
+  }
 }
 
 // ----- delivery ----------------------------------------------------------------------------------------------------
@@ -589,17 +638,24 @@ export async function run(): Promise<BenchOutput> {
     await first.store.close();
 
     const rows: ScaleOutThroughput[] = [];
+    const notes: string[] = [];
     const workers: OarProcess[] = [];
     for (const count of PHASES.has('throughput') ? WORKER_COUNTS : []) {
       const added = await Promise.all(
         Array.from({ length: count - workers.length }, (_, i) => startWorker(p.cwd, `w${workers.length + i + 1}`)),
       );
       workers.push(...added);
-      for (const workload of WORKLOADS) rows.push(await throughput(p, workers, workload));
+      for (const workload of WORKLOADS) {
+        const { row, note } = await throughput(p, workers, workload);
+        rows.push(row);
+        notes.push(note);
+      }
     }
     await Promise.all(workers.map((w) => w.stop()));
 
-    const takeovers = PHASES.has('takeover') ? await takeover(p) : [];
+    const takeovers: ScaleOutTakeover[] = [];
+    const failed = PHASES.has('takeover') ? await takeoverOrNote(p, takeovers) : undefined;
+    if (failed) notes.push(failed);
     const delivered = PHASES.has('delivery') ? await delivery(p) : undefined;
     const result: ScaleOutResult = {
       concurrency: CONCURRENCY,
@@ -610,7 +666,7 @@ export async function run(): Promise<BenchOutput> {
       ...(delivered ? { delivery: delivered } : {}),
       ...(QUICK ? { quick: true } : {}),
     };
-    return { scaleOut: [result], versions: { PostgreSQL: server.version } };
+    return { scaleOut: [result], versions: { PostgreSQL: server.version }, ...(notes.length > 0 ? { notes } : {}) };
   } finally {
     await Promise.all([...all].map((proc) => proc.stop(5_000)));
     await dropSchema(p.schema);

@@ -30,6 +30,7 @@ const model = wrapModel(scripted, async (call) => {
   await new Promise((resolve) => setTimeout(resolve, MODEL_LATENCY_MS));
   return call();
 });
+
 const store = await Store.open(storePath);
 const runtime = await Runtime.create({
   store,

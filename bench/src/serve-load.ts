@@ -77,6 +77,35 @@ export async function readStream(response: Response, signal: AbortSignal, onMess
   }
 }
 
+/**
+ * Stops the SSE clients, at the end or on a failure. Every connection has an AbortController of its own: fetch keeps
+ * its listener on the signal it was given until the request is garbage-collected, and readStream adds one per
+ * stream, so one signal shared by all clients collected a listener per client and per reconnection (thousands,
+ * with a MaxListenersExceededWarning for each past undici's limit).
+ */
+class ClientStop {
+  private readonly open = new Set<AbortController>();
+  private stopped = false;
+
+  get aborted(): boolean {
+    return this.stopped;
+  }
+
+  /** A signal for one connection, aborted by `abort()` (already aborted if that happened); `close` when it ends. */
+  connection(): { signal: AbortSignal; close: () => void } {
+    const controller = new AbortController();
+    if (this.stopped) controller.abort();
+    else this.open.add(controller);
+    return { signal: controller.signal, close: () => this.open.delete(controller) };
+  }
+
+  abort(): void {
+    this.stopped = true;
+    for (const controller of this.open) controller.abort();
+    this.open.clear();
+  }
+}
+
 class ServerProcess {
   private child: ChildProcess | undefined;
   constructor(private readonly args: string[]) {}
@@ -108,7 +137,8 @@ class ServerProcess {
 
   kill(signal: NodeJS.Signals): Promise<void> {
     const child = this.child;
-    if (!child || child.exitCode !== null) return Promise.resolve();
+    // A child ended by a signal has no exit code, only a signal code (and sends no second 'exit').
+    if (!child || child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
     return new Promise((resolve) => {
       child.once('exit', () => resolve());
       child.kill(signal);
@@ -152,7 +182,7 @@ export async function run(): Promise<BenchOutput> {
   const latencies: number[] = [];
   const turnWaiters = new Map<string, () => void>();
   let turnsCompleted = 0;
-  const stopClients = new AbortController();
+  const stopClients = new ClientStop();
   let reconnects = 0;
 
   interface Client {
@@ -165,7 +195,8 @@ export async function run(): Promise<BenchOutput> {
     const client: Client = { sessionId: sessions[i % SESSIONS] as string, received: [], done: Promise.resolve() };
     const first = i < SESSIONS; // one client per session resolves its session's turns
     client.done = (async () => {
-      while (!stopClients.signal.aborted) {
+      while (!stopClients.aborted) {
+        const connection = stopClients.connection();
         try {
           const response = await fetch(`${url}/v1/sessions/${client.sessionId}/events`, {
             headers: {
@@ -173,9 +204,9 @@ export async function run(): Promise<BenchOutput> {
               authorization: `Bearer ${key}`,
               ...(client.lastId ? { 'last-event-id': client.lastId } : {}),
             },
-            signal: stopClients.signal,
+            signal: connection.signal,
           });
-          await readStream(response, stopClients.signal, (m) => {
+          await readStream(response, connection.signal, (m) => {
             if (m.id === undefined) return;
             client.lastId = m.id;
             if (m.event === 'snapshot' || m.event === 'server.closing') return;
@@ -192,8 +223,10 @@ export async function run(): Promise<BenchOutput> {
           });
         } catch {
           // The server went away (killed) or the client was stopped: reconnect below unless stopped.
+        } finally {
+          connection.close();
         }
-        if (!stopClients.signal.aborted) {
+        if (!stopClients.aborted) {
           reconnects++;
           await new Promise((resolve) => setTimeout(resolve, 100));
         }
@@ -214,30 +247,38 @@ export async function run(): Promise<BenchOutput> {
     }
   });
 
-  await new Promise((resolve) => setTimeout(resolve, KILL_AT_MS));
-  killedAt = performance.now();
-  log('serve-load: SIGKILL to the server, restarting it');
-  await server.kill('SIGKILL');
-  await server.start();
-  restartedAt = performance.now();
-  await Promise.all(drivers);
-  const wall = (performance.now() - started) / 1000;
-
-  // Every client must end with the whole log of its session.
+  let wall: number;
   const last = new Map<string, number>();
-  for (const sessionId of sessions) {
-    const page = (await (await call('GET', `/v1/sessions/${sessionId}/events?limit=1`)).json()) as {
-      lastSequence: number;
-    };
-    last.set(sessionId, page.lastSequence);
+  try {
+    await new Promise((resolve) => setTimeout(resolve, KILL_AT_MS));
+    killedAt = performance.now();
+    log('serve-load: SIGKILL to the server, restarting it');
+    await server.kill('SIGKILL');
+    await server.start();
+    restartedAt = performance.now();
+    await Promise.all(drivers);
+    wall = (performance.now() - started) / 1000;
+
+    // Every client must end with the whole log of its session.
+    for (const sessionId of sessions) {
+      const page = (await (await call('GET', `/v1/sessions/${sessionId}/events?limit=1`)).json()) as {
+        lastSequence: number;
+      };
+      last.set(sessionId, page.lastSequence);
+    }
+    const deadline = performance.now() + 20_000;
+    while (
+      clients.some((c) => (c.received.at(-1) ?? 0) < (last.get(c.sessionId) ?? 0)) &&
+      performance.now() < deadline
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  } finally {
+    // Ended or failed: the clients stop reconnecting and the server goes either way.
+    stopClients.abort();
+    await Promise.all(clients.map((c) => c.done));
+    await server.kill('SIGTERM');
   }
-  const deadline = performance.now() + 20_000;
-  while (clients.some((c) => (c.received.at(-1) ?? 0) < (last.get(c.sessionId) ?? 0)) && performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  stopClients.abort();
-  await Promise.all(clients.map((c) => c.done));
-  await server.kill('SIGTERM');
 
   let gaps = 0;
   let duplicates = 0;

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
@@ -57,6 +58,9 @@ export async function startServer(options: ServeOptions): Promise<RunningServer>
   const logger = options.logger ?? createLogger();
   const createdAdminKey = await initialAdminKey(options.runtime, options.adminKey);
   const closing = new AbortController();
+  // Every open event stream listens for the shutdown (one 'abort' listener each, removed when it ends): hundreds
+  // are normal for a server, not the leak Node's default limit of 10 warns about.
+  setMaxListeners(0, closing.signal);
   const inflight = new Inflight();
   const { app } = createApp({ ...options, logger, inflight, streams: { ...options.streams, closing: closing.signal } });
   const server = createAdaptorServer({ fetch: app.fetch, hostname: options.host ?? '127.0.0.1' }) as Server;

@@ -154,6 +154,30 @@ describe('the session event stream', () => {
     await expect(fetch(`${t.url}/v1/health`)).rejects.toThrow();
   });
 
+  it('holds many open streams without a listener-leak warning, and ends them all at shutdown', async () => {
+    // Each open stream listens for the server's shutdown: past Node's default of 10 it used to warn of a leak.
+    const warnings: string[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning.name);
+    process.on('warning', onWarning);
+    try {
+      t = await testServer();
+      const sessionId = await newSession(t);
+      const readings = [];
+      for (let i = 0; i < 25; i++) {
+        readings.push(readSse(await stream(t, sessionId), (m) => m.some((x) => x.event === 'server.closing')));
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const closing = t.server.close();
+      const all = await Promise.all(readings);
+      await closing;
+      expect(all.map((messages) => messages.at(-1)?.event)).toEqual(Array(25).fill('server.closing'));
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((name) => name === 'MaxListenersExceededWarning')).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('the workspace feed lists the sessions, then each one that changes — never another workspace’s', async () => {
     t = await testServer();
     const first = await newSession(t);
