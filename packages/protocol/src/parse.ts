@@ -10,7 +10,12 @@ import { normalizeCarrier, normalizeDsl } from './normalize.js';
 import { asNativeCall, findTextCalls, type NativeCall, recoveredCallId } from './recovery.js';
 import { nestingTooDeep, readStringified, repairCarrierArguments } from './repair.js';
 import { schemaIssues } from './schema-issues.js';
-import { type ExecutorRegistry, type ValidationLimits, validateDeclaration } from './validate.js';
+import {
+  type ExecutorRegistry,
+  type ValidationHistoryIndex,
+  type ValidationLimits,
+  validateDeclaration,
+} from './validate.js';
 
 /**
  * The two entry points a runtime calls with a finished assistant message: `parseToolCall` for the native
@@ -27,7 +32,8 @@ export interface ThreadHistory {
 
 export interface ParseOptions {
   catalog?: CatalogInput;
-  history?: ThreadHistory;
+  /** The thread's history: as lists, or as sets a caller keeps up to date (`ValidationHistoryIndex`). */
+  history?: ThreadHistory | ValidationHistoryIndex;
   limits?: Partial<ValidationLimits>;
   /** An agent not enabled for the protocol never executes what it writes: its text is plain content. */
   protocolEnabled?: boolean;
@@ -135,8 +141,11 @@ function context(options: ParseOptions): Context | ParseOutcome {
   return { catalog: catalog.data, options };
 }
 
+/** Every id the thread used, as a set of the caller's own (recovery adds the ids it makes up). */
 function usedIds(options: ParseOptions): Set<string> {
-  return new Set([...(options.history?.usedActionIds ?? []), ...(options.history?.completedActionIds ?? [])]);
+  const history = options.history;
+  if (history && 'used' in history) return new Set(history.used);
+  return new Set([...(history?.usedActionIds ?? []), ...(history?.completedActionIds ?? [])]);
 }
 
 /** Validation closes every path; a recovered request that fails it is rejected as a whole (fail closed). */

@@ -491,17 +491,13 @@ const freshMemo = (turn: TranscriptTurn): TurnMemo => ({ turn });
  * has no rule across turns). When anything is invalid, or the envelope is not one the fast path recognizes, the whole
  * input is validated as before, so a caller gets the same error (issue paths included) as without the memo.
  */
-function memoizedTurns(source: unknown): TurnMemo[] {
-  const list = Array.isArray(source)
-    ? source
-    : typeof source === 'object' && source !== null && Array.isArray((source as { turns?: unknown }).turns)
-      ? ((source as { turns: unknown[] }).turns as unknown[])
-      : undefined;
+function memoizedTurns(source: unknown, skip = 0): TurnMemo[] {
+  const list = listOf(source);
   if (list) {
     const memos: TurnMemo[] = [];
     let valid = true;
     // Indexed, not for-of: a hole in a sparse array must be seen (as undefined, which fails below).
-    for (let i = 0; i < list.length; i++) {
+    for (let i = skip; i < list.length; i++) {
       const item = list[i];
       if (typeof item !== 'object' || item === null) {
         valid = false;
@@ -522,7 +518,16 @@ function memoizedTurns(source: unknown): TurnMemo[] {
     if (valid) return memos;
   }
   // Throws the same ZodError as before the memo existed (the fast path only rejects what this rejects).
-  return TranscriptInputSchema.parse(source).turns.map(freshMemo);
+  return TranscriptInputSchema.parse(source).turns.slice(skip).map(freshMemo);
+}
+
+/** The turn list of a source the fast path recognizes: a bare list, or `{turns}` holding one. */
+function listOf(source: unknown): readonly unknown[] | undefined {
+  if (Array.isArray(source)) return source;
+  if (typeof source === 'object' && source !== null && Array.isArray((source as { turns?: unknown }).turns)) {
+    return (source as { turns: unknown[] }).turns;
+  }
+  return undefined;
 }
 
 function levelRender(memo: TurnMemo, index: number, level: Exclude<RenderLevel, 'dropped'>): LevelRender {
@@ -545,6 +550,8 @@ interface RenderedPrefix {
   /** Mode, recent turns and exact-declaration limit: another setting renders the same turns differently. */
   readonly settings: string;
   readonly count: number;
+  /** The source's turn objects at those positions, as the caller passed them. */
+  readonly items: readonly unknown[];
   readonly memos: readonly TurnMemo[];
   readonly levels: readonly RenderLevel[];
   readonly indexes: readonly number[];
@@ -565,23 +572,18 @@ function rememberPrefix(memos: readonly TurnMemo[], prefix: RenderedPrefix): voi
 }
 
 /**
- * The remembered prefix when it still holds for these turns: the same settings, and the same turn objects (hence
- * the same content: turns are immutable values), indexes and starting levels at each of its positions.
+ * The remembered prefix when it still holds for `source`: the same settings, the very same turn objects at each of
+ * its positions (turns are immutable values: the same object is the same turn, with the same index there), and all
+ * of them still older than the recent window (so their starting levels are the ones remembered).
  */
-function reusablePrefix(
-  memos: readonly TurnMemo[],
-  levels: readonly RenderLevel[],
-  indexes: readonly number[],
-  settings: string,
-): RenderedPrefix | undefined {
-  const first = memos[0];
-  const prefix = first ? prefixes.get(first) : undefined;
-  if (!prefix || prefix.settings !== settings || prefix.count > memos.length) return undefined;
-  for (let i = 0; i < prefix.count; i++) {
-    if (prefix.memos[i] !== memos[i] || prefix.levels[i] !== levels[i] || prefix.indexes[i] !== indexes[i]) {
-      return undefined;
-    }
-  }
+function reusablePrefix(source: unknown, settings: string, recentTurns: number): RenderedPrefix | undefined {
+  const list = listOf(source);
+  const first = list?.[0];
+  if (!list || typeof first !== 'object' || first === null) return undefined;
+  const memo = turnMemos.get(first);
+  const prefix = memo ? prefixes.get(memo) : undefined;
+  if (!prefix || prefix.settings !== settings || prefix.count > list.length - recentTurns) return undefined;
+  for (let i = 0; i < prefix.count; i++) if (prefix.items[i] !== list[i]) return undefined;
   return prefix;
 }
 
@@ -602,24 +604,35 @@ export function renderTranscript(
   source: TranscriptSource | TranscriptInput,
   options: RenderTranscriptOptions = {},
 ): RenderedTranscript {
-  const memos =
-    options.memo === false ? TranscriptInputSchema.parse(source).turns.map(freshMemo) : memoizedTurns(source);
-  const turns = memos.map((m) => m.turn);
   const mode = options.mode ?? 'hybrid';
   const recentTurns = options.recentTurns ?? DEFAULT_RECENT_TURNS;
   const maxExact = options.maxExactDeclarationTokens ?? DEFAULT_MAX_EXACT_DECLARATION_TOKENS;
   const closing = options.closingInstruction ?? TRANSCRIPT_CLOSING_INSTRUCTION;
-  const indexes = turns.map((t, i) => t.index ?? i + 1);
+  // The front a previous call rendered the same way (the very same turn objects, so the same turns, indexes and
+  // starting levels): its memos, joined text, weights and omissions are taken as they are, so a long thread's step
+  // does per-turn work only for the turns after it (pointer compares for the rest).
+  const settings = `${mode}|${recentTurns}|${maxExact}`;
+  const prefix = options.memo === false ? undefined : reusablePrefix(source, settings, recentTurns);
+  const from = prefix?.count ?? 0;
+  const rest =
+    options.memo === false ? TranscriptInputSchema.parse(source).turns.map(freshMemo) : memoizedTurns(source, from);
+  const memos = prefix ? prefix.memos.concat(rest) : rest;
+  const count = memos.length;
+  const turnAt = (position: number) => (memos[position] as TurnMemo).turn;
+  const indexes = prefix ? [...prefix.indexes] : [];
+  for (let i = from; i < count; i++) indexes.push(turnAt(i).index ?? i + 1);
 
-  const startLevel = (turn: TranscriptTurn, position: number): RenderLevel => {
+  const startLevel = (position: number): RenderLevel => {
+    const turn = turnAt(position);
     if (turn.kind !== 'protocol' || turn.declaration === undefined || mode === 'full') return 'exact';
     if (mode === 'compressed') return 'compressed';
-    const recent = position >= turns.length - recentTurns;
+    const recent = position >= count - recentTurns;
     const memo = memos[position] as TurnMemo;
     memo.declarationTokens ??= estimateTokens(declarationText(turn.declaration).text);
     return recent && memo.declarationTokens <= maxExact ? 'exact' : 'compressed';
   };
-  const initial = turns.map(startLevel);
+  const initial: RenderLevel[] = prefix ? [...prefix.levels] : [];
+  for (let i = from; i < count; i++) initial.push(startLevel(i));
   const levels = [...initial];
 
   const renderAt = (position: number, level: Exclude<RenderLevel, 'dropped'>): LevelRender =>
@@ -632,11 +645,6 @@ export function renderTranscript(
     rendered.weights ??= tokenWeights(rendered.text);
     return rendered.weights;
   };
-  // The turns a previous call rendered the same way (same turn objects, indexes and starting levels), at the
-  // front: their joined text, weights and omissions are reused, so a long thread's step is not O(turns).
-  const settings = `${mode}|${recentTurns}|${maxExact}`;
-  const prefix = options.memo === false ? undefined : reusablePrefix(memos, initial, indexes, settings);
-  const from = prefix?.count ?? 0;
 
   let pieces = (prefix?.pieces ?? 0) + (levels.length - from) + (closing !== '' ? 1 : 0);
   const sum = tokenWeights(closing);
@@ -658,6 +666,7 @@ export function renderTranscript(
   let degraded = false;
   const budget = options.budgetTokens;
   if (budget !== undefined && tokens > budget) {
+    const turns = memos.map((m) => m.turn);
     let latestUser = -1;
     turns.forEach((t, i) => {
       if (t.kind === 'user') latestUser = i;
@@ -715,14 +724,17 @@ export function renderTranscript(
   const textPieces = piecesOf(reuse, levels.length);
   if (reuse > 0 && prefix && prefix.pieces > 0) textPieces.unshift(prefix.text);
   if (closing !== '') textPieces.push(closing);
-  const text = textPieces.length > 0 ? `${textPieces.join('\n\n')}\n` : '';
+  // The final newline goes onto the last (short) piece, not onto the joined text: the join's flat result is then
+  // the text itself, not a concatenation V8 copies again when it is sliced (below) or used whole.
+  if (textPieces.length > 0) textPieces[textPieces.length - 1] += '\n';
+  const text = textPieces.join('\n\n');
 
   const omissionsOf = (start: number, end: number): TranscriptOmission[] => {
     const out: TranscriptOmission[] = [];
     for (let i = start; i < end; i++) {
       const level = levels[i] as RenderLevel;
       if (level === 'exact') continue;
-      const turn = turns[i] as TranscriptTurn;
+      const turn = turnAt(i);
       let refs: string[];
       if (level === 'dropped') {
         refs = turn.kind === 'protocol' ? [`runtime://runs/${turn.runId}`] : turn.ref ? [turn.ref] : [];
@@ -753,31 +765,36 @@ export function renderTranscript(
   if (!degraded && options.memo !== false) {
     // Positions before the last `recentTurns` (and before the last turn, which may still be running) keep their
     // starting level as the thread grows: the next call can take them as they are.
-    const count = Math.max(0, Math.min(turns.length - recentTurns, turns.length - 1));
-    if (count > 0) {
-      const base = prefix && count >= from ? prefix : undefined;
+    const keep = Math.max(0, Math.min(count - recentTurns, count - 1));
+    const list = listOf(source);
+    if (keep > 0 && list) {
+      const base = prefix && keep >= from ? prefix : undefined;
       const start = base ? from : 0;
-      const added = piecesOf(start, count);
+      const added = piecesOf(start, keep);
       const weights = { cjk: base?.cjk ?? 0, units: base?.units ?? 0 };
-      for (let i = start; i < count; i++) {
+      for (let i = start; i < keep; i++) {
         const w = weightAt(i, levels[i] as RenderLevel);
         weights.cjk += w.cjk;
         weights.units += w.units;
       }
-      // Appended, not joined again: a concatenation is O(1) (V8 flattens it once, when the text is next used whole).
-      const more = added.join('\n\n');
-      const joined = base && base.pieces > 0 ? (added.length > 0 ? `${base.text}\n\n${more}` : base.text) : more;
+      // The front's text is where `text` starts (the same pieces, in order, joined the same way): a slice of it,
+      // which V8 keeps as a view of the flat string just built. Joined again, or appended to, it would be a copy or
+      // a chain of concatenations the next join has to walk — that join was half of a step at 1,000 turns.
+      let length = base && base.pieces > 0 ? base.text.length : -2;
+      for (const piece of added) length += 2 + piece.length;
+      const joined = text.slice(0, Math.max(0, length));
       rememberPrefix(memos, {
         settings,
-        count,
-        memos: memos.slice(0, count),
-        levels: levels.slice(0, count),
-        indexes: indexes.slice(0, count),
+        count: keep,
+        items: list.slice(0, keep),
+        memos: memos.slice(0, keep),
+        levels: levels.slice(0, keep),
+        indexes: indexes.slice(0, keep),
         text: joined,
         pieces: (base?.pieces ?? 0) + added.length,
         cjk: weights.cjk,
         units: weights.units,
-        omitted: [...(base?.omitted ?? []), ...omissionsOf(start, count)],
+        omitted: [...(base?.omitted ?? []), ...omissionsOf(start, keep)],
       });
     }
   }

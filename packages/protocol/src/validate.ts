@@ -88,6 +88,15 @@ export const ValidationHistorySchema = z.object({
 });
 export type ValidationHistory = z.infer<typeof ValidationHistorySchema>;
 
+/**
+ * The same history as sets, for a caller that keeps them up to date across calls (a runtime validating every step
+ * of a long thread would otherwise build sets of every earlier id at each step). `used` includes every completed id.
+ */
+export interface ValidationHistoryIndex {
+  readonly completed: ReadonlySet<string>;
+  readonly used: ReadonlySet<string>;
+}
+
 /** Executor names beyond the catalog. Runtime and human default to RUNTIME_OPERATIONS / HUMAN_OPERATIONS. */
 export const ExecutorRegistrySchema = z.object({
   pipeline: z.array(z.string()).optional(),
@@ -114,7 +123,7 @@ export type TargetResolution = z.infer<typeof TargetResolutionSchema>;
 
 export type ValidateDeclarationOptions = {
   catalog: Catalog;
-  history?: ValidationHistory;
+  history?: ValidationHistory | ValidationHistoryIndex;
   limits?: Partial<ValidationLimits>;
   executors?: ExecutorRegistry;
 };
@@ -184,7 +193,7 @@ type ActionIds = {
   readonly ids: readonly string[];
   readonly firstIndexOf: ReadonlyMap<string, number>;
   /** Ids a suggested replacement must avoid: this declaration's and the thread's. */
-  readonly taken: ReadonlySet<string>;
+  readonly taken: { has(id: string): boolean };
 };
 
 /** One action as the per-action checks see it; tolerant of a non-object action and of a missing id. */
@@ -205,15 +214,24 @@ type DependencyGraph = {
   readonly edges: number[][];
 };
 
+/** The history as sets: an index as given, or lists made into sets (a completed id counts as used). */
+function historySets(history: ValidationHistory | ValidationHistoryIndex | undefined): ValidationContext['history'] {
+  if (history !== undefined && isHistoryIndex(history)) return history;
+  const completed = new Set(stringsOf(history?.completedActionIds));
+  return { completed, used: new Set([...stringsOf(history?.usedActionIds), ...completed]) };
+}
+
+function isHistoryIndex(history: ValidationHistory | ValidationHistoryIndex): history is ValidationHistoryIndex {
+  return 'used' in history && history.used instanceof Set && history.completed instanceof Set;
+}
+
 function createContext(declaration: Declaration, options: ValidateDeclarationOptions): ValidationContext {
   const issues: ValidationIssue[] = [];
-  const completed = new Set(stringsOf(options.history?.completedActionIds));
   return {
     limits: { ...DEFAULT_VALIDATION_LIMITS, ...definedOnly(options.limits) },
     catalog: normalizeCatalog(options.catalog),
     executors: options.executors ?? {},
-    // A completed action was necessarily used; union them so callers may pass only one list.
-    history: { completed, used: new Set([...stringsOf(options.history?.usedActionIds), ...completed]) },
+    history: historySets(options.history),
     actions: Array.isArray(declaration?.actions) ? declaration.actions : [],
     issues,
     add: (code, path, message, hint, details) => {
@@ -264,7 +282,9 @@ function indexActionIds(actions: readonly unknown[], used: ReadonlySet<string>):
   ids.forEach((id, index) => {
     if (id !== '' && !firstIndexOf.has(id)) firstIndexOf.set(id, index);
   });
-  return { ids, firstIndexOf, taken: new Set([...ids, ...used]) };
+  // Only an error message asks (for a fresh id to suggest): a view, not a copy of every id the thread used.
+  const own = new Set(ids);
+  return { ids, firstIndexOf, taken: { has: (id: string) => own.has(id) || used.has(id) } };
 }
 
 // ---- phase 3: each action on its own
@@ -1216,7 +1236,7 @@ function sanitizeId(id: string, index: number, maxLength: number): string {
   return cleaned === '' ? `action_${index + 1}` : cleaned.slice(0, maxLength);
 }
 
-function freshId(id: string, taken: ReadonlySet<string>, maxLength: number): string {
+function freshId(id: string, taken: { has(id: string): boolean }, maxLength: number): string {
   if (!taken.has(id)) return id;
   for (let n = 2; ; n++) {
     const suffix = `_${n}`;

@@ -248,3 +248,25 @@ describe('a payload that fails to parse is called cut off only when the finish r
     expect(parseToolCall(calls, { ...options, finishReason: 'length' }).errors[0]?.code).toBe('truncated_output');
   });
 });
+
+describe('a history given as sets (ValidationHistoryIndex) validates exactly as the same history as lists', () => {
+  it('every corpus declaration with a history gets the same issues either way', () => {
+    const withHistory = validationCorpus.filter(([, options]) => options?.history !== undefined);
+    expect(withHistory.length).toBeGreaterThan(0);
+    const cases: [Declaration, Partial<ValidateDeclarationOptions>?][] = [
+      ...withHistory,
+      [
+        decl([act('next', { dependsOn: ['done'] }), act('again', { dependsOn: ['open'] })]),
+        { history: { completedActionIds: ['done'], usedActionIds: ['done', 'open'] } },
+      ],
+    ];
+    for (const [declaration, options] of cases) {
+      const lists = options?.history as { completedActionIds?: string[]; usedActionIds?: string[] };
+      const completed = new Set(lists.completedActionIds ?? []);
+      const index = { completed, used: new Set([...(lists.usedActionIds ?? []), ...completed]) };
+      const asLists = validateDeclaration(declaration, { catalog, ...options });
+      const asSets = validateDeclaration(declaration, { catalog, ...options, history: index });
+      expect(asSets).toEqual(asLists);
+    }
+  });
+});

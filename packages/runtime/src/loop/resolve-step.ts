@@ -10,7 +10,7 @@ import { toolCallsLeft } from '../executors/tool-worker.js';
 import { declarationFault } from '../facts/intents.js';
 import { turnIds } from '../facts/turn-end.js';
 import type { ModelOutput } from '../models/model-call.js';
-import { actionHistory } from '../read-models/run.js';
+import { actionIndex } from '../read-models/run.js';
 import type { ThreadView, TurnState } from '../read-models/thread-state.js';
 import type { AgentConfig, Engine } from '../scheduler/engine.js';
 import { applyDeclaration } from './declaration.js';
@@ -47,7 +47,7 @@ function parseOutput(thread: ThreadView, step: PreparedStep, output: ModelOutput
   const left = toolCallsLeft(thread);
   const catalogForParse = {
     catalog,
-    history: actionHistory(thread.runs.values()),
+    history: actionIndex(thread.threadId, thread.runs.values()),
     // A tool worker's declaration may not exceed the tool calls it has left.
     ...(Number.isFinite(left) && left > 0 ? { limits: { maxActions: left } } : {}),
     // Only the finish reason `length` makes JSON that does not parse "cut off" (truncated_output).
