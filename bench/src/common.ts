@@ -193,6 +193,11 @@ export interface AppendResult {
   batch: number;
   events: number;
   ms: number;
+  /**
+   * How each commit was made: `flushed` waits for the disk (a command's append), `relaxed` does not (a worker's step
+   * boundary of read-only work; packages/runtime/src/log/durability.ts).
+   */
+  commit: 'flushed' | 'relaxed';
 }
 
 /** One long OAR turn: whether a step's cost grows with the step index. */

@@ -303,17 +303,21 @@ function appendSection(append: AppendResult[]): string[] {
   return [
     '## Raw append throughput: EventLog.append of model.delta events (one transaction per append)',
     '',
+    'Each append once with commits that wait for the disk (`flushed`: every command) and once with commits that do',
+    'not (`relaxed`: a worker step boundary of read-only work, packages/runtime/src/log/durability.ts).',
+    '',
     table(
-      ['store', 'batch', 'events', 'ms', 'events/s', 'ms/append'],
+      ['store', 'commit', 'batch', 'events', 'ms', 'events/s', 'ms/append'],
       append.map((a) => [
         a.store,
+        a.commit,
         a.batch,
         int(a.events),
         f(a.ms, 0),
         int((a.events / a.ms) * 1000),
         f(a.ms / (a.events / a.batch), 3),
       ]),
-      ['l'],
+      ['l', 'l'],
     ),
   ];
 }
@@ -825,17 +829,23 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[], roun
     }
   }
 
-  const append = (store: (s: string) => boolean) => all.append.find((a) => a.batch === 100 && store(a.store));
-  for (const [name, test, min] of [
-    ['SQLite', (s: string) => s.startsWith('SQLite'), 50_000],
-    ['PostgreSQL', (s: string) => s.startsWith('PostgreSQL'), 10_000],
+  const append = (store: (s: string) => boolean, commit: AppendResult['commit']) =>
+    all.append.find((a) => a.batch === 100 && a.commit === commit && store(a.store));
+  // The targets were set when every SQLite commit skipped the disk: what a relaxed commit does now. The flushed rate
+  // (what a command's append costs) is reported beside it.
+  for (const [name, test, min, commit] of [
+    ['SQLite', (s: string) => s.startsWith('SQLite'), 50_000, 'relaxed'],
+    ['SQLite', (s: string) => s.startsWith('SQLite'), 0, 'flushed'],
+    ['PostgreSQL', (s: string) => s.startsWith('PostgreSQL'), 10_000, 'relaxed'],
+    ['PostgreSQL', (s: string) => s.startsWith('PostgreSQL'), 0, 'flushed'],
   ] as const) {
-    const goal = `event append rate, ${name}, batches of 100`;
-    const a = append(test);
-    if (!a) rows.push(notRun(goal, `≥ ${int(min)} events/s`, 'append'));
+    const goal = `event append rate, ${name}, batches of 100, ${commit} commits`;
+    const a = append(test, commit);
+    const target = min > 0 ? `≥ ${int(min)} events/s` : 'report';
+    if (!a) rows.push(notRun(goal, target, 'append'));
     else {
       const rate = (a.events / a.ms) * 1000;
-      rows.push([goal, `${int(rate)} events/s`, `≥ ${int(min)} events/s`, verdict(rate >= min), 'append']);
+      rows.push([goal, `${int(rate)} events/s`, target, min > 0 ? verdict(rate >= min) : '–', 'append']);
     }
   }
 

@@ -100,7 +100,11 @@ export function actionIndex(threadId: string, runs: Iterable<RunState>): ThreadA
   return index.update(runs);
 }
 
-const MAX_THREAD_INDEXES = 256;
+/**
+ * Only threads being stepped need their index (it holds their runs): a few dozen at once in a busy process. Past
+ * that a thread's step counts its runs again, as before the index; an idle session costs no memory here.
+ */
+const MAX_THREAD_INDEXES = 64;
 const threadIndexes = new Map<string, ThreadActionIndex>();
 
 export class ThreadActionIndex {

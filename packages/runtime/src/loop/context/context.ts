@@ -184,7 +184,11 @@ const textTurns = new WeakMap<TurnState, { user: TranscriptTurnInput; answer?: T
  * (it is remembered by its first turn) instead of joining every turn again — at step 1,000 that was most of a step.
  */
 const userTurns = new Map<string, { text: string; turn: TranscriptTurnInput }>();
-const MAX_USER_TURNS = 1024;
+/**
+ * Only turns being stepped need this (a finished turn keeps its TurnState, and `textTurns` has it): a few dozen at
+ * once in a busy process. Past that a turn's step renders its whole transcript, as before; memory stays flat.
+ */
+const MAX_USER_TURNS = 64;
 
 function userTurn(turn: TurnState): TranscriptTurnInput {
   const text = userText(turn);
