@@ -12,6 +12,7 @@ import { nestingTooDeep, readStringified, repairCarrierArguments } from './repai
 import { schemaIssues } from './schema-issues.js';
 import {
   type ExecutorRegistry,
+  isHistoryIndex,
   type ValidationHistoryIndex,
   type ValidationLimits,
   validateDeclaration,
@@ -144,7 +145,7 @@ function context(options: ParseOptions): Context | ParseOutcome {
 /** Every id the thread used, as a set of the caller's own (recovery adds the ids it makes up). */
 function usedIds(options: ParseOptions): Set<string> {
   const history = options.history;
-  if (history && 'used' in history) return new Set(history.used);
+  if (history && isHistoryIndex(history)) return new Set(history.used);
   return new Set([...(history?.usedActionIds ?? []), ...(history?.completedActionIds ?? [])]);
 }
 

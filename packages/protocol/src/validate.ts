@@ -221,8 +221,10 @@ function historySets(history: ValidationHistory | ValidationHistoryIndex | undef
   return { completed, used: new Set([...stringsOf(history?.usedActionIds), ...completed]) };
 }
 
-function isHistoryIndex(history: ValidationHistory | ValidationHistoryIndex): history is ValidationHistoryIndex {
-  return 'used' in history && history.used instanceof Set && history.completed instanceof Set;
+/** An index is told from lists by its sets (anything with `has`), never by `instanceof`: one test for every caller. */
+export function isHistoryIndex(history: object): history is ValidationHistoryIndex {
+  const { used, completed } = history as Partial<Record<'used' | 'completed', { has?: unknown }>>;
+  return typeof used?.has === 'function' && typeof completed?.has === 'function';
 }
 
 function createContext(declaration: Declaration, options: ValidateDeclarationOptions): ValidationContext {

@@ -1,11 +1,12 @@
 import type { EventDraft } from './draft.js';
 
 /**
- * Durability chosen per commit by what it records (docs/reliability.md, "The contract"). A commit either waits
- * until the store has flushed it to disk, or returns once it is in the store's log in memory: a crash of the OAR
- * process loses neither, a power loss (or an operating-system or database-server crash) may lose the relaxed ones
- * that came last — never one before a flushed commit, since a flush writes everything before it too, so the log
- * then ends earlier and still has no gap.
+ * Durability chosen per commit by what it records (docs/reliability.md, "The contract"). On SQLite a commit either
+ * waits until the file is flushed to disk, or returns once it is in the write-ahead log in memory: a crash of the
+ * OAR process loses neither, a power loss (or an operating-system crash) may lose the relaxed ones that came last —
+ * never one before a flushed commit, since a flush writes everything before it too, so the log then ends earlier
+ * and still has no gap, and every process that had seen those commits died with them. PostgreSQL commits always
+ * wait (store/dialect.ts says why: its server can lose them while OAR lives on).
  *
  * A writer may ask for a relaxed commit only where losing it can only make work run again: a step boundary or a
  * linger commit of a driven thread, whose staged facts are about read-only and idempotent work (the write-ahead rule

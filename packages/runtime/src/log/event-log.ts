@@ -141,7 +141,7 @@ export class EventLog {
     if (!options.fence) drafts = withActiveSpan(drafts);
     const redactor = options.redactor ?? this.redactor;
     if (options.cleanedBy !== redactor) drafts = this.clean(drafts, redactor);
-    const flushed = options.relaxed !== true || needsFlush(drafts);
+    const flushed = options.relaxed !== true || !this.store.sql.relaxedCommits || needsFlush(drafts);
     const written = await this.store.transaction(
       async (tx) => {
         const timestamp = this.now().toISOString();

@@ -27,9 +27,12 @@ export interface StoreDialect {
   lockKey(tx: Transaction<Database>, key: string): Promise<void>;
   /** Announce `note` on `channel` when the transaction commits (`pg_notify`); nothing where no other process listens. */
   notifyOnCommit(tx: Transaction<Database>, channel: string, note: string): Promise<void>;
+  /** Whether `relaxedTransaction` relaxes anything: commits that skip the disk are safe only where a loss kills us. */
+  readonly relaxedCommits: boolean;
   /**
-   * Run `fn` in one transaction whose commit returns before the disk has it (log/durability.ts): a crash of this
-   * process loses nothing committed, a power loss may lose it. Every other commit waits for the flush.
+   * Run `fn` in one transaction whose commit may return before the disk has it (log/durability.ts), where that is
+   * safe: a crash of this process loses nothing committed, and only what also ends this process (a power loss) may
+   * lose it. Every other commit waits for the flush.
    */
   relaxedTransaction<T>(db: Kysely<Database>, fn: (tx: Transaction<Database>) => Promise<T>): Promise<T>;
 }
@@ -39,6 +42,7 @@ const sqlite: StoreDialect = {
   sharedByProcesses: false,
   rowLocks: false,
   pollMs: 200,
+  relaxedCommits: true,
   lockKey: async () => undefined,
   notifyOnCommit: async () => undefined,
   // The connection runs `synchronous = FULL` (each commit syncs the write-ahead log); NORMAL for one transaction
@@ -67,19 +71,18 @@ const postgres: StoreDialect = {
   sharedByProcesses: true,
   rowLocks: true,
   pollMs: 1000,
+  relaxedCommits: false,
   async lockKey(tx, key) {
     await sql`select pg_advisory_xact_lock(hashtext(${key}))`.execute(tx);
   },
   async notifyOnCommit(tx, channel, note) {
     await sql`select pg_notify(${channel}, ${note})`.execute(tx);
   },
-  // For this transaction only: the server acknowledges the commit before its WAL is flushed (at most three
-  // `wal_writer_delay`s later, 600 ms by default). A later flushed commit flushes it too.
-  relaxedTransaction: (db, fn) =>
-    db.transaction().execute(async (tx) => {
-      await sql`set local synchronous_commit = off`.execute(tx);
-      return fn(tx);
-    }),
+  // Not relaxed on PostgreSQL: the server is another process, so it can crash (or fail over) and lose the last
+  // unflushed commits while this process lives on, holding the lease and a working state built on facts the store
+  // no longer has — the next flushed commit would then follow a hole in meaning, not in numbers. On SQLite a loss
+  // means this process died with the machine, and whoever drives the thread next reads the store.
+  relaxedTransaction: (db, fn) => db.transaction().execute(fn),
 };
 
 export const STORE_DIALECTS: Readonly<Record<Dialect, StoreDialect>> = { sqlite, postgres };

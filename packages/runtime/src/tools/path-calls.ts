@@ -9,9 +9,8 @@ import {
   readlinkSync,
   realpathSync,
   type Stats,
-  statfsSync,
 } from 'node:fs';
-import { type FileHandle, lstat, mkdir, readlink, realpath } from 'node:fs/promises';
+import { type FileHandle, lstat, mkdir, readlink, realpath, statfs } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { setRecent } from '../kernel/lru.js';
 
@@ -65,27 +64,31 @@ const asyncCalls: PathCalls = {
 };
 
 /**
- * `statfs` magic numbers of file systems whose calls may wait on something other than this machine's kernel:
- * NFS, SMB/CIFS (three), FUSE (sshfs, s3fs, rclone…), 9p, Ceph, Lustre, GPFS, AFS (two), GlusterFS goes through FUSE.
+ * Linux `statfs` magic numbers of file systems whose calls may wait on something other than this machine's kernel:
+ * NFS, SMB/CIFS (three), FUSE (sshfs, s3fs, rclone…), 9p, Ceph, Lustre, GPFS, AFS (two), autofs (a mount point that
+ * mounts on first use); GlusterFS goes through FUSE.
  */
 const REMOTE_FILE_SYSTEMS = new Set([
   0x6969, 0x517b, 0xff534d42, 0xfe534d42, 0x65735546, 0x01021997, 0x00c36400, 0x0bd00bd0, 0x47504653, 0x5346414f,
-  0x6b414653,
+  0x6b414653, 0x0187,
 ]);
 
 const MAX_ROOTS = 64;
 const byRoot = new Map<string, PathCalls>();
 
 /**
- * The calls to use under `root`, decided once per root from its file system. A root whose file system cannot be
+ * The calls to use under `root`, decided once per root from its file system — asked asynchronously, so a dead
+ * network root cannot freeze the process here either. Only Linux's `statfs` types are known: elsewhere (macOS and
+ * the BSDs number theirs differently) every root gets the asynchronous calls. A root whose file system cannot be
  * asked (gone, not readable) gets the asynchronous calls, and is asked again next time.
  */
-export function pathCalls(root: string): PathCalls {
+export async function pathCalls(root: string): Promise<PathCalls> {
   const known = byRoot.get(root);
   if (known) return known;
+  if (process.platform !== 'linux') return asyncCalls;
   let type: number;
   try {
-    type = Number(statfsSync(root).type);
+    type = Number((await statfs(root)).type);
   } catch {
     return asyncCalls;
   }

@@ -50,7 +50,7 @@ export async function resolveWorkspacePath(
   const lexical = lexicalTarget(root, realRoot, requested);
   if (!isInside(realRoot, lexical)) throw outsideError(requested, lexical);
 
-  const target = await realpathLenient(pathCalls(realRoot), lexical, requested);
+  const target = await realpathLenient(await pathCalls(realRoot), lexical, requested);
   if (!isInside(realRoot, target.path)) throw outsideError(requested, target.path);
   if (options.mustExist && !target.exists) {
     throw new ToolError('not_found', `${requested} does not exist.`, { details: { path: requested } });
@@ -101,7 +101,7 @@ export function isInside(root: string, candidate: string): boolean {
  */
 export async function realWorkspaceRoot(root: string): Promise<string> {
   try {
-    return await pathCalls(root).realpath(root);
+    return await (await pathCalls(root)).realpath(root);
   } catch (error) {
     throw new ToolError('workspace_unavailable', `The workspace root ${root} is not accessible.`, {
       details: { root, errno: (error as NodeJS.ErrnoException).code },
@@ -281,7 +281,7 @@ async function openResolved(realRoot: string, absolute: string, mode: OpenMode):
 async function openPinned(realRoot: string, absolute: string, relative: string, mode: OpenMode): Promise<Opened> {
   const parts = path.relative(realRoot, absolute).split(path.sep);
   const name = parts.pop() as string;
-  const calls = pathCalls(realRoot);
+  const calls = await pathCalls(realRoot);
   let dir: number;
   try {
     dir = await calls.openDirectory(realRoot, constants.O_RDONLY | O_DIRECTORY);
@@ -292,8 +292,11 @@ async function openPinned(realRoot: string, absolute: string, relative: string, 
     if (descriptorPath(dir) !== realRoot) throw new PathChanged();
     for (const part of parts) {
       const next = await openChildDirectory(calls, dir, part, mode === 'write', relative);
-      await calls.close(dir);
+      // `dir` names the open child before the parent is closed: a failed close is not retried by the catch below
+      // (Linux frees the number even then, and another open may already hold it).
+      const parent = dir;
       dir = next;
+      await calls.close(parent).catch(() => undefined);
     }
     const target = `${fdPath(dir)}/${name}`;
     return { ...(await openChild(target, mode, relative)), dir, calls, target };

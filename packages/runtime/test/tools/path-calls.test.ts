@@ -33,7 +33,7 @@ async function orderAgainstBusyPool(call: () => Promise<unknown>): Promise<strin
 describe('path calls by file system', () => {
   it('a local workspace root resolves without a trip through the thread pool', async () => {
     const root = tempDir('oar-path-calls-');
-    const calls = pathCalls(root);
+    const calls = await pathCalls(root);
     expect(calls).toBe(callsFor(Number(statfsSync(root).type)));
     expect(calls).toBe(callsFor(0xef53)); // ext4
     const order = await orderAgainstBusyPool(() => calls.realpath(root));
@@ -44,10 +44,10 @@ describe('path calls by file system', () => {
     const root = tempDir('oar-path-calls-');
     for (const type of [NFS, FUSE]) {
       const calls = callsFor(type);
-      expect(calls).not.toBe(pathCalls(root));
+      expect(calls).not.toBe(await pathCalls(root));
       const order = await orderAgainstBusyPool(() => calls.realpath(root));
       expect(order.indexOf('path call')).toBeGreaterThan(0);
-      await expect(calls.realpath(root)).resolves.toBe(await pathCalls(root).realpath(root));
+      await expect(calls.realpath(root)).resolves.toBe(await (await pathCalls(root)).realpath(root));
     }
   });
 
