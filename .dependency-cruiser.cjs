@@ -88,6 +88,15 @@ module.exports = {
       from: { path: `${RUNTIME}(kernel|config|redaction|store|read-models|log|policy|facts|control-plane)/` },
       to: { path: `${RUNTIME}models/` },
     },
+    {
+      name: 'executors-see-no-engine',
+      severity: 'error',
+      comment:
+        "An executor runs over its ExecutorContext (scheduler/executor-context.ts): never the worker's Engine, the store, " +
+        'a model or the event log. The scheduler builds the context; the executor port (executors/executor.ts) is all it sees.',
+      from: { path: `${RUNTIME}executors/` },
+      to: { path: `${RUNTIME}(scheduler/engine|store/store|store/migrate|log/event-log|models)(\\.ts|/)` },
+    },
     layer(
       'protocol-is-the-ground',
       'protocol',

@@ -37,8 +37,15 @@ describe('the runtime floors', () => {
     expect(filesWith(/type: 'permission\.evaluated'/)).toEqual(['policy/authorize.ts']);
   });
 
-  it("records a side effect's start in one file: scheduler/bracket.ts", () => {
-    expect(filesWith(/type: 'tool\.started'/)).toEqual(['scheduler/bracket.ts']);
+  it("builds a side effect's facts in one file, and records its start only through the bracket", () => {
+    expect(filesWith(/type: 'tool\.(started|result|failed)'/)).toEqual(['facts/tool-call.ts']);
+    expect(filesWith(/[^\w.]toolStarted\(/).filter((path) => path !== 'facts/tool-call.ts')).toEqual([
+      'scheduler/bracket.ts',
+    ]);
+  });
+
+  it('gates an action in one place: the executor driver', () => {
+    expect(filesWith(/[^\w.]gate\(/).filter((path) => path !== 'executors/gate.ts')).toEqual(['executors/registry.ts']);
   });
 
   it("builds a model call's completion in one file: models/cost.ts", () => {

@@ -1,7 +1,7 @@
 import { budgetExceeded, checkModelCall, quotaBlockedFact, quotaLowFacts } from '../facts/budgets.js';
 import type { EventDraft } from '../log/draft.js';
+import { bindingBudgets } from '../loop/budgets/budget-gate.js';
 import type { ModelHandle } from '../models/model-call.js';
-import { effectiveBudgets, hasBudgets } from '../read-models/budgets.js';
 import { apiError, type RunSession } from './run-session.js';
 
 /**
@@ -13,14 +13,9 @@ import { apiError, type RunSession } from './run-session.js';
 export async function checkRunnerBudget(session: RunSession, model: ModelHandle, inputTokenEstimate: number) {
   const { engine } = session;
   const ids = { threadId: session.ids.threadId, turnId: session.ids.turnId };
-  let state = await engine.session(session.sessionId);
-  const budgets = effectiveBudgets(engine.binding.budgets, state?.limits);
-  if (!hasBudgets(budgets)) return;
-  if (Object.keys(budgets.session).length > 0) {
-    // The session's spend is read from the store: what this run staged (its last call) is committed first.
-    await engine.append(session.sessionId, [], { durable: true });
-    state = await engine.session(session.sessionId);
-  }
+  const bound = await bindingBudgets(engine, session.sessionId);
+  if (!bound) return;
+  const { budgets, session: state } = bound;
   const thread = await engine.loadThread(session.sessionId, session.ids.threadId);
   const turn = thread.turns.find((t) => t.turnId === session.ids.turnId);
   if (!turn) return;

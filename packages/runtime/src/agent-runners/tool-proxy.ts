@@ -1,15 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import type { Action, OarError } from '@oar/protocol';
 import { ToolCallArgsSchema, type ToolCallResult } from '@oar/runner-sdk';
-import { invokeTool, pathsBeyondApproval, toolPermissionRequest } from '../executors/tool.js';
+import { pathsBeyondApproval } from '../executors/gate.js';
+import { invokeTool, toolPermissionRequest } from '../executors/tool.js';
 import { artifactCreated } from '../facts/action.js';
+import { toolFailed, toolResult } from '../facts/tool-call.js';
 import { toOarError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import { approvalEvaluated, authorize, deniedByUpdatedBinding, permissionEvaluated } from '../policy/authorize.js';
 import { approvalScope } from '../policy/permissions.js';
 import type { RunAction, RunState } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
 import { openBracket } from '../scheduler/bracket.js';
+import { type ExecutorContext, executorContext } from '../scheduler/executor-context.js';
 import { awaitDecision } from './decisions.js';
 import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
@@ -162,12 +164,11 @@ export async function toolCall(
       ran.outcome === 'failed' ? ran.error : { code: 'interrupted', message: 'the host is closing', retryable: true };
     await bracket.end([
       ...(ran.outcome === 'failed' ? ran.before : []),
-      {
-        type: 'tool.failed',
-        ...ids,
-        ...(ran.outcome === 'failed' && ran.status === 'cancelled' ? { status: 'cancelled' as const } : {}),
-        payload: { toolName: name, error, durationMs: ran.outcome === 'failed' ? ran.durationMs : 0, ...runnerFacts },
-      },
+      toolFailed(
+        ids,
+        { toolName: name, error, durationMs: ran.outcome === 'failed' ? ran.durationMs : 0, ...runnerFacts },
+        ran.outcome === 'failed' && ran.status === 'cancelled' ? 'cancelled' : undefined,
+      ),
     ]);
     // A tool's own failure is the runner's result to handle (as a model's tool result would be), not a refusal.
     return {
@@ -190,18 +191,14 @@ export async function toolCall(
   session.artifactIds.add(stored.artifactId);
   await bracket.end([
     artifactCreated(session.ids, stored),
-    {
-      type: 'tool.result',
-      ...ids,
-      payload: {
-        toolName: name,
-        summary: output.summary ?? text.slice(0, 200),
-        outputRef: stored.uri,
-        artifactIds: [stored.artifactId],
-        durationMs,
-        ...runnerFacts,
-      },
-    },
+    toolResult(ids, {
+      toolName: name,
+      summary: output.summary ?? text.slice(0, 200),
+      outputRef: stored.uri,
+      artifactIds: [stored.artifactId],
+      durationMs,
+      ...runnerFacts,
+    }),
   ]);
   return {
     tool_call_id: toolCallId,
@@ -213,16 +210,18 @@ export async function toolCall(
   };
 }
 
-/** The narrow action context `invokeTool` runs a tool with: this run's ids, the thread, the call's abort signal. */
-function actionContext(session: RunSession, toolCallId: string, cancelled?: AbortSignal): ActionContext {
+/** The executor context `invokeTool` runs a tool with: this run's ids, the thread, the call's abort signal. */
+function actionContext(session: RunSession, toolCallId: string, cancelled?: AbortSignal): ExecutorContext {
   const run = { runId: session.ids.runId, turnId: session.ids.turnId, taskId: session.ids.taskId } as RunState;
-  return {
-    engine: session.engine,
-    thread: session.thread,
-    run,
-    action: { id: toolCallId } as Action,
-    state: { toolCallId, attempt: 0 } as unknown as RunAction,
+  return executorContext(
+    session.engine,
+    {
+      thread: session.thread,
+      run,
+      action: { id: toolCallId } as Action,
+      state: { toolCallId, attempt: 0 } as unknown as RunAction,
+    },
     // The run's end or interrupt, and the runner cancelling this very call, both stop the tool.
-    signal: cancelled ? AbortSignal.any([session.signal, cancelled]) : session.signal,
-  };
+    cancelled ? AbortSignal.any([session.signal, cancelled]) : session.signal,
+  );
 }

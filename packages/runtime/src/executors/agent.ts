@@ -1,14 +1,13 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { agentByName } from '../config/agents.js';
+import type { AgentConfig } from '../config/binding.js';
 import { DEFAULT_CONTEXT_BUDGET_TOKENS } from '../config/binding.js';
 import { actionIds, actionStatusEvent } from '../facts/action.js';
 import { newId } from '../kernel/ids.js';
 import type { EventDraft } from '../log/draft.js';
-import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
-import type { AgentConfig } from '../scheduler/engine.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
+import type { Executor } from './executor.js';
 import { nodeRequest, resolveActionContext, taskText, unresolvedReference } from './references.js';
-import { gate } from './tool.js';
 
 /** `auto` picks the first configured agent that has every requested capability. */
 export function selectAgent(
@@ -25,41 +24,43 @@ export function selectAgent(
  * child task linked to the parent task. The action stays running until the child's turn ends; the runner then
  * records subagent.completed/failed on the parent (see finishDelegation) and the parent's dependents proceed.
  */
-export async function runAgentAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action, thread } = ctx;
-  const sessionId = thread.sessionId;
-  if (ctx.state.childThreadId) return 'running';
-  const agent = selectAgent(engine.agents, action.executor.target, action.executor.capabilities);
-  if (!agent) {
-    const error = oarError(
-      'no_agent',
-      action.executor.target === 'auto'
-        ? `no configured agent has the capabilities ${JSON.stringify(action.executor.capabilities)}`
-        : `agent "${action.executor.target}" is not configured`,
-    );
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
-    return 'failed';
-  }
-  if (thread.depth + 1 > engine.limits.maxSubagentDepth) {
-    const error = oarError(
-      'subagent_depth_exceeded',
-      `delegation depth ${thread.depth + 1} exceeds the limit of ${engine.limits.maxSubagentDepth}`,
-    );
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
-    return 'failed';
-  }
-  const gated = await gate(ctx, { executor: { type: 'agent', target: agent.name }, paths: [], input: action.input });
-  if ('stopped' in gated) return gated.stopped;
-  const work = await delegatedWork(ctx);
-  if (!work.ok) {
-    await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', { error: work.error })]);
-    return 'failed';
-  }
-
-  if (!agentByName(engine, agent.name)) throw new Error(`agent ${agent.name} vanished`);
-  await startChildThread(ctx, gated.allowed, work, { agent: agent.name, taskKind: 'delegation' });
-  return 'running';
-}
+export const agentExecutor: Executor<AgentConfig> = {
+  async prepare(ctx) {
+    const { config, action, thread } = ctx;
+    if (ctx.state.childThreadId) return { settled: 'running' };
+    const agent = selectAgent(config.agents, action.executor.target, action.executor.capabilities);
+    if (!agent) {
+      const error = oarError(
+        'no_agent',
+        action.executor.target === 'auto'
+          ? `no configured agent has the capabilities ${JSON.stringify(action.executor.capabilities)}`
+          : `agent "${action.executor.target}" is not configured`,
+      );
+      return { refused: { error } };
+    }
+    if (thread.depth + 1 > config.limits.maxSubagentDepth) {
+      const error = oarError(
+        'subagent_depth_exceeded',
+        `delegation depth ${thread.depth + 1} exceeds the limit of ${config.limits.maxSubagentDepth}`,
+      );
+      return { refused: { error } };
+    }
+    return {
+      authorize: { executor: { type: 'agent', target: agent.name }, paths: [], input: action.input },
+      prepared: agent,
+    };
+  },
+  async run(ctx, agent, gated) {
+    const work = await delegatedWork(ctx);
+    if (!work.ok) {
+      await ctx.record([...gated.allowed, actionStatusEvent(ctx, 'failed', { error: work.error })]);
+      return 'failed';
+    }
+    if (!agentByName(ctx.config, agent.name)) throw new Error(`agent ${agent.name} vanished`);
+    await startChildThread(ctx, gated.allowed, work, { agent: agent.name, taskKind: 'delegation' });
+    return 'running';
+  },
+};
 
 /** Who a child thread runs as: its agent, what its task is recorded as, and — for a tool worker — its bounds. */
 export interface ChildThreadRole {
@@ -78,18 +79,18 @@ export interface ChildThreadRole {
  * one append. The parent action stays running until the child's first turn ends (see `delegationEnd`).
  */
 export async function startChildThread(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   allowed: EventDraft[],
   work: { prompt: string; task: string },
   role: ChildThreadRole,
 ): Promise<void> {
-  const { engine, action, thread, run } = ctx;
+  const { config, action, thread, run } = ctx;
   const childThreadId = newId('thr');
   const subagentId = newId('sub');
   const childTaskId = newId('task');
   const childTurnId = newId('turn');
   const objective = action.title ?? action.description ?? work.task.slice(0, 200);
-  await engine.append(thread.sessionId, [
+  await ctx.record([
     ...allowed,
     {
       type: 'thread.started',
@@ -138,10 +139,10 @@ export async function startChildThread(
       turnId: childTurnId,
       status: 'accepted',
       // The delegated turn runs with the binding of the turn that delegated it, not whatever is current later.
-      payload: { status: 'accepted', input: work.prompt, source: role.taskKind, bindingHash: engine.bindingHash },
+      payload: { status: 'accepted', input: work.prompt, source: role.taskKind, bindingHash: config.bindingHash },
     },
   ]);
-  engine.wake(thread.sessionId, childThreadId);
+  ctx.wake(childThreadId);
 }
 
 /**
@@ -149,10 +150,10 @@ export async function startChildThread(
  * delegation task's title). A reference that cannot be resolved fails the action: the node would work blind.
  */
 export async function delegatedWork(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
 ): Promise<{ ok: true; prompt: string; task: string } | { ok: false; error: OarError }> {
   // Half the child's context budget for what it is handed; the rest is its own work.
-  const budget = ctx.engine.limits.contextBudgetTokens ?? DEFAULT_CONTEXT_BUDGET_TOKENS;
+  const budget = ctx.config.limits.contextBudgetTokens ?? DEFAULT_CONTEXT_BUDGET_TOKENS;
   const resolved = await resolveActionContext(ctx, Math.floor(budget / 2));
   if (!resolved.ok) return { ok: false, error: unresolvedReference(resolved) };
   const task = taskText(ctx.action, resolved.task);

@@ -3,35 +3,40 @@ import { actionIds, actionStatusEvent } from '../facts/action.js';
 import { subagentStatus } from '../facts/subagent-status.js';
 import { newId } from '../kernel/ids.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
+import type { Executor } from './executor.js';
+import type { Authorized } from './gate.js';
 import { resolveActionContext, unresolvedReference } from './references.js';
-import { gate } from './tool.js';
 
 /**
  * A `human` action (ask_user / confirm): the runtime pauses on `action.required` and continues only through
  * respond_action. The human's answer (its payload, or the decision itself for confirm) is the action's output.
  */
-export async function runHumanAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action, state } = ctx;
-  const sessionId = ctx.thread.sessionId;
-  if (!state.approved) {
-    // Rules may target human executors too; a denial or an ask stops here like any other action.
-    const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
-    if ('stopped' in gated) return gated.stopped;
-    if (gated.allowed.length > 0) await engine.append(sessionId, gated.allowed);
-  }
+export const humanExecutor: Executor<undefined> = {
+  // Rules may target human executors too; a denial or an ask stops the question like any other action. An answered
+  // question is not judged again: the answer is what it waited for.
+  prepare: async (ctx) =>
+    ctx.state.approved
+      ? { unjudged: undefined }
+      : { authorize: { executor: ctx.action.executor, paths: [], input: ctx.action.input }, prepared: undefined },
+  run: (ctx, _prepared, authorized) => askHuman(ctx, authorized),
+};
+
+async function askHuman(ctx: ExecutorContext, gated: Authorized): Promise<RunActionStatus> {
+  const { config, action, state } = ctx;
+  if (gated.allowed.length > 0) await ctx.record(gated.allowed);
   if (state.approved) {
     const response = state.response ?? {};
     const text = typeof response.text === 'string' ? response.text : JSON.stringify(response);
-    await engine.append(sessionId, [
+    await ctx.record([
       actionStatusEvent(ctx, 'completed', { text, structured: { decision: 'approve', ...response }, summary: text }),
     ]);
     return 'completed';
   }
-  const resolved = await resolveActionContext(ctx, engine.limits.observationTokens);
+  const resolved = await resolveActionContext(ctx, config.limits.observationTokens);
   if (!resolved.ok) {
     const error = unresolvedReference(resolved);
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
     return 'failed';
   }
   const asked =
@@ -50,11 +55,11 @@ export async function runHumanAction(ctx: ActionContext): Promise<RunActionStatu
       'invalid_human_action',
       `${action.executor.target} needs a question (input.question or a prompt)`,
     );
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
     return 'failed';
   }
   const confirm = action.executor.target === 'confirm';
-  await engine.append(sessionId, [
+  await ctx.record([
     {
       type: 'action.required',
       ...actionIds(ctx),

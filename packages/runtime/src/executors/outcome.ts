@@ -5,11 +5,12 @@ import {
   mechanicalSummary,
   type OarError,
 } from '@oar/protocol';
-import { actionIds, artifactCreated, observe, toolFailedEvent, toolIds } from '../facts/action.js';
+import { actionIds, artifactCreated, observe, toolIds } from '../facts/action.js';
+import { toolFailedEvent, toolResult } from '../facts/tool-call.js';
 import { toOarError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import type { StoredArtifact } from '../store/artifacts.js';
 
 /**
@@ -42,17 +43,13 @@ export function summaryOf(output: ActionOutput): string {
 
 /** Store a full output as a named artifact of the session; a failure to store comes back as the error. */
 export async function storeOutput(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   name: string,
   output: ActionOutput,
 ): Promise<StoredArtifact | OarError> {
-  const { engine } = ctx;
-  return engine.artifacts
-    .put(
-      ctx.thread.sessionId,
-      { text: output.text, mime: output.mime ?? 'text/plain', name },
-      engine.limits.maxArtifactBytes,
-    )
+  const { config } = ctx;
+  return ctx.artifacts
+    .put({ text: output.text, mime: output.mime ?? 'text/plain', name }, config.limits.maxArtifactBytes)
     .catch((error: unknown) => toOarError(error));
 }
 
@@ -61,7 +58,7 @@ export async function storeOutput(
  * executor (the pipeline's or service's name); `extra` goes into the result payload (executor type, steps, status).
  */
 export async function completeAction(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   toolName: string,
   output: ActionOutput,
   durationMs: number,
@@ -77,11 +74,10 @@ export async function completeAction(
     reveal?: { attempt: number };
   },
 ): Promise<RunActionStatus> {
-  const { engine, action } = ctx;
-  const sessionId = ctx.thread.sessionId;
+  const { action } = ctx;
   const artifact = await storeOutput(ctx, `${ctx.run.runId}/${action.id}`, output);
   if ('code' in artifact) {
-    await engine.append(sessionId, [toolFailedEvent(ctx, { toolName, error: artifact, durationMs })], {
+    await ctx.record([toolFailedEvent(ctx, { toolName, error: artifact, durationMs })], {
       durable: options.durable,
     });
     return 'failed';
@@ -109,10 +105,8 @@ export async function completeAction(
       },
     });
   }
-  drafts.push({
-    type: 'tool.result',
-    ...toolIds(ctx),
-    payload: {
+  drafts.push(
+    toolResult(toolIds(ctx), {
       toolName,
       summary: observation.summary ?? output.summary,
       outputRef: artifact.uri,
@@ -123,9 +117,9 @@ export async function completeAction(
       ...(output.isError ? { isError: true } : {}),
       ...options.extra,
       observation,
-    },
-  });
-  await engine.append(sessionId, drafts, { durable: options.durable });
+    }),
+  );
+  await ctx.record(drafts, { durable: options.durable });
   rememberRevealed(ctx, observation, options.reveal);
   // `if_truncated: fail` on an output over the budget: the output is stored, the action failed.
   return observation.status === 'failed' ? 'failed' : 'completed';
@@ -140,11 +134,12 @@ export async function completeAction(
  * appended: the side channel never runs ahead of the record it stands in for.
  */
 function rememberRevealed(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   observation: ActionResult,
   reveal: { attempt: number } | undefined,
 ): void {
-  const { revealed, redactor } = ctx.engine;
+  const { revealed } = ctx;
+  const { redactor } = ctx.config;
   if (!revealed) return;
   const recorded = reveal ? redactor.redactJson(observation) : observation;
   const shown = recorded === observation ? observation : redactor.contextualOnly().redactJson(observation);
@@ -163,15 +158,14 @@ function rememberRevealed(
 
 /** End the action failed (or cancelled by an interrupt) with a structured error: `tool.failed`. */
 export async function failAction(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   toolName: string,
   error: OarError,
   durationMs: number,
   options: { durable: boolean; status?: 'failed' | 'cancelled'; before?: EventDraft[] },
 ): Promise<RunActionStatus> {
   const status = options.status ?? 'failed';
-  await ctx.engine.append(
-    ctx.thread.sessionId,
+  await ctx.record(
     [
       ...(options.before ?? []),
       toolFailedEvent(ctx, { toolName, error, durationMs, ...(status === 'cancelled' ? { status } : {}) }),

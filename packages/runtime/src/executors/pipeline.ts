@@ -1,16 +1,19 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { mappingRef, type PipelineConfig, type PipelineStep, stepOrder } from '../config/pipelines.js';
-import { actionIds, actionStatusEvent, artifactCreated, errorOutput, toolIds } from '../facts/action.js';
+import { actionIds, artifactCreated, toolIds } from '../facts/action.js';
+import { toolFailed, toolResult } from '../facts/tool-call.js';
 import { isClosing } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import { authorize, permissionEvaluated } from '../policy/authorize.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
 import { openBracket } from '../scheduler/bracket.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import type { AnyTool } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
+import { type Executor, prepareNamed } from './executor.js';
+import type { Authorized } from './gate.js';
 import { type ActionOutput, completeAction, failAction, storeOutput, summaryOf } from './outcome.js';
-import { gate, invokeTool, toolPermissionRequest } from './tool.js';
+import { invokeTool, toolPermissionRequest } from './tool.js';
 
 /**
  * The `pipeline` executor: a predefined, deterministic flow of tool calls from the binding, run as ONE graph action
@@ -40,25 +43,23 @@ interface StepRecord {
   error?: OarError;
 }
 
-export async function runPipelineAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action } = ctx;
-  const sessionId = ctx.thread.sessionId;
-  const pipeline = engine.binding.pipelines?.find((p) => p.name === action.executor.target);
-  if (!pipeline) {
-    const error = oarError('executor_unavailable', `no pipeline "${action.executor.target}" is configured`);
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
-    return 'failed';
-  }
-  const steps = stepOrder(pipeline.steps) ?? pipeline.steps;
-  const tools = steps.map((step) => engine.tools.get(step.tool));
-  const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
-  if ('stopped' in gated) return gated.stopped;
+export const pipelineExecutor: Executor<PipelineConfig> = {
+  prepare: async (ctx) => prepareNamed(ctx, 'pipeline', ctx.config.binding.pipelines),
+  run: runPipeline,
+};
 
+async function runPipeline(
+  ctx: ExecutorContext,
+  pipeline: PipelineConfig,
+  gated: Authorized,
+): Promise<RunActionStatus> {
+  const { config, action } = ctx;
+  const sessionId = ctx.thread.sessionId;
+  const steps = stepOrder(pipeline.steps) ?? pipeline.steps;
+  const tools = steps.map((step) => config.tools.get(step.tool));
   // Re-running is harmless only when every step is: otherwise the start is made durable first (a crash mid-way
   // then ends in an honest `lost`, see worker/recovery.ts), and so is every step's start and end.
-  // Re-running is harmless only when every step is: otherwise the start is made durable first (a crash mid-way
-  // then ends in an honest `lost`, see worker/recovery.ts), and so is every step's start and end.
-  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+  const bracket = await openBracket((drafts, options) => ctx.record(drafts, options), {
     sessionId,
     ids: toolIds(ctx),
     authorization: gated.allowed,
@@ -131,13 +132,13 @@ type StepOutcome = { record: StepRecord; value: StepValue } | 'closing';
 
 /** One step: resolve its input, check it, authorize it, run the tool, store its output. Never throws for a fault. */
 async function runStep(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   pipeline: PipelineConfig,
   step: PipelineStep,
   tool: AnyTool | undefined,
   values: ReadonlyMap<string, StepValue>,
 ): Promise<StepOutcome> {
-  const { engine } = ctx;
+  const { config } = ctx;
   const sessionId = ctx.thread.sessionId;
   const ids = stepIds(ctx, step);
   const facts = { toolName: step.tool, pipeline: pipeline.name, pipelineStep: step.id };
@@ -148,16 +149,10 @@ async function runStep(
   ): Promise<StepOutcome> => {
     const status = options.status ?? 'failed';
     const durationMs = Date.now() - started;
-    await engine.append(
-      sessionId,
+    await ctx.record(
       [
         ...(options.before ?? []),
-        {
-          type: 'tool.failed',
-          ...ids,
-          ...(status === 'cancelled' ? { status } : {}),
-          payload: { ...facts, error, durationMs },
-        },
+        toolFailed(ids, { ...facts, error, durationMs }, status === 'cancelled' ? status : undefined),
       ],
       { durable: options.durable ?? false },
     );
@@ -168,15 +163,15 @@ async function runStep(
   }
   const resolved = resolveMapping(step.input, ctx.action.input, values);
   if ('error' in resolved) return failed(resolved.error);
-  const parsed = engine.tools.parseInput(tool.name, resolved.value);
+  const parsed = config.tools.parseInput(tool.name, resolved.value);
   if (!parsed.ok) return failed(parsed.error);
 
   // Each step is evaluated by the policy like any tool call. A deny (a user rule, a credential file, read-only
   // mode) stops the pipeline; so does an ask rule, which means "ask every time" and a running pipeline cannot
   // wait for an answer mid-way. An ask that is only the mode's default is covered by the pipeline's own
   // authorization: its steps are fixed in the binding, so authorizing the pipeline authorizes them.
-  const request = await toolPermissionRequest(tool, parsed.input, engine.workspaceRoot);
-  const evaluation = await authorize(engine, sessionId, request);
+  const request = await toolPermissionRequest(tool, parsed.input, config.workspaceRoot);
+  const evaluation = await authorize(ctx.policy, sessionId, request);
   const covered = evaluation.decision === 'ask' && evaluation.source !== 'rule';
   const evaluated = permissionEvaluated(ids, evaluation, request, {
     ...(covered
@@ -207,7 +202,7 @@ async function runStep(
     return failed(error, { before: [evaluated] });
   }
 
-  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+  const bracket = await openBracket((drafts, options) => ctx.record(drafts, options), {
     sessionId,
     ids,
     authorization: [evaluated],
@@ -236,21 +231,16 @@ async function runStep(
     ...(output.mime ? { mime: output.mime } : {}),
   });
   if ('code' in artifact) return failed(artifact, durable);
-  await engine.append(
-    sessionId,
+  await ctx.record(
     [
       artifactCreated(actionIds(ctx), artifact),
-      {
-        type: 'tool.result',
-        ...ids,
-        payload: {
-          ...facts,
-          summary: value.summary,
-          outputRef: artifact.uri,
-          artifactIds: [artifact.artifactId],
-          durationMs,
-        },
-      },
+      toolResult(ids, {
+        ...facts,
+        summary: value.summary,
+        outputRef: artifact.uri,
+        artifactIds: [artifact.artifactId],
+        durationMs,
+      }),
     ],
     durable,
   );
@@ -268,7 +258,7 @@ async function runStep(
 }
 
 /** A step's own correlation ids: its tool call is `<the pipeline action's tool call id>.<step id>`. */
-function stepIds(ctx: ActionContext, step: PipelineStep) {
+function stepIds(ctx: ExecutorContext, step: PipelineStep) {
   const { stepId: _action, toolCallId, ...ids } = toolIds(ctx);
   const id = `${toolCallId}.${step.id}`;
   return { ...ids, stepId: id, toolCallId: id };

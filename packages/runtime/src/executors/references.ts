@@ -7,8 +7,7 @@ import {
   oarError,
 } from '@oar/protocol';
 import type { RunState, ThreadView } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
-import type { Engine } from '../scheduler/engine.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import { artifactIdFromRef } from '../store/artifacts.js';
 
 /**
@@ -26,7 +25,7 @@ import { artifactIdFromRef } from '../store/artifacts.js';
 
 /** What a reference resolves against: artifacts and threads of the session, and the run of the resolving action. */
 export interface ReferenceScope {
-  engine: Pick<Engine, 'artifacts' | 'loadThread'>;
+  reader: Pick<ExecutorContext, 'artifacts' | 'loadThread'>;
   thread: ThreadView;
   run: RunState;
 }
@@ -45,7 +44,7 @@ export async function resolveReference(scope: ReferenceScope, ref: string): Prom
   }
   if (ref.startsWith('input:')) {
     if (ref !== 'input:user.goal') return { ok: false, reason: 'the only input reference is input:user.goal' };
-    return { ok: true, text: await userGoal(scope.engine, scope.thread, scope.run.turnId) };
+    return { ok: true, text: await userGoal(scope.reader, scope.thread, scope.run.turnId) };
   }
   const runtime = RUNTIME_REF.exec(ref);
   if (runtime) {
@@ -56,7 +55,7 @@ export async function resolveReference(scope: ReferenceScope, ref: string): Prom
   }
   const artifactId = artifactIdFromRef(ref);
   if (artifactId) {
-    const text = await scope.engine.artifacts.text(scope.thread.sessionId, artifactId);
+    const text = await scope.reader.artifacts.text(artifactId);
     return text === undefined ? { ok: false, reason: `no artifact ${artifactId} in this session` } : { ok: true, text };
   }
   if (ref.startsWith('artifact:')) {
@@ -90,7 +89,7 @@ function summaryOf(result: ActionResult): string {
 async function outputOf(scope: ReferenceScope, result: ActionResult): Promise<string> {
   for (const uri of result.artifacts) {
     const id = artifactIdFromRef(uri);
-    const text = id ? await scope.engine.artifacts.text(scope.thread.sessionId, id) : undefined;
+    const text = id ? await scope.reader.artifacts.text(id) : undefined;
     if (text !== undefined) return text;
   }
   if (result.content !== undefined) return result.content;
@@ -99,14 +98,14 @@ async function outputOf(scope: ReferenceScope, result: ActionResult): Promise<st
 }
 
 /** The user's request: of this thread's turn, or — for a child thread's delegated turn — of the turn above it. */
-async function userGoal(engine: ReferenceScope['engine'], thread: ThreadView, turnId: string): Promise<string> {
+async function userGoal(reader: ReferenceScope['reader'], thread: ThreadView, turnId: string): Promise<string> {
   let current = thread;
   let turn = turnId;
   // Bounded by the delegation depth; a missing parent ends the walk at the deepest turn found.
   for (let hops = 0; hops < 16; hops++) {
     const parent = current.parent;
     if (!parent || current.turns[0]?.turnId !== turn) break;
-    current = await engine.loadThread(current.sessionId, parent.threadId);
+    current = await reader.loadThread(parent.threadId);
     turn = parent.turnId;
   }
   return current.turns.find((t) => t.turnId === turn)?.input ?? '';
@@ -143,10 +142,10 @@ export function unresolvedReference(failure: { ref: string; reason: string }): O
  * scheduler started with, which predates the results of the actions this one waited on. The refs share
  * `budgetTokens`; a ref that cannot be resolved is an error, never silently dropped.
  */
-export async function resolveActionContext(ctx: ActionContext, budgetTokens: number): Promise<ResolvedContext> {
+export async function resolveActionContext(ctx: ExecutorContext, budgetTokens: number): Promise<ResolvedContext> {
   const { action } = ctx;
-  const thread = await ctx.engine.loadThread(ctx.thread.sessionId, ctx.thread.threadId);
-  const scope: ReferenceScope = { engine: ctx.engine, thread, run: thread.runs.get(ctx.run.runId) ?? ctx.run };
+  const thread = await ctx.loadThread(ctx.thread.threadId);
+  const scope: ReferenceScope = { reader: ctx, thread, run: thread.runs.get(ctx.run.runId) ?? ctx.run };
   const sections = Object.entries(ctx.run.declaration.source.sections ?? {});
   const items: ContextItem[] = (action.context ?? []).map((text) => ({
     source: `md:${sections.find(([, body]) => body === text)?.[0] ?? 'section'}`,
@@ -168,7 +167,7 @@ export async function resolveActionContext(ctx: ActionContext, budgetTokens: num
 }
 
 /** What the action asks for in words: its task, else a prompt-like input field, its description or title. */
-export function taskText(action: ActionContext['action'], task: string | undefined): string {
+export function taskText(action: ExecutorContext['action'], task: string | undefined): string {
   const fromInput = [action.input.prompt, action.input.task, action.input.description].find(
     (v): v is string => typeof v === 'string' && v.trim() !== '',
   );

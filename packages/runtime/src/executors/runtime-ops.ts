@@ -4,10 +4,12 @@ import { actionStatusEvent, withDefaultPolicy } from '../facts/action.js';
 import { isClosing, ToolError, toOarError } from '../kernel/errors.js';
 import { MAX_PATTERN_LENGTH } from '../kernel/match/pattern.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import { type MatchProgram, PatternMatcher } from '../tools/match-worker.js';
+import type { Executor } from './executor.js';
+import type { Authorized } from './gate.js';
 import { resolveActionContext, resolveReference, unresolvedReference } from './references.js';
-import { gate, withTimeout } from './tool.js';
+import { withTimeout } from './tool.js';
 
 /** The most lines one expand_ref returns; the model can ask for further ranges. */
 export const MAX_EXPAND_LINES = 400;
@@ -86,26 +88,26 @@ async function matchingLines(pattern: string, text: string, signal: AbortSignal)
  * it when it needs it instead of every step. Read-only and recorded like any runtime action; disclosure only, it
  * grants nothing. Input `{skill, tool?}`: the tool may be left out when one tool offers that skill.
  */
-async function readSkill(given: ActionContext): Promise<RunActionStatus> {
+async function readSkill(given: ExecutorContext): Promise<RunActionStatus> {
   // The text is what the model asked for: whole, unless it asked for another policy.
   const ctx = withDefaultPolicy(given, { returnToModel: 'full', storeFull: true });
-  const { engine, action } = ctx;
+  const { config, action } = ctx;
   const name = typeof action.input.skill === 'string' ? action.input.skill : '';
   const toolName = typeof action.input.tool === 'string' ? action.input.tool : undefined;
-  const offering = engine.tools
+  const offering = config.tools
     .list()
     .filter((tool) => tool.skills && Object.hasOwn(tool.skills, name) && (!toolName || tool.name === toolName));
   const tool = offering[0];
   const skill = tool?.skills?.[name];
   if (!tool || !skill) {
-    const available = engine.tools.list().flatMap((t) => Object.keys(t.skills ?? {}).map((s) => `${t.name}:${s}`));
+    const available = config.tools.list().flatMap((t) => Object.keys(t.skills ?? {}).map((s) => `${t.name}:${s}`));
     const error = oarError('unknown_reference', `no enabled skill "${name}"${toolName ? ` of ${toolName}` : ''}`, {
       details: { skill: name, available },
     });
-    await engine.append(ctx.thread.sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+    await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
     return 'failed';
   }
-  await engine.append(ctx.thread.sessionId, [
+  await ctx.record([
     actionStatusEvent(ctx, 'completed', {
       text: skill.text,
       summary: `skill ${name} of ${tool.name}: ${skill.summary}`,
@@ -116,29 +118,34 @@ async function readSkill(given: ActionContext): Promise<RunActionStatus> {
 }
 
 /** `runtime` actions: expand_ref (a bounded range of an artifact), summarize and merge (of referenced results). */
-export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action } = ctx;
-  const sessionId = ctx.thread.sessionId;
-  const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
-  if ('stopped' in gated) return gated.stopped;
-  if (gated.allowed.length > 0) await engine.append(sessionId, gated.allowed);
+export const runtimeExecutor: Executor<undefined> = {
+  prepare: async (ctx) => ({
+    authorize: { executor: ctx.action.executor, paths: [], input: ctx.action.input },
+    prepared: undefined,
+  }),
+  run: (ctx, _prepared, authorized) => runRuntimeOperation(ctx, authorized),
+};
+
+async function runRuntimeOperation(ctx: ExecutorContext, gated: Authorized): Promise<RunActionStatus> {
+  const { config, action } = ctx;
+  if (gated.allowed.length > 0) await ctx.record(gated.allowed);
   const operation = action.executor.target === 'auto' ? (action.operation ?? '') : action.executor.target;
   if (operation === 'expand_ref') {
     const ref = typeof action.input.ref === 'string' ? action.input.ref : undefined;
-    const scope = { engine, thread: await engine.loadThread(sessionId, ctx.thread.threadId), run: ctx.run };
+    const scope = { reader: ctx, thread: await ctx.loadThread(ctx.thread.threadId), run: ctx.run };
     const resolved = ref ? await resolveReference(scope, ref) : undefined;
     if (ref === undefined || !resolved?.ok) {
       const reason = resolved && !resolved.ok ? resolved.reason : 'no ref given';
       const error = oarError('unknown_reference', `cannot expand "${ref ?? '(no ref)'}": ${reason}`, {
         details: { ref },
       });
-      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+      await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
       return 'failed';
     }
     const text = resolved.text;
     const rangeInput = (action.input.range ?? {}) as Range;
     // Bounded like a tool call: the action's interrupt and limits.toolTimeoutMs stop the search (see selectRange).
-    const timeoutMs = engine.limits.toolTimeoutMs;
+    const timeoutMs = config.limits.toolTimeoutMs;
     const timer = withTimeout(ctx.signal, timeoutMs);
     let range: Awaited<ReturnType<typeof selectRange>>;
     try {
@@ -158,13 +165,13 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
           ? oarError('interrupted', 'expand_ref was cancelled by an interrupt')
           : toOarError(thrown);
       const status = interrupted ? 'cancelled' : 'failed';
-      await engine.append(sessionId, [actionStatusEvent(ctx, status, { error })]);
+      await ctx.record([actionStatusEvent(ctx, status, { error })]);
       return status;
     } finally {
       timer.clear();
     }
     const summary = `lines ${range.from}-${range.to} of ${range.total} from ${ref}`;
-    await engine.append(sessionId, [
+    await ctx.record([
       actionStatusEvent(ctx, 'completed', {
         text: range.text,
         summary,
@@ -176,15 +183,15 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
   }
   if (operation === 'summarize' || operation === 'merge') {
     // Full outputs, bounded by the action's own observation budget (its result is shaped again below).
-    const resolved = await resolveActionContext(ctx, engine.limits.observationTokens * 4);
+    const resolved = await resolveActionContext(ctx, config.limits.observationTokens * 4);
     if (!resolved.ok) {
       const error = unresolvedReference(resolved);
-      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+      await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
       return 'failed';
     }
     const parts = resolved.items.map((item) => (operation === 'merge' ? `## ${item.source}\n${item.text}` : item.text));
     const text = parts.join('\n\n');
-    await engine.append(sessionId, [
+    await ctx.record([
       actionStatusEvent(ctx, 'completed', { text, summary: `${operation} of ${parts.length} input(s)` }),
     ]);
     return 'completed';
@@ -192,10 +199,10 @@ export async function runRuntimeAction(ctx: ActionContext): Promise<RunActionSta
   if (operation === 'read_skill') return readSkill(ctx);
   // wait and checkpoint have no effect of their own: the graph's ordering and durability already provide them.
   if (operation === 'wait' || operation === 'checkpoint') {
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'completed', { text: '', summary: operation })]);
+    await ctx.record([actionStatusEvent(ctx, 'completed', { text: '', summary: operation })]);
     return 'completed';
   }
   const error = oarError('unknown_runtime_operation', `runtime operation "${operation}" does not exist`);
-  await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
+  await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
   return 'failed';
 }

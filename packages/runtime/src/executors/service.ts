@@ -4,11 +4,13 @@ import { actionStatusEvent, errorOutput, toolIds } from '../facts/action.js';
 import { isClosing, OarRuntimeError } from '../kernel/errors.js';
 import { waitUnlessAborted } from '../kernel/signals.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
 import { openBracket } from '../scheduler/bracket.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import type { ReconcileVerdict } from '../tools/tool.js';
+import { type Executor, prepareNamed } from './executor.js';
+import type { Authorized } from './gate.js';
 import { completeAction, failAction } from './outcome.js';
-import { gate, withTimeout } from './tool.js';
+import { withTimeout } from './tool.js';
 
 /**
  * The `service` executor: one call of an HTTP integration from the binding (docs/executors.md). Authorized like
@@ -24,26 +26,23 @@ const ERROR_BODY_CHARS = 2_000;
 /** Statuses worth another attempt: the server may answer differently in a moment. */
 const RETRYABLE_STATUSES = new Set([408, 425, 429, 500, 502, 503, 504]);
 
-export async function runServiceAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action } = ctx;
+export const serviceExecutor: Executor<ServiceConfig> = {
+  prepare: async (ctx) => prepareNamed(ctx, 'service', ctx.config.binding.services),
+  run: callService,
+};
+
+async function callService(ctx: ExecutorContext, service: ServiceConfig, gated: Authorized): Promise<RunActionStatus> {
+  const { action } = ctx;
   const sessionId = ctx.thread.sessionId;
-  const service = engine.binding.services?.find((s) => s.name === action.executor.target);
-  if (!service) {
-    const error = oarError('executor_unavailable', `no service "${action.executor.target}" is configured`);
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
-    return 'failed';
-  }
-  const gated = await gate(ctx, { executor: action.executor, paths: [], input: action.input });
-  if ('stopped' in gated) return gated.stopped;
 
   const request = buildRequest(service, action.input, process.env);
   if ('error' in request) {
-    await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', errorOutput(request.error))]);
+    await ctx.record([...gated.allowed, actionStatusEvent(ctx, 'failed', errorOutput(request.error))]);
     return 'failed';
   }
   const maxAttempts = serviceAttempts(service);
   // A POST that must not happen twice starts only once its start is durable (a crash then ends in `lost`).
-  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
+  const bracket = await openBracket((drafts, options) => ctx.record(drafts, options), {
     sessionId,
     ids: toolIds(ctx),
     // Retried after a crash because the server deduplicates by key: under the key of the attempt it retries.
@@ -70,7 +69,7 @@ export async function runServiceAction(ctx: ActionContext): Promise<RunActionSta
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     if (attempt > 1) {
       const delayMs = service.retryDelayMs * 2 ** (attempt - 2);
-      await engine.append(sessionId, [
+      await ctx.record([
         {
           type: 'tool.progress',
           ...toolIds(ctx),

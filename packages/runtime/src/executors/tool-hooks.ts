@@ -1,8 +1,8 @@
 import type { HookConfig, HookInput } from '../config/hooks.js';
 import type { PermissionRequest } from '../config/permission-request.js';
 import { toolIds } from '../facts/action.js';
-import { type HookVerdict, hooksAt, runHooks } from '../policy/hooks/hooks.js';
-import type { ActionContext } from '../scheduler/action-context.js';
+import { type HookEngine, type HookVerdict, hooksAt, runHooks } from '../policy/hooks/hooks.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import type { AnyTool, ToolOutput } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
 
@@ -11,29 +11,29 @@ const OUTPUT_TEXT_LIMIT = 64 * 1024;
 
 /** Whether any hook of the binding applies at `point` to this tool call (so a call without hooks pays nothing). */
 export function hasToolHooks(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   point: 'before_tool_call' | 'after_tool_call',
   tool: AnyTool,
 ): boolean {
   return (
-    hooksAt(ctx.engine.binding.hooks, point, { agent: ctx.thread.agent, toolName: tool.name, executor: 'tool' })
+    hooksAt(ctx.config.binding.hooks, point, { agent: ctx.thread.agent, toolName: tool.name, executor: 'tool' })
       .length > 0
   );
 }
 
 /** What every hook of an action is told about where the call stands: session, thread, turn, agent, call id. */
-function actionInput(ctx: ActionContext) {
+function actionInput(ctx: ExecutorContext) {
   return {
     sessionId: ctx.thread.sessionId,
     threadId: ctx.thread.threadId,
     turnId: ctx.run.turnId,
     agent: ctx.thread.agent,
-    workspaceRoot: ctx.engine.workspaceRoot,
+    workspaceRoot: ctx.config.workspaceRoot,
     toolCallId: ctx.state.toolCallId,
   };
 }
 
-function callInput(ctx: ActionContext, tool: AnyTool, input: unknown): Omit<HookInput, 'version' | 'point' | 'hook'> {
+function callInput(ctx: ExecutorContext, tool: AnyTool, input: unknown): Omit<HookInput, 'version' | 'point' | 'hook'> {
   const facts = callFacts(tool, input);
   return {
     ...actionInput(ctx),
@@ -49,11 +49,15 @@ function callInput(ctx: ActionContext, tool: AnyTool, input: unknown): Omit<Hook
   };
 }
 
+/** A hook point of this action: the binding's hooks, in its workspace, its facts recorded in its session. */
+function hookEngine(ctx: ExecutorContext): HookEngine {
+  return { binding: ctx.config.binding, workspaceRoot: ctx.config.workspaceRoot, record: (d, o) => ctx.record(d, o) };
+}
+
 /** before_tool_call: the hooks' verdict on the call as parsed; a rewrite comes back as the new input. */
-export function beforeToolCall(ctx: ActionContext, tool: AnyTool, input: unknown): Promise<HookVerdict> {
+export function beforeToolCall(ctx: ExecutorContext, tool: AnyTool, input: unknown): Promise<HookVerdict> {
   return runHooks('before_tool_call', {
-    engine: ctx.engine,
-    sessionId: ctx.thread.sessionId,
+    engine: hookEngine(ctx),
     ids: toolIds(ctx),
     signal: ctx.signal,
     input: callInput(ctx, tool, input),
@@ -62,15 +66,14 @@ export function beforeToolCall(ctx: ActionContext, tool: AnyTool, input: unknown
 
 /** after_tool_call: the hooks' verdict on what the call returned (a deny withholds it from the model). */
 export function afterToolCall(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   tool: AnyTool,
   input: unknown,
   output: ToolOutput,
 ): Promise<HookVerdict> {
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured) : '');
   return runHooks('after_tool_call', {
-    engine: ctx.engine,
-    sessionId: ctx.thread.sessionId,
+    engine: hookEngine(ctx),
     ids: toolIds(ctx),
     signal: ctx.signal,
     input: {
@@ -91,16 +94,15 @@ export function afterToolCall(
  * ask apply — such an action's input has no tool schema to validate a rewrite against, so a rewrite denies it.
  */
 export async function beforeExecutorCall(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   request: PermissionRequest,
 ): Promise<HookVerdict | undefined> {
   const type = request.executor.type;
   const named = (hook: HookConfig) => hook.matcher?.executors?.includes(type) === true;
-  const hooks = hooksAt(ctx.engine.binding.hooks, 'before_tool_call', { agent: ctx.thread.agent, executor: type });
+  const hooks = hooksAt(ctx.config.binding.hooks, 'before_tool_call', { agent: ctx.thread.agent, executor: type });
   if (!hooks.some(named)) return undefined;
   const verdict = await runHooks('before_tool_call', {
-    engine: ctx.engine,
-    sessionId: ctx.thread.sessionId,
+    engine: hookEngine(ctx),
     ids: toolIds(ctx),
     signal: ctx.signal,
     only: named,

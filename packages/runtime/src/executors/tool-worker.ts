@@ -1,13 +1,14 @@
 import { type Action, hasTask, type OarError, oarError, withCapabilities } from '@oar/protocol';
 import { agentByName } from '../config/agents.js';
+import type { AgentConfig } from '../config/binding.js';
 import { TOOL_WORKER_DEFAULTS } from '../config/binding.js';
 import type { PermissionRequest } from '../config/permission-request.js';
 import { actionStatusEvent } from '../facts/action.js';
 import type { RunActionStatus, ThreadView } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
-import type { AgentConfig, Engine } from '../scheduler/engine.js';
+import type { ExecutorConfig, ExecutorContext } from '../scheduler/executor-context.js';
 import { delegatedWork, startChildThread } from './agent.js';
-import { gate } from './tool.js';
+import type { Executor } from './executor.js';
+import type { Authorized } from './gate.js';
 
 /**
  * Semantic tool actions (docs/protocol.md "Semantic tool actions"): a `tool` action that states its task in words
@@ -22,21 +23,28 @@ import { gate } from './tool.js';
  * The tools a semantic tool action's worker may call, or undefined when the action is a complete call that runs
  * directly (no model call): a named tool whose input its schema accepts, or the one tool `auto` resolves to.
  */
-export function toolWorkerTools(engine: Engine, agent: AgentConfig, action: Action): string[] | undefined {
+export function toolWorkerTools(
+  config: Pick<ExecutorConfig, 'tools'>,
+  agent: AgentConfig,
+  action: Action,
+): string[] | undefined {
   if (!hasTask(action)) return undefined;
   const { target, capabilities } = action.executor;
-  if (target !== 'auto') return engine.tools.parseInput(target, action.input).ok ? undefined : [target];
-  const offered = engine.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name));
+  if (target !== 'auto') return config.tools.parseInput(target, action.input).ok ? undefined : [target];
+  const offered = config.tools.catalog().filter((t) => !agent.tools || agent.tools.includes(t.name));
   const candidates = withCapabilities(offered, capabilities).map((t) => t.name);
   const [only] = candidates;
-  if (candidates.length === 1 && only && engine.tools.parseInput(only, action.input).ok) return undefined;
+  if (candidates.length === 1 && only && config.tools.parseInput(only, action.input).ok) return undefined;
   return candidates;
 }
 
 /** The agent a thread runs: its own, or — for a tool worker — a focused profile of it (see `toolWorkerAgent`). */
-export function threadAgent(engine: Engine, thread: ThreadView): AgentConfig {
-  const agent = agentByName(engine, thread.agent) ?? engine.mainAgent;
-  return thread.toolWorker ? toolWorkerAgent(engine, agent, thread) : agent;
+export function threadAgent(
+  config: Pick<ExecutorConfig, 'agents' | 'mainAgent' | 'binding'>,
+  thread: ThreadView,
+): AgentConfig {
+  const agent = agentByName(config, thread.agent) ?? config.mainAgent;
+  return thread.toolWorker ? toolWorkerAgent(config, agent, thread) : agent;
 }
 
 /** The tool calls a tool worker may still declare: its bound minus every action of its runs. */
@@ -76,8 +84,8 @@ export const TOOL_WORKER_INSTRUCTIONS = [
   'not do. The agent that planned the action sees only your answer and the list of calls you made.',
 ].join('\n');
 
-function toolWorkerAgent(engine: Engine, agent: AgentConfig, thread: ThreadView): AgentConfig {
-  const model = engine.binding.toolWorkerModel ?? agent.model;
+function toolWorkerAgent(config: Pick<ExecutorConfig, 'binding'>, agent: AgentConfig, thread: ThreadView): AgentConfig {
+  const model = config.binding.toolWorkerModel ?? agent.model;
   const spent = toolCallsLeft(thread) === 0;
   return {
     ...agent,
@@ -98,8 +106,12 @@ function toolWorkerAgent(engine: Engine, agent: AgentConfig, thread: ThreadView)
  * only if every one is, destructive if any is — so the mode and rules judge it as its riskiest call could be. Each
  * call the worker then makes is evaluated on its own as well.
  */
-function workerPermissionRequest(engine: Engine, action: Action, tools: string[]): PermissionRequest {
-  const found = tools.map((name) => engine.tools.get(name)).filter((t) => t !== undefined);
+function workerPermissionRequest(
+  config: Pick<ExecutorConfig, 'tools'>,
+  action: Action,
+  tools: string[],
+): PermissionRequest {
+  const found = tools.map((name) => config.tools.get(name)).filter((t) => t !== undefined);
   return {
     executor: action.executor,
     tool: {
@@ -114,30 +126,43 @@ function workerPermissionRequest(engine: Engine, action: Action, tools: string[]
   };
 }
 
+/**
+ * The executor of a semantic tool action: a worker — a child thread whose first turn is the node request — that may
+ * call `tools`. Authorized as a call of those tools.
+ */
+export function toolWorkerExecutor(tools: string[]): Executor<undefined> {
+  return {
+    async prepare(ctx) {
+      const { action, thread } = ctx;
+      if (ctx.state.childThreadId) return { settled: 'running' };
+      if (tools.length === 0 || thread.toolWorker) {
+        const error = thread.toolWorker
+          ? oarError(
+              'tool_worker_nested',
+              `a tool worker calls its tools directly: give "${action.id}" a complete input`,
+            )
+          : oarError(
+              'tool_target_unresolved',
+              `no tool offered to this agent has the capabilities ${JSON.stringify(action.executor.capabilities)}`,
+            );
+        return { refused: { error } };
+      }
+      return { authorize: workerPermissionRequest(ctx.config, action, tools), prepared: undefined };
+    },
+    run: (ctx, _prepared, authorized) => startToolWorker(ctx, tools, authorized),
+  };
+}
+
 /** Start the worker of a semantic tool action: a child thread whose first turn is the node request. */
-export async function runToolWorker(ctx: ActionContext, tools: string[]): Promise<RunActionStatus> {
-  const { engine, action, thread } = ctx;
-  const sessionId = thread.sessionId;
-  if (ctx.state.childThreadId) return 'running';
-  if (tools.length === 0 || thread.toolWorker) {
-    const error = thread.toolWorker
-      ? oarError('tool_worker_nested', `a tool worker calls its tools directly: give "${action.id}" a complete input`)
-      : oarError(
-          'tool_target_unresolved',
-          `no tool offered to this agent has the capabilities ${JSON.stringify(action.executor.capabilities)}`,
-        );
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', { error })]);
-    return 'failed';
-  }
-  const gated = await gate(ctx, workerPermissionRequest(engine, action, tools));
-  if ('stopped' in gated) return gated.stopped;
+async function startToolWorker(ctx: ExecutorContext, tools: string[], gated: Authorized): Promise<RunActionStatus> {
+  const { config, thread } = ctx;
   const work = await delegatedWork(ctx);
   if (!work.ok) {
-    await engine.append(sessionId, [...gated.allowed, actionStatusEvent(ctx, 'failed', { error: work.error })]);
+    await ctx.record([...gated.allowed, actionStatusEvent(ctx, 'failed', { error: work.error })]);
     return 'failed';
   }
-  const declaring = agentByName(engine, thread.agent) ?? engine.mainAgent;
-  const { limits } = engine;
+  const declaring = agentByName(config, thread.agent) ?? config.mainAgent;
+  const { limits } = config;
   const bounds = {
     tools,
     maxToolCalls: limits.toolWorkerToolCalls ?? TOOL_WORKER_DEFAULTS.toolCalls,

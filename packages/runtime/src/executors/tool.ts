@@ -7,37 +7,27 @@ import {
 } from '@oar/protocol';
 import type { PermissionRequest } from '../config/permission-request.js';
 import type { PermissionRule } from '../config/permissions.js';
-import {
-  actionIds,
-  actionStatusEvent,
-  artifactCreated,
-  errorOutput,
-  toolFailedEvent,
-  toolIds,
-  withDefaultPolicy,
-} from '../facts/action.js';
-import { subagentStatus } from '../facts/subagent-status.js';
+import { actionIds, artifactCreated, errorOutput, toolIds, withDefaultPolicy } from '../facts/action.js';
+import { toolFailedEvent } from '../facts/tool-call.js';
 import { localActor } from '../kernel/actor.js';
 import { isClosing, ToolError, toOarError } from '../kernel/errors.js';
-import { newId } from '../kernel/ids.js';
 import type { Command } from '../kernel/match/command-match.js';
 import type { EventDraft } from '../log/draft.js';
-import { approvalEvaluated, authorize, deniedByUpdatedBinding, permissionEvaluated } from '../policy/authorize.js';
 import type { HookVerdict } from '../policy/hooks/hooks.js';
 import { ruleMatches } from '../policy/permission-match.js';
-import { approvalScope } from '../policy/permissions.js';
-import { normalizeTouchedPath } from '../policy/request.js';
 import { revealsOutput } from '../policy/reveal.js';
 import { defaultDenial } from '../policy/sensitive-paths.js';
 import type { RunActionStatus } from '../read-models/thread-state.js';
-import type { ActionContext } from '../scheduler/action-context.js';
 import { openBracket } from '../scheduler/bracket.js';
+import type { ExecutorContext } from '../scheduler/executor-context.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { AnyTool, ToolCallInfo, ToolOutput, ToolRecorder } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
+import type { Executor } from './executor.js';
+import type { Authorized } from './gate.js';
 import { completeAction, failAction, storeOutput } from './outcome.js';
-import { afterToolCall, beforeExecutorCall, beforeToolCall, hasToolHooks } from './tool-hooks.js';
+import { afterToolCall, beforeToolCall, hasToolHooks } from './tool-hooks.js';
 
 /**
  * The permission request for a tool action: the tool's own flags and the paths the call touches — as written and,
@@ -104,106 +94,6 @@ export function pathFilter(rules: readonly PermissionRule[], request: Permission
   };
 }
 
-/** The touched paths an approval's question did not show (none when the approval predates recorded paths). */
-export function pathsBeyondApproval(
-  approvalPaths: readonly string[] | undefined,
-  touched: readonly string[],
-): string[] {
-  if (approvalPaths === undefined) return [];
-  const shown = new Set(approvalPaths.map(normalizeTouchedPath));
-  return touched.filter((path) => !shown.has(normalizeTouchedPath(path)));
-}
-
-/**
- * Permission gate shared by every executor: `permission.evaluated` precedes every execution. When the action may
- * run, the gate returns the evaluation to write in the same transaction as the action's start (one commit instead
- * of two, and the order is still evaluated → started); otherwise the status it stopped in (denied, or waiting).
- */
-export type GateResult =
-  | { stopped: RunActionStatus }
-  | {
-      allowed: EventDraft[];
-      /** An allow rule of the binding let the call run (not the mode, a grant or a person): reveal.ts may apply. */
-      byRule?: boolean;
-    };
-
-export async function gate(ctx: ActionContext, request: PermissionRequest, hooks?: HookVerdict): Promise<GateResult> {
-  const { engine } = ctx;
-  // A before_tool_call hook's deny or ask is folded in as one more restriction (docs/hooks.md), never an allow:
-  // a tool action's hooks ran already (they may rewrite its input); other executors' run here.
-  const verdict = hooks ?? (request.executor.type === 'tool' ? undefined : await beforeExecutorCall(ctx, request));
-  let evaluation = await authorize(engine, ctx.thread.sessionId, request, verdict);
-  // Approved by respond_action: the approval answers an ask, never a deny. It is checked again now, on the request as
-  // it is now (a path that became a link to `.env` since the question reaches `.env`): a deny under the binding the
-  // action runs with, or under the session's binding if it was updated while the approval waited, wins
-  // (docs/permissions.md, "Approvals"). Otherwise still one permission.evaluated per execution (a retry or a
-  // re-run included), naming the human decision it rests on.
-  // An approval covers the paths its question showed. A call that touches another one now (a link retargeted since)
-  // is judged as if unapproved: asked again, with the reason.
-  const uncovered = ctx.state.approved ? pathsBeyondApproval(ctx.state.approvalPaths, request.paths) : [];
-  const approved = ctx.state.approved === true && uncovered.length === 0;
-  if (uncovered.length > 0 && evaluation.decision !== 'deny') {
-    evaluation = {
-      ...evaluation,
-      reason: `${evaluation.reason} (the approval given covered ${ctx.state.approvalPaths?.join(', ') || 'no path'}; the call now also touches ${uncovered.join(', ')})`,
-    };
-  }
-  if (approved && evaluation.decision !== 'deny') {
-    const now = await deniedByUpdatedBinding(engine, ctx.thread.sessionId, request);
-    if (now) evaluation = now;
-  }
-  if (approved && evaluation.decision !== 'deny') {
-    const reason = 'approved by respond_action';
-    return {
-      allowed: [
-        approvalEvaluated(toolIds(ctx), { reason, toolName: request.tool?.name }, { graphActionId: ctx.action.id }),
-      ],
-    };
-  }
-  const evaluated = permissionEvaluated(toolIds(ctx), evaluation, request, { graphActionId: ctx.action.id });
-  if (evaluation.decision === 'allow') return { allowed: [evaluated], byRule: evaluation.source === 'rule' };
-  if (evaluation.decision === 'deny') {
-    const error = oarError('permission_denied', `permission denied: ${evaluation.reason}`, {
-      details: { reason: evaluation.reason },
-    });
-    await engine.append(ctx.thread.sessionId, [evaluated, actionStatusEvent(ctx, 'denied', errorOutput(error))]);
-    return { stopped: 'denied' };
-  }
-  const actionId = newId('act');
-  const name = `${request.tool?.name ?? `${request.executor.type}:${request.executor.target}`}${
-    request.operation !== undefined ? ` ${request.operation}` : ''
-  }`;
-  const prompt = `Allow ${name}${request.paths.length ? ` on ${request.paths.join(', ')}` : ''}? ${evaluation.reason}`;
-  await engine.append(ctx.thread.sessionId, [
-    evaluated,
-    {
-      type: 'action.required',
-      ...actionIds(ctx),
-      actionId,
-      toolCallId: ctx.state.toolCallId,
-      payload: {
-        actionType: 'tool_approval',
-        toolName: name,
-        prompt,
-        decisions: evaluation.decisions ?? ['approve', 'deny'],
-        scope: approvalScope(request, engine.workspaceRoot),
-        graphActionId: ctx.action.id,
-        toolCallId: ctx.state.toolCallId,
-        input: request.input as Record<string, unknown>,
-      },
-    },
-    {
-      type: 'permission.requested',
-      ...toolIds(ctx),
-      actionId,
-      payload: { toolName: name, prompt, reason: evaluation.reason, mode: evaluation.mode },
-    },
-    { type: 'task.waiting', ...actionIds(ctx), payload: { waitingFor: 'permission', reason: prompt } },
-    ...subagentStatus(ctx.thread, ctx.run.turnId, 'blocked', `waiting for a decision: ${prompt}`),
-  ]);
-  return { stopped: 'waiting_permission' };
-}
-
 /**
  * A signal that aborts when `signal` does or after `ms` (a timeout). Shared by tool calls and by runtime operations
  * that do CPU work on model input (expand_ref's pattern search).
@@ -246,8 +136,8 @@ export type ToolRun =
     };
 
 /** Who the call acts for (ToolContext.caller): the session's workspace and actor, read when a tool asks. */
-async function callerOf(ctx: ActionContext, toolCallId: string): Promise<ToolCallInfo> {
-  const session = await ctx.engine.session(ctx.thread.sessionId);
+async function callerOf(ctx: ExecutorContext, toolCallId: string): Promise<ToolCallInfo> {
+  const session = await ctx.session();
   return {
     sessionId: ctx.thread.sessionId,
     threadId: ctx.thread.threadId,
@@ -260,15 +150,13 @@ async function callerOf(ctx: ActionContext, toolCallId: string): Promise<ToolCal
 }
 
 /** The recorder of a running call (ToolContext.recorder): its facts, live output and artifacts carry its ids. */
-function toolRecorder(ctx: ActionContext, ids: ReturnType<typeof toolIds>): ToolRecorder {
-  const { engine } = ctx;
-  const sessionId = ctx.thread.sessionId;
+function toolRecorder(ctx: ExecutorContext, ids: ReturnType<typeof toolIds>): ToolRecorder {
+  const { config } = ctx;
   return {
     turnSignal: ctx.signal,
-    owner: engine.runtimeId,
+    owner: config.runtimeId,
     facts: (facts) =>
-      engine.append(
-        sessionId,
+      ctx.record(
         facts.map((fact) => ({
           type: fact.type,
           ...ids,
@@ -278,7 +166,7 @@ function toolRecorder(ctx: ActionContext, ids: ReturnType<typeof toolIds>): Tool
         { durable: true },
       ),
     live: (output) =>
-      engine.publishLive?.({
+      ctx.publishLive?.({
         type: 'process.output',
         threadId: ids.threadId,
         turnId: ids.turnId,
@@ -287,8 +175,8 @@ function toolRecorder(ctx: ActionContext, ids: ReturnType<typeof toolIds>): Tool
         payload: { delta: output.delta, stream: output.stream, processId: output.processId },
       }),
     artifact: async (content) => {
-      const stored = await engine.artifacts.put(sessionId, content, engine.limits.maxArtifactBytes);
-      await engine.append(sessionId, [artifactCreated(actionIds(ctx), stored)], { durable: true });
+      const stored = await ctx.artifacts.put(content, config.limits.maxArtifactBytes);
+      await ctx.record([artifactCreated(actionIds(ctx), stored)], { durable: true });
       return { artifactId: stored.artifactId, uri: stored.uri, size: stored.size };
     },
   };
@@ -301,7 +189,7 @@ function toolRecorder(ctx: ActionContext, ids: ReturnType<typeof toolIds>): Tool
  * recorded as a `sandbox.violation`). `ids` and `facts` are what its events carry; `idempotencyKey` is its bracket's.
  */
 export async function invokeTool(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   tool: AnyTool,
   input: unknown,
   request: PermissionRequest,
@@ -309,26 +197,25 @@ export async function invokeTool(
   facts: Record<string, unknown>,
   idempotencyKey: string,
 ): Promise<ToolRun> {
-  const { engine } = ctx;
-  const sessionId = ctx.thread.sessionId;
+  const { config } = ctx;
   const started = Date.now();
   const cancels = callFacts(tool, input).interruptBehavior === 'cancel';
   const parent = cancels ? ctx.signal : new AbortController().signal;
-  const timeoutMs = tool.timeoutMs ?? engine.limits.toolTimeoutMs;
+  const timeoutMs = tool.timeoutMs ?? config.limits.toolTimeoutMs;
   const timer = withTimeout(parent, timeoutMs);
   try {
     // Interrupted between recording the start and running it: the side effect never begins.
     if (timer.signal.aborted) throw new ToolError('aborted', `${tool.name} did not start: the turn was interrupted`);
     const output = await tool.execute(input, {
-      workspaceRoot: engine.workspaceRoot,
-      mayAccess: pathFilter(engine.permissions.rules, request),
+      workspaceRoot: config.workspaceRoot,
+      mayAccess: pathFilter(config.permissions.rules, request),
       signal: timer.signal,
       caller: () => callerOf(ctx, ids.toolCallId),
       recorder: toolRecorder(ctx, ids),
       idempotencyKey,
       progress: (message, data) => {
-        void engine
-          .append(sessionId, [{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
+        void ctx
+          .record([{ type: 'tool.progress', ...ids, payload: { message, ...facts, ...(data ?? {}) } }])
           .catch(() => undefined);
       },
     });
@@ -369,61 +256,78 @@ export async function invokeTool(
   }
 }
 
-/** Run a `tool` action: gate, bracket the side effect with tool.started … tool.result/failed, store the full output. */
-export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus> {
-  const { engine, action } = ctx;
-  const sessionId = ctx.thread.sessionId;
-  const tool = engine.tools.get(action.executor.target);
-  if (!tool) {
-    const error = oarError('unknown_tool', `tool "${action.executor.target}" is not registered`);
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
-    return 'failed';
-  }
-  let parsed = engine.tools.parseInput(tool.name, action.input);
-  if (!parsed.ok) {
-    await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(parsed.error))]);
-    return 'failed';
-  }
-  // before_tool_call hooks (docs/hooks.md): a rewritten input is validated again, like the model's own.
-  const hooks = hasToolHooks(ctx, 'before_tool_call', tool) ? await beforeToolCall(ctx, tool, parsed.input) : undefined;
-  if (hooks?.input) {
-    // The model's input was held to the protocol's size limit; a hook's is too.
-    const bytes = Buffer.byteLength(JSON.stringify(hooks.input));
-    if (bytes > DEFAULT_VALIDATION_LIMITS.maxArgsBytes) {
-      const error = oarError(
-        'invalid_tool_input',
-        `hook ${hooks.rewrittenBy.join(', ')} rewrote the input to ${bytes} bytes; at most ${DEFAULT_VALIDATION_LIMITS.maxArgsBytes} are allowed`,
-        { details: { tool: tool.name, bytes, max: DEFAULT_VALIDATION_LIMITS.maxArgsBytes, hooks: hooks.rewrittenBy } },
-      );
-      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
-      return 'failed';
-    }
-    parsed = engine.tools.parseInput(tool.name, hooks.input);
-    if (!parsed.ok) {
-      const error = {
-        ...parsed.error,
-        message: `${parsed.error.message} (the input as hook ${hooks.rewrittenBy.join(', ')} rewrote it)`,
-      };
-      await engine.append(sessionId, [actionStatusEvent(ctx, 'failed', errorOutput(error))]);
-      return 'failed';
-    }
-  }
-  // Refused before anyone is asked and before anything starts (a method that is not whitelisted, an input that
-  // does not match the method): the call's failure, recorded like any tool failure.
-  const refused = tool.check?.(parsed.input);
-  if (refused) {
-    const error = toOarError(refused);
-    await engine.append(sessionId, await failureDrafts(ctx, tool.name, error, 0, 'failed', refused.agentOutput));
-    return 'failed';
-  }
-  const request = await toolPermissionRequest(tool, parsed.input, engine.workspaceRoot);
-  const gated = await gate(ctx, request, hooks);
-  if ('stopped' in gated) return gated.stopped;
+/** What a tool action's preparation leaves for its run: the tool, the input that runs, its request, its hooks. */
+interface PreparedCall {
+  tool: AnyTool;
+  input: unknown;
+  request: PermissionRequest;
+  hooks: HookVerdict | undefined;
+}
 
+/**
+ * The `tool` executor: the tool looked up, its input checked (and rewritten by before_tool_call hooks, checked
+ * again), the call authorized, then bracketed by tool.started … tool.result/failed with its full output stored.
+ */
+export const toolExecutor: Executor<PreparedCall> = {
+  async prepare(ctx) {
+    const { config, action } = ctx;
+    const tool = config.tools.get(action.executor.target);
+    if (!tool) {
+      return { refused: errorOutput(oarError('unknown_tool', `tool "${action.executor.target}" is not registered`)) };
+    }
+    let parsed = config.tools.parseInput(tool.name, action.input);
+    if (!parsed.ok) return { refused: errorOutput(parsed.error) };
+    // before_tool_call hooks (docs/hooks.md): a rewritten input is validated again, like the model's own.
+    const hooks = hasToolHooks(ctx, 'before_tool_call', tool)
+      ? await beforeToolCall(ctx, tool, parsed.input)
+      : undefined;
+    if (hooks?.input) {
+      // The model's input was held to the protocol's size limit; a hook's is too.
+      const bytes = Buffer.byteLength(JSON.stringify(hooks.input));
+      if (bytes > DEFAULT_VALIDATION_LIMITS.maxArgsBytes) {
+        const error = oarError(
+          'invalid_tool_input',
+          `hook ${hooks.rewrittenBy.join(', ')} rewrote the input to ${bytes} bytes; at most ${DEFAULT_VALIDATION_LIMITS.maxArgsBytes} are allowed`,
+          {
+            details: { tool: tool.name, bytes, max: DEFAULT_VALIDATION_LIMITS.maxArgsBytes, hooks: hooks.rewrittenBy },
+          },
+        );
+        return { refused: errorOutput(error) };
+      }
+      parsed = config.tools.parseInput(tool.name, hooks.input);
+      if (!parsed.ok) {
+        const error = {
+          ...parsed.error,
+          message: `${parsed.error.message} (the input as hook ${hooks.rewrittenBy.join(', ')} rewrote it)`,
+        };
+        return { refused: errorOutput(error) };
+      }
+    }
+    // Refused before anyone is asked and before anything starts (a method that is not whitelisted, an input that
+    // does not match the method): the call's failure, recorded like any tool failure.
+    const refused = tool.check?.(parsed.input);
+    if (refused) {
+      const error = toOarError(refused);
+      await ctx.record(await failureDrafts(ctx, tool.name, error, 0, 'failed', refused.agentOutput));
+      return { settled: 'failed' };
+    }
+    const request = await toolPermissionRequest(tool, parsed.input, config.workspaceRoot);
+    return { authorize: request, ...(hooks ? { hooks } : {}), prepared: { tool, input: parsed.input, request, hooks } };
+  },
+  run: runToolCall,
+};
+
+/** Run an authorized tool call: bracket the side effect with tool.started … tool.result/failed, store the output. */
+async function runToolCall(
+  ctx: ExecutorContext,
+  { tool, input, request, hooks }: PreparedCall,
+  gated: Authorized,
+): Promise<RunActionStatus> {
+  const { config, action } = ctx;
   const attempt = ctx.state.attempt + 1;
-  const facts = callFacts(tool, parsed.input);
-  const bracket = await openBracket((drafts, options) => engine.append(sessionId, drafts, options), {
-    sessionId,
+  const facts = callFacts(tool, input);
+  const bracket = await openBracket((drafts, options) => ctx.record(drafts, options), {
+    sessionId: ctx.thread.sessionId,
     ids: toolIds(ctx),
     // A call retried after a crash because the world deduplicates it by key: the key of the attempt it retries.
     ...(ctx.state.keyAttempt !== undefined ? { keyAttempt: ctx.state.keyAttempt } : {}),
@@ -436,14 +340,14 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
       graphActionId: action.id,
       input: action.input,
       // What runs is what the hooks left: the record says so next to what the model asked for.
-      ...(hooks?.input ? { effectiveInput: parsed.input, rewrittenBy: hooks.rewrittenBy } : {}),
+      ...(hooks?.input ? { effectiveInput: input, rewrittenBy: hooks.rewrittenBy } : {}),
     },
   });
   const durable = { durable: bracket.durable };
   const ran = await invokeTool(
     ctx,
     tool,
-    parsed.input,
+    input,
     request,
     toolIds(ctx),
     { toolName: tool.name },
@@ -461,14 +365,14 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
   const { output, durationMs } = ran;
   // after_tool_call hooks: a veto withholds the result from the model; the full output is still stored.
   if (hasToolHooks(ctx, 'after_tool_call', tool)) {
-    const after = await afterToolCall(ctx, tool, parsed.input, output);
+    const after = await afterToolCall(ctx, tool, input, output);
     if (after.decision === 'deny') return withheld(ctx, tool.name, output, after, durationMs, durable);
   }
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const shaped = tool.defaultResultPolicy ? withDefaultPolicy(ctx, tool.defaultResultPolicy) : ctx;
   // A read a rule explicitly allows reaches the model unredacted (docs/security.md "What the model sees").
   // Only when an allow rule is what let the call run: an ask rule a person answered, a grant or the mode never do.
-  const reveal = gated.byRule && revealsOutput(engine.permissions.rules, request) ? { reveal: { attempt } } : {};
+  const reveal = gated.byRule && revealsOutput(config.permissions.rules, request) ? { reveal: { attempt } } : {};
   if (!output.agentOutput) {
     return completeAction(shaped, tool.name, { ...output, text }, durationMs, { ...durable, ...reveal });
   }
@@ -486,7 +390,7 @@ export async function runToolAction(ctx: ActionContext): Promise<RunActionStatus
  * ref the completion event names. A record that cannot be stored is still on the event itself.
  */
 async function storeAgentOutput(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   given: ToolAgentOutput,
 ): Promise<{ record: ToolAgentOutput; drafts: EventDraft[]; ref: { toolAgentOutputRef?: string } }> {
   // The call id is the runtime's: a tool that refused before the call started could not know it.
@@ -501,7 +405,7 @@ async function storeAgentOutput(
 
 /** `tool.failed` for a call, with its canonical record (stored and on the event) when the tool gave one. */
 async function failureDrafts(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   toolName: string,
   error: OarError,
   durationMs: number,
@@ -528,7 +432,7 @@ async function failureDrafts(
  * failed with `hook_denied` and the hook's reason, which is all the model sees.
  */
 async function withheld(
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   toolName: string,
   output: ToolOutput,
   verdict: HookVerdict,

@@ -20,10 +20,10 @@ import { artifactUri, type StoredArtifact } from '../store/artifacts.js';
 
 /**
  * What the facts of one action are built from: the action, its state, its run and thread, and the limits that
- * shape its observation. The scheduler's `ActionContext` (scheduler/action-context.ts) is one, with the engine.
+ * shape its observation. An executor's `ExecutorContext` (scheduler/executor-context.ts) is one.
  */
 export interface ActionScope {
-  readonly engine: { readonly limits: RuntimeLimits };
+  readonly config: { readonly limits: RuntimeLimits };
   thread: ThreadView;
   run: RunState;
   action: Action;
@@ -57,7 +57,7 @@ export function withDefaultPolicy<C extends ActionScope>(ctx: C, policy: ResultP
 }
 
 export function observe(ctx: ActionScope, output: FullOutput): ActionResult {
-  return observeIn(ctx.engine.limits, ctx.run, ctx.action, output);
+  return observeIn(ctx.config.limits, ctx.run, ctx.action, output);
 }
 
 /** An action's observation of `output`, shaped by its result policy within its share of the graph's budget. */
@@ -105,7 +105,7 @@ export function actionStatusChange(
 }
 
 /** The observation of an action that ended `status` with `output`, shaped to the graph's budget. */
-function endObservation(ctx: ActionScope, status: TerminalActionStatus, output: FullOutput): ActionResult {
+export function endObservation(ctx: ActionScope, status: TerminalActionStatus, output: FullOutput): ActionResult {
   return observe(ctx, { ...output, status });
 }
 
@@ -118,42 +118,6 @@ export function actionStatusEvent(ctx: ActionScope, status: TerminalActionStatus
     { observation: endObservation(ctx, status, output) },
     status === 'completed' ? 'completed' : 'failed',
   );
-}
-
-/**
- * A tool call that ended without a result: `tool.failed`, which ends its action (`status`, default failed) with the
- * error as the observation. A given `status` is also the event's own status.
- */
-export function toolFailedEvent(
-  ctx: ActionScope,
-  failure: {
-    toolName: string;
-    error: OarError;
-    durationMs: number;
-    status?: 'failed' | 'cancelled';
-    /** What the model sees of the failure besides the error line (a business CLI's JSON projection). */
-    text?: string;
-    /** Loose extra payload fields (a business CLI's `toolAgentOutput`). */
-    extra?: Record<string, unknown>;
-  },
-): EventDraft {
-  const { toolName, error, durationMs, status } = failure;
-  const actionStatus = status ?? 'failed';
-  const output: FullOutput = { ...errorOutput(error), ...(failure.text !== undefined ? { text: failure.text } : {}) };
-  return {
-    type: 'tool.failed',
-    ...toolIds(ctx),
-    ...(status ? { status } : {}),
-    payload: {
-      toolName,
-      error,
-      durationMs,
-      graphActionId: ctx.action.id,
-      actionStatus,
-      ...failure.extra,
-      observation: endObservation(ctx, actionStatus, output),
-    },
-  };
 }
 
 export function errorOutput(error: OarError): FullOutput {

@@ -1,7 +1,7 @@
 import { estimateTokens, type OarError, oarError } from '@oar/protocol';
 import type { HookMessage } from '../config/hooks.js';
 import type { ModelHandle } from '../models/model-call.js';
-import { hooksAt, runHooks } from '../policy/hooks/hooks.js';
+import { hooksAt, runHooks, sessionHooks } from '../policy/hooks/hooks.js';
 import type { ThreadView, TurnState } from '../read-models/thread-state.js';
 import type { Engine } from '../scheduler/engine.js';
 import type { AssembledContext } from './context/context.js';
@@ -32,8 +32,7 @@ export async function beforeModelCall(
     { role: 'user', content: shown(context.transcript.text) },
   ];
   const verdict = await runHooks('before_model_call', {
-    engine,
-    sessionId: thread.sessionId,
+    engine: sessionHooks(engine, thread.sessionId),
     ids: { threadId: thread.threadId, turnId: turn.turnId },
     signal,
     input: {
@@ -88,9 +87,8 @@ export async function atTurnEnd(
     engine: {
       binding: engine.binding,
       workspaceRoot: engine.workspaceRoot,
-      append: (s, d, o) => engine.append(s, d, o),
+      record: (drafts, options) => engine.append(thread.sessionId, drafts, options),
     },
-    sessionId: thread.sessionId,
     ids: { threadId: thread.threadId, turnId: turn.turnId },
     signal: new AbortController().signal,
     input: {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { EventFields } from '@oar/protocol';
+import { toolStarted } from '../facts/tool-call.js';
 import type { EventDraft } from '../log/draft.js';
 import type { CallIds } from '../policy/authorize.js';
 
@@ -54,7 +55,7 @@ export async function openBracket(record: BracketRecorder, effect: SideEffect): 
     idempotencyKey: key,
     ...(effect.keyAttempt !== undefined ? { keyAttempt: effect.keyAttempt } : {}),
   };
-  await record([...effect.authorization, { type: 'tool.started', ...effect.ids, payload }], { durable });
+  await record([...effect.authorization, toolStarted(effect.ids, payload)], { durable });
   return { durable, idempotencyKey: key, end: (drafts) => record(drafts, { durable }) };
 }
 

@@ -11,8 +11,8 @@ import {
 } from '../read-models/thread-state.js';
 import { isStoreFault } from '../store/faults.js';
 import { callFacts } from '../tools/tool.js';
-import type { ActionContext } from './action-context.js';
 import type { Engine } from './engine.js';
+import { type ExecutorContext, executorContext } from './executor-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
 /** The statuses an action ends with other than completed. */
@@ -22,7 +22,7 @@ const FAILED: ReadonlySet<RunActionStatus> = new Set(TERMINAL_RUN_ACTION_STATUSE
  * Runs one action by its executor type: the executor registry (executors/registry.ts), handed in by the loop so the
  * scheduler stays below the executors it schedules.
  */
-export type ExecuteAction = (ctx: ActionContext) => Promise<RunActionStatus>;
+export type ExecuteAction = (ctx: ExecutorContext) => Promise<RunActionStatus>;
 
 /** Statuses a halted graph ends: not started yet, or waiting for a human decision. */
 const HALTABLE: ReadonlySet<RunActionStatus> = new Set(['pending', 'waiting_permission', 'waiting_input']);
@@ -99,19 +99,22 @@ export async function scheduleRun(
     return completedBefore.has(id) ? 'historical' : undefined;
   };
 
-  const context = (action: Action): ActionContext => ({
-    engine,
-    thread,
-    run,
-    action,
-    state: run.actions[action.id] ?? {
-      id: action.id,
-      status: 'pending',
-      toolCallId: `${run.runId}.${action.id}`,
-      attempt: 0,
-    },
-    signal,
-  });
+  const context = (action: Action): ExecutorContext =>
+    executorContext(
+      engine,
+      {
+        thread,
+        run,
+        action,
+        state: run.actions[action.id] ?? {
+          id: action.id,
+          status: 'pending',
+          toolCallId: `${run.runId}.${action.id}`,
+          attempt: 0,
+        },
+      },
+      signal,
+    );
 
   /** A fact the log refused or the store could not take: nothing more may be written by this driver. */
   let refused: unknown;
@@ -215,7 +218,7 @@ export async function scheduleRun(
  */
 async function runWithRetries(
   engine: Engine,
-  ctx: ActionContext,
+  ctx: ExecutorContext,
   halted: () => boolean,
   execute: ExecuteAction,
 ): Promise<RunActionStatus> {

@@ -1,6 +1,7 @@
 import { type Action, oarError } from '@oar/protocol';
 import { actionStatusChange } from '../facts/action.js';
 import { type LostCall, reconcileRequest } from '../facts/reconcile.js';
+import { toolFailed } from '../facts/tool-call.js';
 import type { EventDraft } from '../log/draft.js';
 import {
   isTerminalRunStatus,
@@ -54,20 +55,19 @@ export function recoveryDrafts(thread: ThreadView): { drafts: EventDraft[]; reru
         'lost',
         `the runtime stopped while "${action.executor.target}" was running; it may or may not have taken effect and was not re-run because it is not idempotent`,
       );
-      drafts.push({
-        type: 'tool.failed',
-        ...ids,
-        stepId: state.toolCallId,
-        toolCallId: state.toolCallId,
-        status: 'lost',
-        payload: {
-          toolName: action.executor.target,
-          error,
-          graphActionId: id,
-          actionStatus: 'lost',
-          observation: { id, status: 'lost', artifacts: [], error, ...(action.title ? { title: action.title } : {}) },
-        },
-      });
+      drafts.push(
+        toolFailed(
+          { ...ids, stepId: state.toolCallId, toolCallId: state.toolCallId },
+          {
+            toolName: action.executor.target,
+            error,
+            graphActionId: id,
+            actionStatus: 'lost',
+            observation: { id, status: 'lost', artifacts: [], error, ...(action.title ? { title: action.title } : {}) },
+          },
+          'lost',
+        ),
+      );
       // Lost is not the end of it: someone (or the tool's reconcile step) says whether it took effect.
       drafts.push(reconcileRequest(lostCall(ids, action, state)));
     }

@@ -2,7 +2,8 @@ import type { OarError } from '@oar/protocol';
 import { budgetExceeded, checkModelCall, quotaBlockedFact, quotaLowFacts } from '../../facts/budgets.js';
 import type { EventDraft } from '../../log/draft.js';
 import type { ModelHandle } from '../../models/model-call.js';
-import { effectiveBudgets, hasBudgets } from '../../read-models/budgets.js';
+import { type EffectiveBudgets, effectiveBudgets, hasBudgets } from '../../read-models/budgets.js';
+import type { SessionState } from '../../read-models/session.js';
 import type { ThreadView, TurnState } from '../../read-models/thread-state.js';
 import type { Engine } from '../../scheduler/engine.js';
 
@@ -14,6 +15,26 @@ import type { Engine } from '../../scheduler/engine.js';
  */
 export type BudgetGate = { status: 'ok' } | { status: 'waiting' } | { status: 'failed'; error: OarError };
 
+/**
+ * The budgets that bind the session's next model call, and the session whose recorded spend they are checked
+ * against; undefined when nothing binds it. Shared by the loop's gate and a runner's proxied call
+ * (agent-runners/budget-check.ts).
+ */
+export async function bindingBudgets(
+  engine: Pick<Engine, 'binding' | 'session' | 'append'>,
+  sessionId: string,
+): Promise<{ budgets: EffectiveBudgets; session: SessionState | undefined } | undefined> {
+  let session = await engine.session(sessionId);
+  const budgets = effectiveBudgets(engine.binding.budgets, session?.limits);
+  if (!hasBudgets(budgets)) return undefined;
+  if (Object.keys(budgets.session).length > 0) {
+    // The session's spend is read from the store: what the driven thread staged (its last call) is committed first.
+    await engine.append(sessionId, [], { durable: true });
+    session = await engine.session(sessionId);
+  }
+  return { budgets, session };
+}
+
 export async function budgetGate(
   engine: Engine,
   thread: ThreadView,
@@ -21,15 +42,10 @@ export async function budgetGate(
   model: ModelHandle,
   inputTokenEstimate: number,
 ): Promise<BudgetGate> {
-  let session = await engine.session(thread.sessionId);
-  const budgets = effectiveBudgets(engine.binding.budgets, session?.limits);
   const ids = { threadId: thread.threadId, turnId: turn.turnId };
-  if (!hasBudgets(budgets)) return endWait(engine, thread, ids);
-  if (Object.keys(budgets.session).length > 0) {
-    // The session's spend is read from the store: what this thread staged (its last call) is committed first.
-    await engine.append(thread.sessionId, [], { durable: true });
-    session = await engine.session(thread.sessionId);
-  }
+  const bound = await bindingBudgets(engine, thread.sessionId);
+  if (!bound) return endWait(engine, thread, ids);
+  const { budgets, session } = bound;
   const current = thread.turns.find((t) => t.turnId === turn.turnId) ?? turn;
   const { spend, check } = checkModelCall(budgets, current, session, model, inputTokenEstimate);
   const lows = quotaLowFacts(ids, budgets, spend, check.low);

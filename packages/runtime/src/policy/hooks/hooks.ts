@@ -11,17 +11,35 @@ import type { EventDraft } from '../../log/draft.js';
 import { type JsonChange, jsonDiff } from './diff.js';
 import { type HookRun, runHook } from './run-hook.js';
 
-/** What a hook point needs of the engine: the binding's hooks, the workspace, and the fenced writer. */
+/**
+ * What a hook point needs of the engine: the binding's hooks, the workspace, and the fenced writer of the one session
+ * the point runs in (an executor's `record`, or the engine's append bound to the session by `sessionHooks`).
+ */
 export interface HookEngine {
   readonly binding: { readonly hooks?: HooksConfig };
   readonly workspaceRoot: string;
-  append(sessionId: string, drafts: EventDraft[], options?: { durable?: boolean }): Promise<void>;
+  record(drafts: EventDraft[], options?: { durable?: boolean }): Promise<void>;
+}
+
+/** A hook engine over a writer of many sessions (the worker's engine), bound to one of them. */
+export function sessionHooks(
+  engine: {
+    readonly binding: { readonly hooks?: HooksConfig };
+    readonly workspaceRoot: string;
+    append(sessionId: string, drafts: EventDraft[], options?: { durable?: boolean }): Promise<void>;
+  },
+  sessionId: string,
+): HookEngine {
+  return {
+    binding: engine.binding,
+    workspaceRoot: engine.workspaceRoot,
+    record: (drafts, options) => engine.append(sessionId, drafts, options),
+  };
 }
 
 /** One run of a hook point: where its facts go and what its hooks are told. */
 export interface HookScope {
   engine: HookEngine;
-  sessionId: string;
   /** The correlation ids every `hook.*` event of this point carries (the thread's, the turn's, the call's). */
   ids: { threadId: string; turnId: string } & Record<string, string | undefined>;
   signal: AbortSignal;
@@ -113,8 +131,7 @@ export async function runHooks(point: HookPoint, scope: HookScope): Promise<Hook
     }) as unknown as EventDraft;
   for (const hook of hooks) {
     // Durable before the hook runs (it may take a while): observers see it running, as they see a tool run.
-    await scope.engine.append(
-      scope.sessionId,
+    await scope.engine.record(
       [event('hook.started', hook, { kind: hook.command ? 'command' : 'module', timeoutMs: hook.timeoutMs })],
       { durable: true },
     );
@@ -132,7 +149,7 @@ export async function runHooks(point: HookPoint, scope: HookScope): Promise<Hook
     );
     if (!run.ok) {
       const policy = failurePolicy(hook);
-      await scope.engine.append(scope.sessionId, [
+      await scope.engine.record([
         event('hook.failed', hook, { error: run.error, durationMs: run.durationMs, onFailure: policy }),
       ]);
       if (policy === 'deny' || run.error.code === 'interrupted') {
@@ -164,7 +181,7 @@ export async function runHooks(point: HookPoint, scope: HookScope): Promise<Hook
       else messages = output.messages;
       rewrittenBy.push(hook.name);
     }
-    await scope.engine.append(scope.sessionId, [
+    await scope.engine.record([
       event('hook.completed', hook, {
         decision: output.decision,
         ...(output.reason !== undefined ? { reason: output.reason } : {}),
