@@ -875,6 +875,10 @@ function summarySection(all: Required<BenchOutput>, ran: readonly string[], roun
   rows.push(
     memoryRow('created, thread idle', 'memory per idle session (just created)'),
     memoryRow('after one completed turn each', 'memory per idle session (after one completed turn)'),
+    memoryRow(
+      'one more session with one turn, cache full',
+      'memory per idle session after a turn, at scale (the read-model cache full)',
+    ),
   );
   const active = [...all.concurrencyMemory].sort((a, b) => b.sessions - a.sessions)[0];
   rows.push(

@@ -18,7 +18,7 @@ const TURN_SCOPED_ID = /\b(?:turn|task|run|art)_[0-9a-f]{20}\b/g;
  * Real events of one OAR turn (TEMPLATE_STEPS `read` steps and an answer) recorded by the runtime on SQLite: the
  * session prefix (session.created, thread.started) and the turn itself.
  */
-async function recordTemplate(): Promise<{ prefix: RuntimeEvent[]; turn: RuntimeEvent[] }> {
+export async function recordTemplate(): Promise<{ prefix: RuntimeEvent[]; turn: RuntimeEvent[] }> {
   const opened = await openSqlite('replay-template');
   try {
     const { runtime } = await scriptedRuntime(opened.store, readLoopScript(TEMPLATE_STEPS), {
@@ -39,7 +39,7 @@ async function recordTemplate(): Promise<{ prefix: RuntimeEvent[]; turn: Runtime
  * A session of exactly `count` events: the template's prefix, then copies of its turn, each with fresh turn, task,
  * run and artifact ids, fresh event ids and gap-free sequences (the last copy may stop mid-turn).
  */
-function synthesize(template: { prefix: RuntimeEvent[]; turn: RuntimeEvent[] }, count: number): RuntimeEvent[] {
+export function synthesize(template: { prefix: RuntimeEvent[]; turn: RuntimeEvent[] }, count: number): RuntimeEvent[] {
   const sessionId = `ses_bench_${count}`;
   const events: RuntimeEvent[] = [];
   const push = (json: string) => {

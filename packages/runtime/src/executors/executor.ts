@@ -19,7 +19,7 @@ export type Preparation<P> =
   | { settled: RunActionStatus };
 
 /**
- * An executor (docs/executors.md "The executor port"): one per executor type, over the action's `ExecutorContext`
+ * An executor (docs/architecture.md "The executor port"): one per executor type, over the action's `ExecutorContext`
  * and nothing else. `prepare` looks the action up and says what to authorize; the driver (executors/registry.ts)
  * authorizes it through the one gate; `run` carries it out, committing the authorization with its first fact.
  */

@@ -86,7 +86,7 @@ export type ActionStatusFacts =
 /**
  * The one shape of "this graph action's status changed": a `run.status` event in phase `action`, whether the action
  * ended (with its observation) or went back to `pending` (a retry, a re-run after a restart). `eventStatus` is the
- * event's own status, left out when not given. Takes plain ids so that code without an ActionContext (recovery,
+ * event's own status, left out when not given. Takes plain ids so that code without an ExecutorContext (recovery,
  * respond_action) builds the same event.
  */
 export function actionStatusChange(

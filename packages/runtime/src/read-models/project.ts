@@ -1,7 +1,7 @@
 import type { RuntimeEvent, Task } from '@oar/protocol';
 import { reduceRun } from './run.js';
-import { reduceSession, reduceTask, type SessionState } from './session.js';
-import { reduceThread } from './thread.js';
+import { reduceSession, reduceTask, type SessionState, ticksSessionClock } from './session.js';
+import { reduceThread, threadChange, withThreadClock } from './thread.js';
 import type { RunState, ThreadState, ThreadView } from './thread-state.js';
 
 /** The read models a session keeps, by kind and key. */
@@ -52,6 +52,11 @@ export function applyEvent(models: ReadModels, event: RuntimeEvent): void {
     const thread = reduceThread(models.threads.get(event.threadId), event);
     if (thread) models.threads.set(event.threadId, thread);
   }
+  applyOthers(models, event);
+}
+
+/** The read models other than the session's and the threads': runs, tasks, the tool inventory. */
+function applyOthers(models: ReadModels, event: RuntimeEvent): void {
   if (event.runId && event.threadId) {
     const run = reduceRun(models.runs.get(event.runId), event);
     if (run) models.runs.set(event.runId, run);
@@ -70,10 +75,43 @@ export function applyEvent(models: ReadModels, event: RuntimeEvent): void {
   }
 }
 
-/** Rebuild every read model of a session from its events (`oar replay`, and the rebuild == incremental test). */
+/**
+ * Rebuild every read model of a session from its events (`oar replay`, and the rebuild == incremental test): the
+ * same reducers as `applyEvent`, but the session's and a thread's clock (`updatedAt`, `lastSequence`) is not copied
+ * into a new object for every event that changes nothing else — no intermediate state is ever seen here, so each
+ * model takes the clock of the last event that only ticked it, once, at the end (unless a later change set it).
+ */
 export function replay(events: Iterable<RuntimeEvent>): ReadModels {
   const models = emptyReadModels();
-  for (const event of events) applyEvent(models, event);
+  let sessionTick: RuntimeEvent | undefined;
+  const threadTicks = new Map<string, RuntimeEvent>();
+  for (const event of events) {
+    if (models.session && ticksSessionClock(event)) sessionTick = event;
+    else {
+      models.session = reduceSession(models.session, event);
+      sessionTick = undefined;
+    }
+    const threadId = event.threadId;
+    const thread = threadId && event.type !== 'thread.started' ? models.threads.get(threadId) : undefined;
+    if (thread && threadId) {
+      const changed = threadChange(thread, event);
+      if (changed === thread) threadTicks.set(threadId, event);
+      else {
+        models.threads.set(threadId, withThreadClock(thread, changed, event));
+        threadTicks.delete(threadId);
+      }
+    } else if (threadId) {
+      const started = reduceThread(undefined, event);
+      if (started) models.threads.set(threadId, started);
+      threadTicks.delete(threadId);
+    }
+    applyOthers(models, event);
+  }
+  if (models.session && sessionTick) models.session = reduceSession(models.session, sessionTick);
+  for (const [threadId, event] of threadTicks) {
+    const thread = models.threads.get(threadId) as ThreadState;
+    models.threads.set(threadId, withThreadClock(thread, thread, event));
+  }
   return models;
 }
 

@@ -94,8 +94,10 @@ type BudgetCounts = NonNullable<SessionState['budget']>;
 const EMPTY_BUDGET: BudgetCounts = { modelCalls: 0, turnTimeMs: 0, runningTurns: {}, quotaLow: [] };
 
 /** Budget counts after a change (the counts are created by the first change). */
-function counted(state: SessionState, change: (budget: BudgetCounts) => BudgetCounts): SessionState {
-  return { ...state, budget: change(state.budget ?? EMPTY_BUDGET) };
+/** `next`, this reduction's own copy of the session, with its budget counts changed (on it: no second copy). */
+function counted(next: SessionState, change: (budget: BudgetCounts) => BudgetCounts): SessionState {
+  next.budget = change(next.budget ?? EMPTY_BUDGET);
+  return next;
 }
 
 /** A turn ended: its time joins the session's, it is no longer running. */
@@ -130,122 +132,132 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
   }
   if (!state) return state;
   const next = { ...state, updatedAt: event.timestamp, lastSequence: event.sequence };
-  switch (event.type) {
-    case 'session.updated':
-      return withState(
-        {
-          ...next,
-          ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
-          ...withBinding(next, payload),
-        },
-        payload,
-      );
-    case 'thread.started':
-      return next.threadIds.includes(event.threadId)
-        ? next
-        : { ...next, threadIds: [...next.threadIds, event.threadId] };
-    case 'turn.started':
-      return event.turnId
-        ? counted(next, (b) => ({
-            ...b,
-            runningTurns: { ...b.runningTurns, [event.turnId as string]: event.timestamp },
-          }))
-        : next;
-    case 'turn.completed':
-    case 'turn.failed':
-      return turnEnded(next, event);
-    case 'model.failed':
-      return counted(next, (b) => ({ ...b, modelCalls: b.modelCalls + 1 }));
-    case 'quota.low':
-      return payload.scope === 'session' && typeof payload.key === 'string'
-        ? counted(next, (b) => ({ ...b, quotaLow: [...b.quotaLow, payload.key as string] }))
-        : next;
-    case 'rate_limit.hit':
-      return {
+  return SESSION_CHANGES[event.type]?.(next, event, payload) ?? next;
+}
+
+/**
+ * What each event type changes of the session, given `next`: this reduction's own copy with the event's clock
+ * (`updatedAt`, `lastSequence`). An event of any other type only moves the clock (`ticksSessionClock`).
+ */
+const SESSION_CHANGES: Partial<
+  Record<string, (next: SessionState, event: RuntimeEvent, payload: Payload) => SessionState>
+> = {
+  'session.updated': (next, _event, payload) =>
+    withState(
+      {
         ...next,
-        rateLimits: {
-          hits: (next.rateLimits?.hits ?? 0) + 1,
-          last: {
-            modelId: String(payload.modelId),
-            provider: String(payload.provider),
-            at: event.timestamp,
-            ...(event.turnId ? { turnId: event.turnId } : {}),
-            ...(typeof payload.retryAfterMs === 'number' ? { retryAfterMs: payload.retryAfterMs } : {}),
-            ...(typeof payload.enforcedBy === 'string' ? { enforcedBy: payload.enforcedBy } : {}),
-            ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
-          },
-        },
-      };
-    case 'limit.changed': {
-      const limits = LimitOverridesSchema.safeParse(payload.limits);
-      return limits.success ? { ...next, limits: limits.data } : next;
-    }
-    case 'model.completed': {
-      const usage = payload.usage as Partial<Record<keyof SessionState['usage'], number>>;
-      const input = usage.inputTokens ?? 0;
-      const output = usage.outputTokens ?? 0;
-      const total = next.usage;
-      // An optional count joins the totals the first time a call reports it.
-      const plus = (key: 'cachedInputTokens' | 'cacheWriteTokens' | 'reasoningTokens') =>
-        typeof usage[key] === 'number' ? { [key]: (total[key] ?? 0) + usage[key] } : {};
-      return {
-        ...counted(next, (b) => ({ ...b, modelCalls: b.modelCalls + 1 })),
-        usage: {
-          ...total,
-          inputTokens: total.inputTokens + input,
-          outputTokens: total.outputTokens + output,
-          totalTokens: total.totalTokens + (usage.totalTokens ?? input + output),
-          ...plus('cachedInputTokens'),
-          ...plus('cacheWriteTokens'),
-          ...plus('reasoningTokens'),
-        },
-      };
-    }
-    case 'routing.single_candidate':
-    case 'routing.decided':
-      return {
-        ...next,
-        routing: {
-          selectedModel: String(payload.selectedModel),
-          ...(typeof payload.provider === 'string' ? { provider: payload.provider } : {}),
-          candidateCount: typeof payload.candidateCount === 'number' ? payload.candidateCount : 1,
-          ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
-        },
-      };
-    case 'cost.recorded': {
-      const amount = typeof payload.amount === 'number' ? payload.amount : 0;
-      const cost = next.cost ?? { currency: 'USD' as const, amount: 0, pricedCalls: 0 };
-      // Summed in micro-dollars, so a long session's total does not drift by float error.
-      const total = Math.round((cost.amount + amount) * 1e6) / 1e6;
-      return { ...next, cost: { currency: 'USD', amount: total, pricedCalls: cost.pricedCalls + 1 } };
-    }
-    case 'routing.fallback.applied': {
-      // The model that answers now; the decision that chose the first one stays in the log.
-      const fallback = {
-        from: String(payload.from),
-        to: String(payload.to),
-        trigger: String(payload.trigger),
-        attempts: typeof payload.attempts === 'number' ? payload.attempts : 1,
-      };
-      return {
-        ...next,
-        routing: {
-          candidateCount: next.routing?.candidateCount ?? 1,
-          ...next.routing,
-          selectedModel: fallback.to,
-          ...(typeof payload.toProvider === 'string' ? { provider: payload.toProvider } : {}),
-          fallback,
-        },
-      };
-    }
-    case 'permission.resolved': {
-      const grant = SessionGrantSchema.safeParse(payload.grant);
-      if (payload.grantScope !== 'session' || !grant.success) return next;
-      return { ...next, grants: [...next.grants, grant.data] };
-    }
-    default:
-      return next;
-  }
+        ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
+        ...withBinding(next, payload),
+      },
+      payload,
+    ),
+  'thread.started': (next, { threadId }) =>
+    !threadId || next.threadIds.includes(threadId) ? next : { ...next, threadIds: [...next.threadIds, threadId] },
+  'turn.started': (next, event) =>
+    event.turnId
+      ? counted(next, (b) => ({
+          ...b,
+          runningTurns: { ...b.runningTurns, [event.turnId as string]: event.timestamp },
+        }))
+      : next,
+  'turn.completed': (next, event) => turnEnded(next, event),
+  'turn.failed': (next, event) => turnEnded(next, event),
+  'model.failed': (next) => counted(next, (b) => ({ ...b, modelCalls: b.modelCalls + 1 })),
+  'quota.low': (next, _event, payload) =>
+    payload.scope === 'session' && typeof payload.key === 'string'
+      ? counted(next, (b) => ({ ...b, quotaLow: [...b.quotaLow, payload.key as string] }))
+      : next,
+  'rate_limit.hit': (next, event, payload) => ({
+    ...next,
+    rateLimits: {
+      hits: (next.rateLimits?.hits ?? 0) + 1,
+      last: {
+        modelId: String(payload.modelId),
+        provider: String(payload.provider),
+        at: event.timestamp,
+        ...(event.turnId ? { turnId: event.turnId } : {}),
+        ...(typeof payload.retryAfterMs === 'number' ? { retryAfterMs: payload.retryAfterMs } : {}),
+        ...(typeof payload.enforcedBy === 'string' ? { enforcedBy: payload.enforcedBy } : {}),
+        ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
+      },
+    },
+  }),
+  'limit.changed': (next, _event, payload) => {
+    const limits = LimitOverridesSchema.safeParse(payload.limits);
+    return limits.success ? { ...next, limits: limits.data } : next;
+  },
+  'model.completed': (next, _event, payload) => {
+    const usage = payload.usage as Partial<Record<keyof SessionState['usage'], number>>;
+    const input = usage.inputTokens ?? 0;
+    const output = usage.outputTokens ?? 0;
+    const total = next.usage;
+    // An optional count joins the totals the first time a call reports it.
+    const plus = (key: 'cachedInputTokens' | 'cacheWriteTokens' | 'reasoningTokens') =>
+      typeof usage[key] === 'number' ? { [key]: (total[key] ?? 0) + usage[key] } : {};
+    const counts = counted(next, (b) => ({ ...b, modelCalls: b.modelCalls + 1 }));
+    counts.usage = {
+      ...total,
+      inputTokens: total.inputTokens + input,
+      outputTokens: total.outputTokens + output,
+      totalTokens: total.totalTokens + (usage.totalTokens ?? input + output),
+      ...plus('cachedInputTokens'),
+      ...plus('cacheWriteTokens'),
+      ...plus('reasoningTokens'),
+    };
+    return counts;
+  },
+  'routing.single_candidate': (next, _event, payload) => routed(next, payload),
+  'routing.decided': (next, _event, payload) => routed(next, payload),
+  'cost.recorded': (next, _event, payload) => {
+    const amount = typeof payload.amount === 'number' ? payload.amount : 0;
+    const cost = next.cost ?? { currency: 'USD' as const, amount: 0, pricedCalls: 0 };
+    // Summed in micro-dollars, so a long session's total does not drift by float error.
+    const total = Math.round((cost.amount + amount) * 1e6) / 1e6;
+    next.cost = { currency: 'USD', amount: total, pricedCalls: cost.pricedCalls + 1 };
+    return next;
+  },
+  'routing.fallback.applied': (next, _event, payload) => {
+    // The model that answers now; the decision that chose the first one stays in the log.
+    const fallback = {
+      from: String(payload.from),
+      to: String(payload.to),
+      trigger: String(payload.trigger),
+      attempts: typeof payload.attempts === 'number' ? payload.attempts : 1,
+    };
+    return {
+      ...next,
+      routing: {
+        candidateCount: next.routing?.candidateCount ?? 1,
+        ...next.routing,
+        selectedModel: fallback.to,
+        ...(typeof payload.toProvider === 'string' ? { provider: payload.toProvider } : {}),
+        fallback,
+      },
+    };
+  },
+  'permission.resolved': (next, _event, payload) => {
+    const grant = SessionGrantSchema.safeParse(payload.grant);
+    if (payload.grantScope !== 'session' || !grant.success) return next;
+    return { ...next, grants: [...next.grants, grant.data] };
+  },
+};
+
+/** The model the router chose (routing.decided, or the only candidate). */
+function routed(next: SessionState, payload: Payload): SessionState {
+  return {
+    ...next,
+    routing: {
+      selectedModel: String(payload.selectedModel),
+      ...(typeof payload.provider === 'string' ? { provider: payload.provider } : {}),
+      candidateCount: typeof payload.candidateCount === 'number' ? payload.candidateCount : 1,
+      ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
+    },
+  };
+}
+
+/** Whether an event changes nothing of the session but its clock: replay sets the clock once, from the last one. */
+export function ticksSessionClock(event: RuntimeEvent): boolean {
+  return event.type !== 'session.created' && SESSION_CHANGES[event.type] === undefined;
 }
 
 /** A binding carried by session.created / session.updated (`binding` + `bindingHash`) becomes the current one. */
@@ -295,15 +307,21 @@ export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task |
     };
   }
   if (!state) return state;
+  // This reduction's own copy of the task: each case changes it, none copies it again.
   const next: Task = { ...state, updatedAt: event.timestamp };
-  const attempt = (change: Partial<TaskAttempt>): Task => ({
-    ...next,
-    attempts: (next.attempts ?? []).map((a) => (a.runId === event.runId ? { ...a, ...change } : a)),
-  });
+  const set = (change: Partial<Task>): Task => Object.assign(next, change);
+  const attempt = (change: Partial<TaskAttempt>): Task => {
+    const attempts = next.attempts ?? [];
+    // The attempt an event is about is nearly always the latest: looked for from the end, the rest shared.
+    const index = attempts.findLastIndex((a) => a.runId === event.runId);
+    if (index < 0) return set({ attempts: attempts.slice() });
+    const changed = attempts.slice();
+    changed[index] = { ...(attempts[index] as TaskAttempt), ...change };
+    return set({ attempts: changed });
+  };
   switch (event.type) {
     case 'task.attempt.started':
-      return {
-        ...next,
+      return set({
         status: 'running',
         currentRunId: event.runId,
         startedAt: next.startedAt ?? event.timestamp,
@@ -316,7 +334,7 @@ export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task |
             attemptCount: typeof payload.attempt === 'number' ? payload.attempt : (next.attempts?.length ?? 0) + 1,
           },
         ],
-      };
+      });
     case 'task.attempt.completed':
       return attempt({
         status: 'completed',
@@ -330,22 +348,22 @@ export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task |
         ...(payload.error ? { lastError: payload.error as TaskAttempt['lastError'] } : {}),
       });
     case 'task.waiting':
-      return { ...next, status: payload.waitingFor === 'input' ? 'waiting_input' : 'waiting_permission' };
+      return set({ status: payload.waitingFor === 'input' ? 'waiting_input' : 'waiting_permission' });
     case 'task.started':
     case 'task.resumed':
-      return { ...next, status: 'running' };
+      return set({ status: 'running' });
     case 'task.retrying':
-      return { ...next, status: 'retrying' };
+      return set({ status: 'retrying' });
     case 'task.completed':
-      return { ...next, status: 'completed', endedAt: event.timestamp };
+      return set({ status: 'completed', endedAt: event.timestamp });
     case 'task.failed':
-      return { ...next, status: 'failed', endedAt: event.timestamp, lastError: payload.error as Task['lastError'] };
+      return set({ status: 'failed', endedAt: event.timestamp, lastError: payload.error as Task['lastError'] });
     case 'task.cancelled':
-      return { ...next, status: 'cancelled', endedAt: event.timestamp };
+      return set({ status: 'cancelled', endedAt: event.timestamp });
     case 'task.lost':
-      return { ...next, status: 'lost', endedAt: event.timestamp };
+      return set({ status: 'lost', endedAt: event.timestamp });
     case 'task.blocked':
-      return { ...next, status: 'blocked' };
+      return set({ status: 'blocked' });
     default:
       return next;
   }

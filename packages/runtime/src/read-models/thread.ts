@@ -122,13 +122,28 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
     };
   }
   if (!state) return state;
-  const next = applyThreadEvent(state, event, payload);
-  return { ...next, updatedAt: event.timestamp, lastSequence: event.sequence };
+  return withThreadClock(state, threadChange(state, event), event);
 }
 
-function applyThreadEvent(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {
+/**
+ * What an event changes of a thread, its clock (`updatedAt`, `lastSequence`) aside: a new object of this reduction,
+ * or `state` itself when the event changes nothing else (replay then sets the clock once, from the last such event).
+ */
+export function threadChange(state: ThreadState, event: RuntimeEvent): ThreadState {
   const base = endedActionStatus(event) ? actionEnded(state, event) : state;
-  return applyThreadFacts(base, event, payload);
+  return applyThreadFacts(base, event, (event.payload ?? {}) as Payload);
+}
+
+/**
+ * `next` (what `threadChange` made of `state`) with the event's clock. A changed thread is this reduction's own new
+ * object: its clock is set on it rather than copied once more (a replay of 100k events spent a fifth of its time
+ * copying thread states twice).
+ */
+export function withThreadClock(state: ThreadState, next: ThreadState, event: RuntimeEvent): ThreadState {
+  if (next === state) return { ...state, updatedAt: event.timestamp, lastSequence: event.sequence };
+  next.updatedAt = event.timestamp;
+  next.lastSequence = event.sequence;
+  return next;
 }
 
 function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {

@@ -28,7 +28,7 @@ export interface SessionArtifacts {
 }
 
 /**
- * Everything an executor may use while it runs one action, and nothing else (the executor port, executors/port.ts):
+ * Everything an executor may use while it runs one action, and nothing else (the executor port, executors/executor.ts):
  * the action and its run, the configuration, the abort signal, and a small door onto its own session — record facts
  * (fenced by the worker's lease), store and read artifacts, read and wake a thread. Every door is bound to the
  * action's session: an executor cannot write into another session, call a model, or reach the store. The scheduler
@@ -96,8 +96,9 @@ export function executorContext(
     policy: {
       permissions: engine.permissions,
       workspaceRoot: engine.workspaceRoot,
-      grants: (id) => engine.grants(id),
-      updatedPermissions: (id) => engine.updatedPermissions(id),
+      // Bound like every other door: whatever session id a judgement names, it reads the action's session.
+      grants: () => engine.grants(sessionId),
+      updatedPermissions: () => engine.updatedPermissions(sessionId),
     },
   };
 }
