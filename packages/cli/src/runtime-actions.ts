@@ -677,6 +677,44 @@ export async function events(
 }
 
 /** `oar inspect`: the session snapshot, for a person (or, with --json, the published snapshot schema). */
+/** `oar environment`: where a session's work runs (get_execution_environment). */
+export async function environment(
+  sessionId: string,
+  options: GlobalOptions & { json?: boolean; thread?: string },
+): Promise<number> {
+  const opened = await openForReading(options);
+  return withRuntime(opened, async (runtime) => {
+    const env = await runtime.getExecutionEnvironment({
+      sessionId,
+      ...(options.thread !== undefined ? { threadId: options.thread } : {}),
+    });
+    if (options.json) {
+      printJson(env);
+      return EXIT.ok;
+    }
+    const out = (line: string) => process.stdout.write(`${line}\n`);
+    out(`session ${env.sessionId}${env.threadId ? ` thread ${env.threadId}` : ''}`);
+    if (env.binding === 'unknown') out('  binding: unknown (the session was recorded without one)');
+    out(`  cwd: ${env.cwd ?? 'unknown'}`);
+    out(`  workspace roots: ${env.workspaceRoots.join(', ') || 'unknown'}`);
+    out(`  variables passed to commands: ${env.env.passed.join(', ') || 'none'}`);
+    out(`  secret variables (values redacted): ${env.env.secrets.join(', ') || 'none'}`);
+    const limits = env.processLimits;
+    out(
+      limits.status === 'available'
+        ? `  commands: sandbox ${limits.sandboxProfile}, network ${limits.network ? 'on' : 'off'}, timeout ${limits.timeoutMs} ms (at most ${limits.maxTimeoutMs}), ${limits.maxBackground} background at once`
+        : `  commands: unavailable (${limits.reason})`,
+    );
+    out(`  live processes: ${env.activeProcesses.length}`);
+    for (const p of env.activeProcesses) {
+      out(
+        `    ${p.processId} [${p.background ? 'background' : 'foreground'}] ${p.command} (thread ${p.threadId}, since ${p.startedAt})`,
+      );
+    }
+    return EXIT.ok;
+  });
+}
+
 export async function inspect(sessionId: string, options: GlobalOptions & { json?: boolean }): Promise<number> {
   const opened = await openForReading(options);
   return withRuntime(opened, async (runtime) => {

@@ -159,6 +159,15 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
       setExit(await (await actions()).inspect(sessionId, options)),
     );
 
+  globals(program.command('environment'))
+    .description("show where a session's work runs: workspace, variables by name, process limits, live processes")
+    .argument('<session>', 'session id')
+    .option('--thread <thread>', 'only the processes of this thread')
+    .option('--json', 'print it as JSON (the getExecutionEnvironment response)')
+    .action(async (sessionId: string, options: GlobalOptions & { json?: boolean; thread?: string }) =>
+      setExit(await (await actions()).environment(sessionId, options)),
+    );
+
   globals(program.command('replay'))
     .description('rebuild every read model of a session from its event log and diff with the stored ones')
     .argument('<session>', 'session id')

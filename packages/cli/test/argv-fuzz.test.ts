@@ -223,6 +223,7 @@ const COMMANDS: { command: string[]; positionals: [number, number]; options: str
   { command: ['sessions'], positionals: [0, 0], options: [...STORE, '--json'] },
   { command: ['events'], positionals: [1, 1], options: [...STORE, '--json', '--after'] },
   { command: ['inspect'], positionals: [1, 1], options: [...STORE, '--json'] },
+  { command: ['environment'], positionals: [1, 1], options: [...STORE, '--json', '--thread'] },
   { command: ['replay'], positionals: [1, 1], options: STORE },
   { command: ['export'], positionals: [1, 1], options: [...STORE, '--evidence', '--out'] },
   {

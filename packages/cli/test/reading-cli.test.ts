@@ -17,6 +17,7 @@ function structured(result: CliResult): { code: string; message: string; details
 describe('reading commands over a missing store', { timeout: 300_000 }, () => {
   const READERS: string[][] = [
     ['inspect', 'ses_nope'],
+    ['environment', 'ses_nope'],
     ['events', 'ses_nope'],
     ['events', 'ses_nope', '--follow'],
     ['replay', 'ses_nope'],

@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { RuntimeEvent, SessionSnapshot } from '@oar/protocol';
 import { describe, expect, it } from 'vitest';
@@ -57,6 +57,19 @@ describe('oar demo', () => {
     expect(JSON.parse(replay.stdout)).toMatchObject({ equal: true, differences: [] });
     const inspect = oarIn(cwd, ['inspect', sessionId, '--json']);
     assertSnapshotConforms(JSON.parse(inspect.stdout) as SessionSnapshot);
+    // Where its work ran: the demo's workspace, no commands (the demo binds no exec), nothing left running.
+    const environment = oarIn(cwd, ['environment', sessionId, '--json']);
+    expect(environment.code, environment.stderr).toBe(0);
+    const env = JSON.parse(environment.stdout) as {
+      cwd: string;
+      processLimits: { status: string };
+      activeProcesses: [];
+    };
+    expect(env.cwd).toBe(realpathSync(join(cwd, '.oar/demo-workspace')));
+    expect(env).toMatchObject({ processLimits: { status: 'unavailable' }, activeProcesses: [] });
+    const shown = oarIn(cwd, ['environment', sessionId]);
+    expect(shown.stdout).toContain(`cwd: ${env.cwd}`);
+    expect(shown.stdout).toContain('live processes: 0');
   });
 
   it('--json prints every event as NDJSON and a result line', () => {

@@ -376,3 +376,54 @@ export const SessionSnapshotSchema = z.object({
   deliveryState: Bag.optional(),
 });
 export type SessionSnapshot = z.infer<typeof SessionSnapshotSchema>;
+
+/**
+ * Where a session's work runs (the standard's `execution_environment_snapshot`, `get_execution_environment`): the
+ * directory its tools and commands start in, its workspace roots, the environment variables its commands get — by
+ * name, never a value — the limits of its commands and processes, and the processes it started that are not known
+ * to have ended. What the record does not say is `unknown` or `unavailable`, never guessed.
+ */
+export const ExecutionEnvironmentSchema = z.object({
+  sessionId: Id,
+  /** The thread the processes are of, when the request named one; else every thread of the session. */
+  threadId: Id.optional(),
+  /** `unknown`: the session was recorded without a binding, so nothing below it is known. */
+  binding: z.enum(['recorded', 'unknown']),
+  /** The directory tools resolve relative paths against and commands start in: the workspace root. */
+  cwd: z.string().optional(),
+  workspaceRoots: z.array(z.string()),
+  env: z.object({
+    /** Variables of the runtime's environment passed to commands, by name. */
+    passed: z.array(z.string()),
+    /** Variables named as secrets (the binding's and the commands'): their values are redacted wherever recorded. */
+    secrets: z.array(z.string()),
+  }),
+  processLimits: z.discriminatedUnion('status', [
+    z.object({
+      status: z.literal('available'),
+      /** How commands are confined (`bwrap`, `none`…) and whether they reach the network. */
+      sandboxProfile: z.string(),
+      network: z.boolean(),
+      timeoutMs: z.number().int(),
+      maxTimeoutMs: z.number().int(),
+      killGraceMs: z.number().int(),
+      /** Background processes the session may have running at once. */
+      maxBackground: z.number().int(),
+    }),
+    /** The binding runs no commands (`exec` is off), or is not known. */
+    z.object({ status: z.literal('unavailable'), reason: z.string() }),
+  ]),
+  /** Processes started by the session's commands and not known to have ended, as recorded. */
+  activeProcesses: z.array(
+    z.object({
+      processId: Id,
+      threadId: Id,
+      command: z.string(),
+      background: z.boolean(),
+      sandboxProfile: z.string().optional(),
+      startedAt: z.string(),
+      turnId: Id.optional(),
+    }),
+  ),
+});
+export type ExecutionEnvironment = z.infer<typeof ExecutionEnvironmentSchema>;

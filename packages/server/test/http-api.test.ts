@@ -71,6 +71,18 @@ describe('the HTTP API', () => {
       `/v1/sessions/${sessionId}/tools?threadId=${threadId}`,
     );
     expect(tools.body.tools.map((x) => x.name)).toContain('read');
+    const environment = await t.json<{ sessionId: string; cwd: string; activeProcesses: unknown[] }>(
+      'GET',
+      `/v1/sessions/${sessionId}/environment?threadId=${threadId}`,
+    );
+    expect(environment.status).toBe(200);
+    expect(environment.body).toMatchObject({ sessionId, threadId, binding: 'recorded', activeProcesses: [] });
+    expect(environment.body.cwd).toEqual(expect.any(String));
+    const unknownThread = await t.json<{ error: { code: string } }>(
+      'GET',
+      `/v1/sessions/${sessionId}/environment?threadId=thr_nope`,
+    );
+    expect([unknownThread.status, unknownThread.body.error.code]).toEqual([404, 'thread_not_found']);
     expect((await t.json('GET', `/v1/sessions/${sessionId}/binding`)).body).toHaveProperty('bindingHash');
     expect((await t.json('GET', `/v1/sessions/${sessionId}/subagents`)).body).toEqual({ subagents: [] });
     const replay = await t.json<{ equal: boolean }>('POST', `/v1/sessions/${sessionId}/replay-check`);
@@ -542,6 +554,7 @@ describe('the OpenAPI document', () => {
       'promoteQueuedTurn',
       'getThreadRead',
       'getToolInventory',
+      'getExecutionEnvironment',
       'listTasks',
       'getTask',
       'cancelTask',

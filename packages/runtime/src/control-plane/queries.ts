@@ -1,4 +1,10 @@
-import type { RuntimeEvent, SessionSnapshot, ThreadReadModel, UnreconciledAction } from '@oar/protocol';
+import type {
+  ExecutionEnvironment,
+  RuntimeEvent,
+  SessionSnapshot,
+  ThreadReadModel,
+  UnreconciledAction,
+} from '@oar/protocol';
 import type { AgentConfig } from '../config/binding.js';
 import type { PermissionsConfig } from '../config/permissions.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
@@ -7,7 +13,7 @@ import { loadAllReadModels } from '../log/read-model-rows.js';
 import { findContradictions } from '../read-models/contradictions.js';
 import { replay, threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
-import { toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
+import { toExecutionEnvironment, toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
 import type { PendingDecision, ThreadState } from '../read-models/thread-state.js';
 import { TimeTravel } from '../read-models/time-travel.js';
 import { sessionWork } from '../read-models/work.js';
@@ -171,6 +177,16 @@ export class Queries {
       agents: config.agents.map((a) => ({ name: a.name, description: a.description, capabilities: a.capabilities })),
       ...(resolved ? { lastResolved: resolved } : {}),
     };
+  }
+
+  /** Where the session's work runs: workspace, environment variables by name, process limits, live processes. */
+  async getExecutionEnvironment(input: { sessionId: string; threadId?: string }): Promise<ExecutionEnvironment> {
+    const models = await this.log.allReadModels(input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const thread = input.threadId !== undefined ? models.threads.get(input.threadId) : undefined;
+    if (input.threadId !== undefined && !thread) throw notFound('thread', input.threadId);
+    const threads = thread ? [thread] : [...models.threads.values()];
+    return toExecutionEnvironment(models.session, threads, input.threadId);
   }
 
   /** Session- or thread-scoped state: one key, or all keys. */

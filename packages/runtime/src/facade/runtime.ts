@@ -381,6 +381,10 @@ export class Runtime {
     return this.checked('getToolInventory', 'onThread', input, (i) => this.queries.getToolInventory(i));
   }
 
+  getExecutionEnvironment(input: { sessionId: string; threadId?: string }) {
+    return this.checked('getExecutionEnvironment', 'onThread', input, (i) => this.queries.getExecutionEnvironment(i));
+  }
+
   getState(input: { sessionId: string; threadId?: string; key?: string }) {
     return this.checked('getState', 'getState', input, (i) => this.queries.getState(i));
   }

@@ -1,4 +1,5 @@
 import {
+  type ExecutionEnvironment,
   OAR_SCHEMA_VERSION,
   type SessionSnapshot,
   type Task,
@@ -222,6 +223,8 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
       .sort((a, b) => session.threadIds.indexOf(a.threadId) - session.threadIds.indexOf(b.threadId))
       .map((thread) => toThreadReadModel(thread, tasks)),
     tasks,
+    // Where the session's work runs (the standard's execution_environment_snapshot, also get_execution_environment).
+    executionEnvironment: toExecutionEnvironment(session, threads),
     taskSummary: {
       total: tasks.length,
       active: tasks.filter((t) => ['running', 'accepted', 'preparing', 'retrying'].includes(t.status)).length,
@@ -248,5 +251,62 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
     },
     telemetrySummary: { joinStatus: 'unavailable', usage: { ...session.usage } },
     evidenceRefs: [],
+  };
+}
+
+/**
+ * Where a session's work runs (`get_execution_environment`), from its current binding and the processes its threads
+ * recorded as started and not ended (of one thread when `threadId` is given). Names of variables, never values.
+ */
+export function toExecutionEnvironment(
+  session: SessionState,
+  threads: readonly ThreadState[],
+  threadId?: string,
+): ExecutionEnvironment {
+  const binding = bindingOf(session);
+  const activeProcesses = threads.flatMap((thread) =>
+    (thread.processes ?? []).map((p) => ({
+      processId: p.processId,
+      threadId: thread.threadId,
+      command: p.command,
+      background: p.background,
+      ...(p.sandboxProfile !== undefined ? { sandboxProfile: p.sandboxProfile } : {}),
+      startedAt: p.startedAt,
+      ...(p.turnId !== undefined ? { turnId: p.turnId } : {}),
+    })),
+  );
+  const scope = { sessionId: session.sessionId, ...(threadId !== undefined ? { threadId } : {}) };
+  if (!binding) {
+    return {
+      ...scope,
+      binding: 'unknown',
+      workspaceRoots: [],
+      env: { passed: [], secrets: [] },
+      processLimits: { status: 'unavailable', reason: 'the session was recorded without a binding' },
+      activeProcesses,
+    };
+  }
+  const exec = binding.exec;
+  return {
+    ...scope,
+    binding: 'recorded',
+    cwd: binding.workspaceRoot,
+    workspaceRoots: [binding.workspaceRoot],
+    env: {
+      passed: [...(exec?.env ?? [])],
+      secrets: [...new Set([...(binding.secrets?.env ?? []), ...(exec?.secrets ?? [])])],
+    },
+    processLimits: exec
+      ? {
+          status: 'available',
+          sandboxProfile: exec.sandbox.profile,
+          network: exec.sandbox.network,
+          timeoutMs: exec.timeoutMs,
+          maxTimeoutMs: exec.maxTimeoutMs,
+          killGraceMs: exec.killGraceMs,
+          maxBackground: exec.maxBackground,
+        }
+      : { status: 'unavailable', reason: 'the binding runs no commands (exec is off)' },
+    activeProcesses,
   };
 }

@@ -32,6 +32,14 @@ const ECHO_UPPER =
 
 const PROC_ID = /proc_[A-Za-z0-9]+/;
 
+/** A background process that runs until something stops it. */
+const START_IDLE = {
+  id: 'start',
+  type: 'tool',
+  name: 'exec',
+  args: { command: ['node', '-e', 'setInterval(() => {}, 1000)'], background: true },
+};
+
 /** A script whose later steps name the process id the model was shown (as a real model would copy it). */
 function followingScript(later: (processId: string) => ModelScript['steps']): {
   script: ModelScript;
@@ -159,14 +167,7 @@ describe('exec: background processes', () => {
   it('interrupting the turn terminates its background process group', async () => {
     const script: ModelScript = {
       steps: [
-        act([
-          {
-            id: 'start',
-            type: 'tool',
-            name: 'exec',
-            args: { command: ['node', '-e', 'setInterval(() => {}, 1000)'], background: true },
-          },
-        ]),
+        act([START_IDLE]),
         act([
           { id: 'wait', type: 'tool', name: 'exec', args: { command: ['node', '-e', 'setInterval(() => {}, 1000)'] } },
         ]),
@@ -310,5 +311,62 @@ describe('exec: approve_for_session', () => {
     await h.runtime.submitTurn({ sessionId, input: 'three' });
     const [again] = await pending();
     expect(again?.prompt).toContain("exec node -e 'console.log(1)' --x --more");
+  });
+});
+
+const SECRET_VALUE = 'env-value-that-must-not-show-4471';
+
+/**
+ * get_execution_environment (docs/commands.md "Where a session's work runs"): the workspace, the variables commands
+ * get — by name, never a value — the command limits of the binding, and the processes started and not ended.
+ */
+describe('the execution environment of a session', () => {
+  it('lists the workspace, variables by name, the limits and a background process while it runs', async () => {
+    process.env.OAR_TEST_ENV_SECRET = SECRET_VALUE;
+    const withNames = { ...exec, env: ['PATH', 'HOME'], secrets: ['OAR_TEST_ENV_SECRET'], maxBackground: 3 };
+    const script = {
+      steps: [act([START_IDLE]), answer('started')],
+    };
+    const h = await harness(script, { exec: withNames, permissions });
+    open.push(h);
+    const { sessionId, threadId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'start it' });
+    await h.runtime.settled(sessionId);
+
+    const env = await h.runtime.getExecutionEnvironment({ sessionId });
+    expect(env).toMatchObject({
+      sessionId,
+      binding: 'recorded',
+      env: { passed: ['PATH', 'HOME'], secrets: ['OAR_TEST_ENV_SECRET'] },
+      processLimits: { status: 'available', sandboxProfile: 'none', network: false, maxBackground: 3 },
+    });
+    expect(env.cwd).toBe(env.workspaceRoots[0]);
+    expect(env.activeProcesses).toEqual([
+      expect.objectContaining({ threadId, background: true, command: expect.stringContaining('node') }),
+    ]);
+    expect(JSON.stringify(env)).not.toContain(SECRET_VALUE);
+    // Of one thread: the same process; of a thread that does not exist: not found.
+    const ofThread = await h.runtime.getExecutionEnvironment({ sessionId, threadId });
+    expect(ofThread.activeProcesses.map((p) => p.processId)).toEqual(env.activeProcesses.map((p) => p.processId));
+    await expect(h.runtime.getExecutionEnvironment({ sessionId, threadId: 'thr_missing' })).rejects.toMatchObject({
+      code: 'thread_not_found',
+    });
+    delete process.env.OAR_TEST_ENV_SECRET;
+  });
+
+  it('says commands are unavailable when the binding runs none, and refuses an unknown session', async () => {
+    const h = await harness({ steps: [answer('hi')] });
+    open.push(h);
+    const { sessionId } = await h.runtime.createSession();
+    const env = await h.runtime.getExecutionEnvironment({ sessionId });
+    expect(env.processLimits).toEqual({ status: 'unavailable', reason: expect.stringContaining('exec is off') });
+    expect(env.activeProcesses).toEqual([]);
+    expect(env.env.passed).toEqual([]);
+    await expect(h.runtime.getExecutionEnvironment({ sessionId: 'ses_missing' })).rejects.toMatchObject({
+      code: 'session_not_found',
+    });
+    await expect(h.runtime.getExecutionEnvironment({ sessionId: '' })).rejects.toMatchObject({
+      code: 'invalid_input',
+    });
   });
 });

@@ -1,4 +1,9 @@
-import { ACTION_DECISIONS, SessionSnapshotSchema, ThreadReadModelSchema } from '@oar/protocol';
+import {
+  ACTION_DECISIONS,
+  ExecutionEnvironmentSchema,
+  SessionSnapshotSchema,
+  ThreadReadModelSchema,
+} from '@oar/protocol';
 import { BindingUpdateSchema, MAX_TURN_ATTACHMENTS, notFound, TurnAttachmentInputSchema } from '@oar/runtime';
 import { z } from 'zod';
 import { httpError } from '../errors.js';
@@ -341,6 +346,24 @@ export const sessionRoutes: Route[] = [
     },
     async ({ deps, params, query }) => {
       return deps.runtime.getToolInventory({ sessionId: params.sessionId, ...query });
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/environment',
+      operationId: 'getExecutionEnvironment',
+      summary: "Where the session's work runs: workspace, variables by name, process limits, live processes",
+      description:
+        'The standard’s execution environment snapshot. Environment variables are listed by name only, never a value; the processes are those the session’s commands started and are not known to have ended (of one thread with `threadId`).',
+      tag: 'sessions',
+      scope: 'viewer',
+      params: SessionParams,
+      query: z.object({ threadId: Id.optional() }),
+      response: ExecutionEnvironmentSchema,
+    },
+    async ({ deps, params, query }) => {
+      return deps.runtime.getExecutionEnvironment({ sessionId: params.sessionId, ...query });
     },
   ),
   route(
