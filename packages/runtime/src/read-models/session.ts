@@ -132,7 +132,7 @@ export function reduceSession(state: SessionState | undefined, event: RuntimeEve
   }
   if (!state) return state;
   const next = { ...state, updatedAt: event.timestamp, lastSequence: event.sequence };
-  return SESSION_CHANGES[event.type]?.(next, event, payload) ?? next;
+  return sessionChange(event.type)?.(next, event, payload) ?? next;
 }
 
 /**
@@ -255,9 +255,14 @@ function routed(next: SessionState, payload: Payload): SessionState {
   };
 }
 
+/** The change an event type makes; own entries only, so no event type can name an Object method. */
+function sessionChange(type: string) {
+  return Object.hasOwn(SESSION_CHANGES, type) ? SESSION_CHANGES[type] : undefined;
+}
+
 /** Whether an event changes nothing of the session but its clock: replay sets the clock once, from the last one. */
 export function ticksSessionClock(event: RuntimeEvent): boolean {
-  return event.type !== 'session.created' && SESSION_CHANGES[event.type] === undefined;
+  return event.type !== 'session.created' && sessionChange(event.type) === undefined;
 }
 
 /** A binding carried by session.created / session.updated (`binding` + `bindingHash`) becomes the current one. */

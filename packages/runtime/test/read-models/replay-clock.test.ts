@@ -72,6 +72,13 @@ describe('replay and the clock of models an event only ticks', () => {
     expect(rebuilt.session?.cost?.amount).toBe(0.25);
   });
 
+  it('an event type that names an Object method changes nothing but the clock, on both paths', () => {
+    const events = [...opening(), event('toString', turn), event('constructor', turn)];
+    const rebuilt = replay(events);
+    expect(rebuilt).toEqual(incremental(events));
+    expect(rebuilt.session).toMatchObject({ sessionId: 'ses_clock', lastSequence: events.length });
+  });
+
   it('leaves nothing when the session never started, like the incremental path', () => {
     sequence = 0;
     const events = [event('tool.progress', { threadId: 'thr_x', turnId: 't', stepId: 's', toolCallId: 'c' })];
