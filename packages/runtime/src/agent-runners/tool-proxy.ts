@@ -11,7 +11,7 @@ import { approvalEvaluated, authorize, deniedByUpdatedBinding, permissionEvaluat
 import { approvalScope } from '../policy/permissions.js';
 import type { RunAction, RunState } from '../read-models/thread-state.js';
 import { openBracket } from '../scheduler/bracket.js';
-import { type ExecutorContext, executorContext } from '../scheduler/executor-context.js';
+import { type ExecutorContext, executorContext, sessionDoors } from '../scheduler/executor-context.js';
 import { awaitDecision } from './decisions.js';
 import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
@@ -214,7 +214,7 @@ export async function toolCall(
 function actionContext(session: RunSession, toolCallId: string, cancelled?: AbortSignal): ExecutorContext {
   const run = { runId: session.ids.runId, turnId: session.ids.turnId, taskId: session.ids.taskId } as RunState;
   return executorContext(
-    session.engine,
+    sessionDoors(session.engine, session.thread.sessionId),
     {
       thread: session.thread,
       run,

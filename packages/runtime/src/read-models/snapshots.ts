@@ -265,14 +265,10 @@ export function toExecutionEnvironment(
 ): ExecutionEnvironment {
   const binding = bindingOf(session);
   const activeProcesses = threads.flatMap((thread) =>
-    (thread.processes ?? []).map((p) => ({
-      processId: p.processId,
+    // The recorded process with its thread; the run and call that started it stay in the thread's read model.
+    (thread.processes ?? []).map(({ runId: _run, toolCallId: _call, ...process }) => ({
+      ...process,
       threadId: thread.threadId,
-      command: p.command,
-      background: p.background,
-      ...(p.sandboxProfile !== undefined ? { sandboxProfile: p.sandboxProfile } : {}),
-      startedAt: p.startedAt,
-      ...(p.turnId !== undefined ? { turnId: p.turnId } : {}),
     })),
   );
   const scope = { sessionId: session.sessionId, ...(threadId !== undefined ? { threadId } : {}) };

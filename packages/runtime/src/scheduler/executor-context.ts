@@ -58,18 +58,15 @@ export interface ExecutorContext extends ActionScope {
   readonly policy: PolicySource;
 }
 
+/** What an executor may use beyond its action: the same for every action of a run, so built once per run. */
+export type SessionDoors = Omit<ExecutorContext, 'thread' | 'run' | 'action' | 'state' | 'signal'>;
+
 /**
- * The context of one action of a run driven by the worker: the engine's doors bound to the thread's session. Only
- * the scheduler holds the engine; what it hands an executor is this.
+ * The engine's doors bound to one session. Only the scheduler (and the runner host's tool proxy) holds the engine;
+ * what it hands an executor is these, with the action (`executorContext`).
  */
-export function executorContext(
-  engine: Engine,
-  scope: { thread: ThreadView; run: RunState; action: Action; state: RunAction },
-  signal: AbortSignal,
-): ExecutorContext {
-  const sessionId = scope.thread.sessionId;
+export function sessionDoors(engine: Engine, sessionId: string): SessionDoors {
   return {
-    ...scope,
     config: {
       binding: engine.binding,
       bindingHash: engine.bindingHash,
@@ -82,7 +79,6 @@ export function executorContext(
       redactor: engine.redactor,
       runtimeId: engine.runtimeId,
     },
-    signal,
     record: (drafts, timing) => engine.append(sessionId, drafts, timing),
     artifacts: {
       put: (content, maxBytes) => engine.artifacts.put(sessionId, content, maxBytes),
@@ -101,4 +97,13 @@ export function executorContext(
       updatedPermissions: () => engine.updatedPermissions(sessionId),
     },
   };
+}
+
+/** The context of one action: its scope and signal beside the doors of its session. */
+export function executorContext(
+  doors: SessionDoors,
+  scope: { thread: ThreadView; run: RunState; action: Action; state: RunAction },
+  signal: AbortSignal,
+): ExecutorContext {
+  return { ...scope, ...doors, signal };
 }

@@ -12,7 +12,7 @@ import {
 import { isStoreFault } from '../store/faults.js';
 import { callFacts } from '../tools/tool.js';
 import type { Engine } from './engine.js';
-import { type ExecutorContext, executorContext } from './executor-context.js';
+import { type ExecutorContext, executorContext, sessionDoors } from './executor-context.js';
 import { ReadWriteLock } from './rw-lock.js';
 
 /** The statuses an action ends with other than completed. */
@@ -99,9 +99,10 @@ export async function scheduleRun(
     return completedBefore.has(id) ? 'historical' : undefined;
   };
 
+  const doors = sessionDoors(engine, thread.sessionId);
   const context = (action: Action): ExecutorContext =>
     executorContext(
-      engine,
+      doors,
       {
         thread,
         run,
