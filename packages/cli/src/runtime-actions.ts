@@ -157,7 +157,7 @@ async function continueAndReport(
   return report(result, sessionId, options, location);
 }
 
-async function withRuntime<T>(
+export async function withRuntime<T>(
   opened: { runtime: Runtime; store: Store },
   fn: (runtime: Runtime) => Promise<T>,
 ): Promise<T> {

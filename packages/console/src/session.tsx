@@ -1,5 +1,6 @@
 import { enc } from './api';
 import { useSession } from './session-data';
+import { TasksView } from './tasks';
 import { Timeline } from './timeline';
 import { Connection, ErrorBox, Link, Loading } from './ui';
 import { EventsView, TimeTravelView } from './views';
@@ -7,7 +8,7 @@ import { EventsView, TimeTravelView } from './views';
 /**
  * One session: the thread's timeline (user messages, step messages, the answer as Markdown, model text streaming
  * in) with each step's action graph; a node opens its details (input, permission, attempts, observation,
- * artifacts). Tabs: Timeline, Events (the explorer), Time travel. Sub-agent threads open from their node and lead
+ * artifacts). Tabs: Timeline, Tasks (the task graph), Events (the explorer), Time travel. Sub-agent threads open from their node and lead
  * back to it.
  */
 
@@ -19,6 +20,7 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
   const base = `/sessions/${enc(sessionId)}`;
   const tabs: [string, string][] = [
     ['timeline', 'Timeline'],
+    ['tasks', 'Tasks'],
     ['events', 'Events'],
     ['time', 'Time travel'],
   ];
@@ -51,6 +53,8 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
       {!data.loading && snapshot ? (
         tab === 'events' ? (
           <EventsView sessionId={sessionId} />
+        ) : tab === 'tasks' ? (
+          <TasksView sessionId={sessionId} snapshot={snapshot} />
         ) : tab === 'time' ? (
           <TimeTravelView sessionId={sessionId} events={data.events} threadId={threadId} version={data.version} />
         ) : (

@@ -71,12 +71,29 @@ export interface ThreadRM {
   lastOutcome?: Record<string, unknown>;
 }
 
+/** A task of the session (the published task shape): the runtime's own and those made with createTask. */
+export interface TaskRM {
+  taskId: string;
+  status: string;
+  title?: string;
+  objective?: string;
+  taskKind?: string;
+  threadId?: string;
+  parentTaskId?: string;
+  statusReason?: string;
+  assignee?: { kind?: string; agent?: string; name?: string };
+  progress?: { message?: string; percent?: number; completed?: number; total?: number };
+  attempts?: { runId: string; status: string; attemptCount?: number }[];
+  relationships?: { kind: string; targetId: string; status?: string }[];
+}
+
 export interface Snapshot {
   sessionId: string;
   title?: string;
   createdAt?: string;
   updatedAt: string;
   threads: ThreadRM[];
+  tasks?: TaskRM[];
   telemetrySummary?: { usage?: { totalTokens?: number } };
 }
 

@@ -133,6 +133,23 @@ function launchChromium(): Promise<Browser> {
   });
 }
 
+/** Chromium and one page whose uncaught errors land in `errors` (each test expects none). */
+async function openPage(errors: string[]): Promise<{ browser: Browser; page: Page }> {
+  const browser = await launchChromium();
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.setDefaultTimeout(15_000);
+  mkdirSync(shots, { recursive: true });
+  return { browser, page };
+}
+
+/** Close what a describe opened: the browser, the server and its store, the test's directory. */
+async function closeAll(env: Env, browser: Browser | undefined): Promise<void> {
+  await browser?.close();
+  await stop(env);
+  if (env.dir) rmSync(env.dir, { recursive: true, force: true });
+}
+
 async function shot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
@@ -156,17 +173,10 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     const log = Array.from({ length: 1500 }, (_, i) => `2026-11-21T10:00:00Z INFO [build] step ${i + 1} finished`);
     writeFileSync(join(env.workspace, 'logs/build.log'), `${log.join('\n')}\n`);
     await start(env);
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (e) => errors.push(String(e)));
-    page.setDefaultTimeout(15_000);
+    ({ browser, page } = await openPage(errors));
   }, 120_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await stop(env);
-    if (env.dir) rmSync(env.dir, { recursive: true, force: true });
-  });
+  afterAll(() => closeAll(env, browser));
 
   it('logs in with a key, runs the demo turn live, approves in the inbox, travels in time and reconnects after a restart', async () => {
     try {
@@ -506,18 +516,10 @@ describe.skipIf(!available)('a lost action in the console', () => {
       if (waited > 20_000) throw new Error(`recovery asked about ${(await unreconciled()).length} lost actions`);
       await new Promise((r) => setTimeout(r, 100));
     }
-    browser = await launchChromium();
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (e) => errors.push(String(e)));
-    page.setDefaultTimeout(15_000);
-    mkdirSync(shots, { recursive: true });
+    ({ browser, page } = await openPage(errors));
   }, 120_000);
 
-  afterAll(async () => {
-    await browser?.close();
-    await stop(env);
-    if (env.dir) rmSync(env.dir, { recursive: true, force: true });
-  });
+  afterAll(() => closeAll(env, browser));
 
   async function guarded(name: string, steps: () => Promise<void>) {
     try {
@@ -619,5 +621,84 @@ describe.skipIf(!available)('a lost action in the console', () => {
       expect(rm.actions?.map((a) => a.status)).toEqual(['lost', 'completed']);
       await shot(page, '19-lost-action-retried');
     });
+  }, 90_000);
+});
+
+describe.skipIf(!available)('the task graph in the console', () => {
+  const env: Env = { dir: '', workspace: '', storePath: '' };
+  let browser: Browser;
+  let page: Page;
+  const errors: string[] = [];
+
+  beforeAll(async () => {
+    env.dir = mkdtempSync(join(tmpdir(), 'oar-console-tasks-'));
+    buildConsole(env.dir);
+    env.workspace = join(env.dir, 'ws');
+    mkdirSync(env.workspace);
+    env.storePath = join(env.dir, 'oar.db');
+    writeScript(env.dir);
+    await start(env);
+    ({ browser, page } = await openPage(errors));
+  }, 120_000);
+
+  afterAll(() => closeAll(env, browser));
+
+  const call = async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+    const response = await fetch(`${env.server?.url}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${env.key}`, 'content-type': 'application/json' },
+      ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    });
+    expect(response.status, `${method} ${path}`).toBeLessThan(300);
+    return (await response.json()) as T;
+  };
+
+  it('shows the tasks as a tree with what each waits for, and follows their changes live', async () => {
+    const { sessionId } = await call<{ sessionId: string }>('POST', '/v1/sessions', { title: 'Release' });
+    const tasks = `/v1/sessions/${sessionId}/tasks`;
+    await call('POST', tasks, {
+      taskId: 'plan',
+      title: 'Plan the release',
+      objective: 'Plan it',
+      assignee: { kind: 'external', name: 'ada' },
+    });
+    await call('POST', tasks, {
+      taskId: 'ship',
+      title: 'Ship it',
+      objective: 'Ship the release',
+      parentTaskId: 'plan',
+      dependsOn: ['plan'],
+      assignee: { kind: 'external', name: 'bo' },
+    });
+    await call('POST', `${tasks}/ship/start`, {});
+    await call('POST', `${tasks}/plan/start`, {});
+    await call('POST', `${tasks}/plan/progress`, { message: 'drafted', percent: 50 });
+
+    await page.goto(`${env.server?.url}/`);
+    await page.getByLabel('API key').fill(env.key as string);
+    await page.getByRole('button', { name: 'Open the console' }).click();
+    await page.goto(`${env.server?.url}/sessions/${sessionId}/tasks`);
+    const plan = page.locator('li[data-task="plan"]');
+    await plan.locator(':scope > .task-row [data-status="running"]').waitFor();
+    await expect(plan.locator(':scope > [data-progress]').textContent()).resolves.toContain('50% drafted');
+    await expect(plan.locator(':scope > .task-row').textContent()).resolves.toContain('external: ada');
+    // The dependent is the plan's child in the tree, blocked, and says what it waits for.
+    const ship = plan.locator('li[data-task="ship"]');
+    await ship.locator(':scope > .task-row [data-status="blocked"]').waitFor();
+    await expect(ship.locator('[data-edge="dependency"]').textContent()).resolves.toContain(
+      'waits for Plan the release (pending)',
+    );
+    await expect(plan.locator(':scope > .task-edges [data-edge="dependent"]').textContent()).resolves.toContain(
+      'needed by Ship it',
+    );
+    await shot(page, '20-task-graph');
+
+    // Completed elsewhere: the view follows the session's events.
+    await call('POST', `${tasks}/plan/complete`, { summary: 'planned' });
+    await plan.locator(':scope > .task-row [data-status="completed"]').waitFor();
+    await ship.locator(':scope > .task-row [data-status="queued"]').waitFor();
+    await expect(ship.locator('[data-edge="dependency"]').textContent()).resolves.toContain('(completed)');
+    await shot(page, '21-task-graph-released');
+    expect(errors).toEqual([]);
   }, 90_000);
 });

@@ -169,6 +169,10 @@ export const TaskSchema = z.object({
   deliveryState: Bag.optional(),
   lastError: OarErrorSchema.optional(),
   statusReason: z.string().optional(),
+  /** While paused (OAR): the status `resume_task` returns the task to. */
+  pausedFrom: TaskStatusValueSchema.optional(),
+  /** While paused by an ancestor's pause (`propagate: children`, OAR): that ancestor; its resume resumes this. */
+  pausedWith: Id.optional(),
   createdAt: Timestamp.optional(),
   updatedAt: Timestamp.optional(),
   startedAt: Timestamp.optional(),

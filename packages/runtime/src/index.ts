@@ -90,8 +90,25 @@ export {
 export type { CompactionResult } from './control-plane/compaction.js';
 export type { RespondActionInput } from './control-plane/decisions.js';
 export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
+export type {
+  CreateTaskInput,
+  LinkTasksInput,
+  TaskAssignee,
+  TaskDefinition,
+  UpdateTaskInput,
+} from './control-plane/task-graph.js';
+export { TASK_EDGE_KINDS } from './control-plane/task-graph.js';
+export type {
+  CompleteTaskInput,
+  FailTaskInput,
+  PauseTaskInput,
+  StartTaskInput,
+  StartTaskResult,
+  TaskProgressInput,
+} from './control-plane/task-lifecycle.js';
 export type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from './control-plane/turns.js';
 export { type BuildOptions, buildRuntime } from './facade/build.js';
+export { TaskDefinitionSchema } from './facade/inputs.js';
 export type { RuntimeOptions } from './facade/options.js';
 export { type AskedWatch, Runtime } from './facade/runtime.js';
 export { PERMISSION_MODES } from './kernel/constants.js';

@@ -65,7 +65,7 @@ describe('the runtime floors', () => {
     expect(files.filter((file) => !file.path.includes('/')).map((file) => file.path)).toEqual(['index.ts']);
   });
 
-  it("stands the control plane on at most 45 files, none of them the loop's or a model SDK's", () => {
+  it("stands the control plane on at most 35 files beneath it, none of them the loop's or a model SDK's", () => {
     // The import graph as dependency-cruiser reads it; type-only imports cost nothing at run time and are left out.
     const graph = JSON.parse(
       execFileSync(
@@ -89,8 +89,11 @@ describe('the runtime floors', () => {
       }
     }
     const files = [...closure].map((s) => s.slice(prefix.length));
-    expect(files.length).toBeGreaterThan(10);
-    expect(files.length).toBeLessThanOrEqual(45);
+    // Its own files are its commands, one per resource (the standard names 46 commands): what it stands on — the
+    // read models, a few facts, the kernel, three schema files of config/ — is what must stay small.
+    const beneath = files.filter((f) => !f.startsWith('control-plane/'));
+    expect(beneath.length).toBeGreaterThan(10);
+    expect(beneath.length).toBeLessThanOrEqual(35);
     const upper = /^(models|loop|scheduler|executors|agent-runners|worker|facade|tools)\//;
     expect(files.filter((f) => upper.test(f))).toEqual([]);
     expect([...external].filter((dep) => /(^|\/)(ai|@ai-sdk|openai|@anthropic-ai)(\/|$)/.test(dep))).toEqual([]);

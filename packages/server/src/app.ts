@@ -16,6 +16,7 @@ import { aguiRoutes } from './routes/agui.js';
 import { artifactRoutes } from './routes/artifacts.js';
 import { eventRoutes } from './routes/events.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { taskRoutes } from './routes/tasks.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import type { StreamOptions } from './sse.js';
 
@@ -88,6 +89,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
 
   const routes: Route[] = [
     ...sessionRoutes,
+    ...taskRoutes,
     ...artifactRoutes,
     ...eventRoutes({ ...options.streams, inflight }),
     ...workspaceRoutes({ ...options.streams, inflight }),

@@ -452,14 +452,68 @@ const TaskFacts = {
   status: TaskStatusValueSchema.optional(),
   reason: z.string().optional(),
 };
-export const TaskCreatedPayloadSchema = z.looseObject({
-  ...TaskFacts,
+/**
+ * What a person or client says a task is (`create_task`, `update_task`): each field, when given, replaces the one
+ * before. `assignee` is who does the work: an agent of the session (`{kind: "agent", agent}`: it runs as turns of
+ * the task's thread) or someone outside the runtime (`{kind: "external", name}`: they report through the commands).
+ */
+const TaskDefinition = {
   title: z.string().optional(),
   objective: z.string().optional(),
-  taskKind: z.string().optional(),
   visibility: z.enum(['foreground', 'background', 'internal', 'hidden', 'unknown']).optional(),
+  scope: JsonObjectSchema.optional(),
+  constraints: JsonObjectSchema.optional(),
+  taskProfile: JsonObjectSchema.optional(),
+  priority: z.string().optional(),
+  assignee: JsonObjectSchema.optional(),
+  /** Criteria the owner checks: a task with any completes only through `complete_task`. */
+  acceptance: z.array(JsonObjectSchema).optional(),
+};
+export const TaskCreatedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  ...TaskDefinition,
+  taskKind: z.string().optional(),
+  /** Who asked for it (the session's actor, or the caller of `create_task`). */
+  requestedBy: JsonObjectSchema.optional(),
 });
-export const TaskStartedPayloadSchema = z.looseObject({ ...TaskFacts });
+export const TaskAcceptedPayloadSchema = z.looseObject({ ...TaskFacts, requestedBy: JsonObjectSchema.optional() });
+export const TaskUpdatedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  ...TaskDefinition,
+  /** The fields this update set. */
+  changed: z.array(z.string()),
+});
+/** The task waits for its thread (its turn is queued or held by dependencies), or is ready to be started again. */
+export const TaskQueuedPayloadSchema = z.looseObject({ ...TaskFacts, attempt: z.number().int().min(1).optional() });
+export const TaskStartedPayloadSchema = z.looseObject({ ...TaskFacts, attempt: z.number().int().min(1).optional() });
+export const TaskProgressPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  message: z.string().optional(),
+  percent: z.number().min(0).max(100).optional(),
+  completed: z.number().int().min(0).optional(),
+  total: z.number().int().min(0).optional(),
+  refs: z.array(Ref).optional(),
+});
+export const TaskPausedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  /** The status the task had: what `resume_task` returns it to (a running one starts a new attempt). */
+  pausedFrom: TaskStatusValueSchema,
+  /** Set when the pause came down from an ancestor task (`propagate: "children"`). */
+  propagatedFrom: Id.optional(),
+});
+export const TaskResumedPayloadSchema = z.looseObject({ ...TaskFacts, propagatedFrom: Id.optional() });
+export const TaskCancelRequestedPayloadSchema = z.looseObject({ ...TaskFacts, requestedBy: z.string().optional() });
+/** A task graph edge changed: linked, unlinked, or the task it depends on ended (`dependencyStatus`). */
+export const TaskDependencyUpdatedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  change: z.enum(['linked', 'unlinked', 'dependency_ended']),
+  kind: Id.optional(),
+  targetId: Id.optional(),
+  dependencyTaskId: Id.optional(),
+  dependencyStatus: TaskStatusValueSchema.optional(),
+});
+/** The task was handed to an agent: it runs as turns of `threadId` (the event's thread). */
+export const TaskDelegatedPayloadSchema = z.looseObject({ ...TaskFacts, agent: Id });
 export const TaskCompletedPayloadSchema = z.looseObject({
   ...TaskFacts,
   summary: z.string().optional(),
@@ -645,6 +699,15 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'subagent.failed': SubagentFailedPayloadSchema,
   'subagent.closed': SubagentClosedPayloadSchema,
   'task.created': TaskCreatedPayloadSchema,
+  'task.accepted': TaskAcceptedPayloadSchema,
+  'task.updated': TaskUpdatedPayloadSchema,
+  'task.queued': TaskQueuedPayloadSchema,
+  'task.progress': TaskProgressPayloadSchema,
+  'task.paused': TaskPausedPayloadSchema,
+  'task.resumed': TaskResumedPayloadSchema,
+  'task.cancel_requested': TaskCancelRequestedPayloadSchema,
+  'task.dependency.updated': TaskDependencyUpdatedPayloadSchema,
+  'task.delegated': TaskDelegatedPayloadSchema,
   'task.started': TaskStartedPayloadSchema,
   'task.completed': TaskCompletedPayloadSchema,
   'task.failed': TaskFailedPayloadSchema,

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { realpathSync, statSync } from 'node:fs';
 import { REPLAY_MODES } from '@oar/protocol';
 import { z } from 'zod';
+import { canonicalJson } from '../kernel/canonical-json.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { BudgetsSchema } from './budgets.js';
 import { CliToolConfigSchema } from './cli.js';
@@ -201,17 +202,6 @@ export type BindingUpdate = z.infer<typeof BindingUpdateSchema>;
 /** The content hash of a binding: stable across key order, so equal configurations have equal hashes. */
 export function bindingHash(binding: SessionBinding): string {
   return `sha256:${createHash('sha256').update(canonicalJson(binding)).digest('hex')}`;
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }
 
 /**

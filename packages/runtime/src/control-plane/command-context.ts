@@ -1,3 +1,4 @@
+import type { Task } from '@oar/protocol';
 import type { SessionBinding } from '../config/binding.js';
 import type { FactWriter } from '../facts/writer.js';
 import { notFound } from '../kernel/errors.js';
@@ -56,6 +57,12 @@ export class CommandContext {
     return session;
   }
 
+  /** Tasks of a session by id, as committed (an unknown id is absent). */
+  async tasks(sessionId: string, taskIds: readonly string[]): Promise<Map<string, Task>> {
+    const keys = taskIds.map((key) => ({ kind: 'task' as const, key }));
+    return (await this.log.readModels(sessionId, keys)).tasks;
+  }
+
   async mainThreadId(sessionId: string): Promise<string> {
     const threadId = (await this.session(sessionId)).threadIds[0];
     if (!threadId) throw notFound('session', sessionId);
@@ -94,6 +101,7 @@ export class CommandContext {
   writer(guard: AppendGuard): FactWriter {
     return {
       loadThread: (sessionId, threadId) => this.log.thread(sessionId, threadId),
+      loadTasks: (sessionId, taskIds) => this.tasks(sessionId, taskIds),
       append: (sessionId, drafts, options = {}) =>
         this.append(sessionId, drafts, {
           guard: async (tx) => {

@@ -17,6 +17,28 @@ import {
   type UpdateBindingInput,
   updateBinding,
 } from './sessions.js';
+import {
+  type CreateTaskInput,
+  createTask,
+  type LinkTasksInput,
+  linkTasks,
+  type UpdateTaskInput,
+  unlinkTasks,
+  updateTask,
+} from './task-graph.js';
+import {
+  appendTaskProgress,
+  type CompleteTaskInput,
+  completeTask,
+  type FailTaskInput,
+  failTask,
+  type PauseTaskInput,
+  pauseTask,
+  resumeTask,
+  type StartTaskInput,
+  startTask,
+  type TaskProgressInput,
+} from './task-lifecycle.js';
 import { type CancelTaskInput, cancelTask, type RetryTaskInput, retryTask } from './tasks.js';
 import {
   type InterruptTurnInput,
@@ -92,6 +114,46 @@ export class Commands {
 
   retryTask(input: RetryTaskInput) {
     return retryTask(this.ctx, input);
+  }
+
+  createTask(input: CreateTaskInput) {
+    return createTask(this.ctx, input);
+  }
+
+  updateTask(input: UpdateTaskInput) {
+    return updateTask(this.ctx, input);
+  }
+
+  linkTasks(input: LinkTasksInput) {
+    return linkTasks(this.ctx, input);
+  }
+
+  unlinkTasks(input: LinkTasksInput) {
+    return unlinkTasks(this.ctx, input);
+  }
+
+  startTask(input: StartTaskInput) {
+    return startTask(this.ctx, input);
+  }
+
+  appendTaskProgress(input: TaskProgressInput) {
+    return appendTaskProgress(this.ctx, input);
+  }
+
+  pauseTask(input: PauseTaskInput) {
+    return pauseTask(this.ctx, input);
+  }
+
+  resumeTask(input: PauseTaskInput) {
+    return resumeTask(this.ctx, input);
+  }
+
+  completeTask(input: CompleteTaskInput) {
+    return completeTask(this.ctx, input);
+  }
+
+  failTask(input: FailTaskInput) {
+    return failTask(this.ctx, input);
   }
 
   changeLimits(input: ChangeLimitsInput) {

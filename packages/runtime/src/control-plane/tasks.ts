@@ -1,12 +1,13 @@
 import { threadUnchanged } from '../facts/queue.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { threadView } from '../read-models/project.js';
-import { isTerminalTaskStatus } from '../read-models/session.js';
+import { isTerminalTaskStatus } from '../read-models/task.js';
 import type { CommandContext } from './command-context.js';
 import { graphTurn } from './graph-turn.js';
+import { cancelOwnTask, retryOwnTask } from './task-lifecycle.js';
 import { type InterruptResult, interruptTurn } from './turns.js';
 
-/** The commands about tasks: cancel a running one, retry a failed one. */
+/** The commands about any task, the runtime's own included: cancel a running one, retry a failed one. */
 
 export interface CancelTaskInput {
   sessionId: string;
@@ -19,7 +20,10 @@ export interface RetryTaskInput {
   taskId: string;
 }
 
-/** Cancel a task: its run is the active graph of a turn (interrupt it) or a delegation (interrupt the child). */
+/**
+ * Cancel a task: a task made with create_task ends cancelled (its running turn interrupted, a turn not yet started
+ * withdrawn); the runtime's own is the active graph of a turn (interrupt it) or a delegation (interrupt the child).
+ */
 export async function cancelTask(ctx: CommandContext, input: CancelTaskInput): Promise<InterruptResult> {
   const models = await ctx.log.allReadModels(input.sessionId);
   const task = models.tasks.get(input.taskId);
@@ -27,6 +31,7 @@ export async function cancelTask(ctx: CommandContext, input: CancelTaskInput): P
   if (isTerminalTaskStatus(task.status)) {
     throw new OarRuntimeError('task_not_active', `task "${input.taskId}" already ended (${task.status})`);
   }
+  if (task.taskKind === 'task') return cancelOwnTask(ctx, input);
   if (!task.threadId) throw notFound('task', input.taskId);
   return interruptTurn(ctx, {
     sessionId: input.sessionId,
@@ -35,16 +40,23 @@ export async function cancelTask(ctx: CommandContext, input: CancelTaskInput): P
   });
 }
 
+/** A retry's new attempt: its run, its turn (none for an external task's), its number and where it stands. */
+export interface RetryTaskResult {
+  runId: string;
+  turnId?: string;
+  attempt: number;
+  status: 'running' | 'queued' | 'blocked';
+}
+
 /**
- * Retry a failed action-graph task: a new attempt (new run id) re-runs the actions that did not complete,
- * keeps the failed attempt on record, and starts a turn so the model sees the new results.
+ * Retry a failed, cancelled or lost task. A task made with create_task starts a new attempt (task-lifecycle.ts). An
+ * action-graph task's new attempt (new run id) re-runs the actions that did not complete, keeps the failed attempt
+ * on record, and starts a turn so the model sees the new results.
  */
-export async function retryTask(
-  ctx: CommandContext,
-  input: RetryTaskInput,
-): Promise<{ runId: string; turnId: string }> {
+export async function retryTask(ctx: CommandContext, input: RetryTaskInput): Promise<RetryTaskResult> {
   const models = await ctx.log.allReadModels(input.sessionId);
   const task = models.tasks.get(input.taskId);
+  if (task?.taskKind === 'task') return retryOwnTask(ctx, input);
   if (!task?.threadId) throw notFound('task', input.taskId);
   const thread = threadView(models, task.threadId);
   const lastRun = thread ? [...thread.runs.values()].filter((r) => r.taskId === input.taskId).at(-1) : undefined;
@@ -79,5 +91,5 @@ export async function retryTask(
     ],
     { guard: threadUnchanged(thread) },
   );
-  return { runId: turn.runId, turnId: turn.turnId };
+  return { runId: turn.runId, turnId: turn.turnId, attempt, status: 'running' };
 }

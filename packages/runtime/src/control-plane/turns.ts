@@ -1,12 +1,19 @@
 import { oarError } from '@oar/protocol';
-import { queueChanged, retryOnThreadChange, ThreadChangedError, threadBusy, threadUnchanged } from '../facts/queue.js';
+import {
+  bothGuards,
+  queueChanged,
+  retryOnThreadChange,
+  ThreadChangedError,
+  threadBusy,
+  threadUnchanged,
+} from '../facts/queue.js';
 import { endFailedTurn } from '../facts/turn-end.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import { threadView } from '../read-models/project.js';
 import { bindingOf } from '../read-models/session.js';
-import type { ThreadView } from '../read-models/thread-state.js';
+import type { ThreadView, TurnTask } from '../read-models/thread-state.js';
 import { fenceOutUnheld } from '../store/leases.js';
 import { prepareAttachments, type TurnAttachmentInput } from './attachments.js';
 import type { CommandContext } from './command-context.js';
@@ -53,6 +60,8 @@ export interface InterruptTurnInput {
   sessionId: string;
   /** Defaults to the session's main thread. */
   threadId?: string;
+  /** Only this turn: when another one runs (this one ended meanwhile), nothing is interrupted. */
+  turnId?: string;
   reason?: string;
   waitMs?: number;
 }
@@ -64,7 +73,23 @@ export interface QueuedTurnRef {
   turnId: string;
 }
 
-export async function submitTurn(ctx: CommandContext, input: SubmitTurnInput): Promise<SubmitTurnResult> {
+/** What makes a submitted turn a task's attempt (`start_task`): recorded on the turn, with the task's facts. */
+export interface TaskAttemptTurn {
+  task: TurnTask;
+  facts: (ids: { threadId: string; turnId: string }, status: 'accepted' | 'queued') => EventDraft[];
+  guard: AppendGuard;
+}
+
+export function submitTurn(ctx: CommandContext, input: SubmitTurnInput): Promise<SubmitTurnResult> {
+  return submitTurnWith(ctx, input);
+}
+
+/** Submit a turn; with `attempt`, the turn is a task's attempt (control-plane/task-lifecycle.ts). */
+export async function submitTurnWith(
+  ctx: CommandContext,
+  input: SubmitTurnInput,
+  attempt?: TaskAttemptTurn,
+): Promise<SubmitTurnResult> {
   if (typeof input.input !== 'string' || input.input.trim() === '') {
     throw new OarRuntimeError('invalid_input', 'a turn needs non-empty input text');
   }
@@ -112,9 +137,10 @@ export async function submitTurn(ctx: CommandContext, input: SubmitTurnInput): P
         threadId,
         turnId,
         status,
-        payload: { status, input: input.input, source, ...attachments },
+        payload: { status, input: input.input, source, ...attachments, ...(attempt ? { task: attempt.task } : {}) },
       },
       ...(attached?.facts({ threadId, turnId }) ?? []),
+      ...(attempt?.facts({ threadId, turnId }, status) ?? []),
     ];
     if (busy) {
       const entry = { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source };
@@ -124,7 +150,7 @@ export async function submitTurn(ctx: CommandContext, input: SubmitTurnInput): P
     }
     // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
     await ctx.append(input.sessionId, drafts, {
-      guard: threadUnchanged(thread),
+      guard: bothGuards(threadUnchanged(thread), attempt?.guard) as AppendGuard,
       ...(attached ? { artifacts: attached.artifacts } : {}),
     });
     return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };
@@ -143,7 +169,18 @@ export async function submitTurn(ctx: CommandContext, input: SubmitTurnInput): P
 }
 
 export async function removeQueuedTurn(ctx: CommandContext, input: QueuedTurnRef): Promise<void> {
-  await reorderQueue(ctx, input, 'removed', (queue, entry) => queue.filter((q) => q !== entry));
+  await reorderQueue(ctx, input, 'removed', (queue, entry, thread) => {
+    // A task's attempt leaves with its task (cancel_task, pause_task): removed alone, the task would wait forever.
+    const task = thread.turns.find((t) => t.turnId === entry.turnId)?.task;
+    if (task) {
+      throw new OarRuntimeError(
+        'invalid_input',
+        `turn ${entry.turnId} is an attempt of task ${task.taskId}: cancel or pause the task instead`,
+        { details: { turnId: entry.turnId, taskId: task.taskId } },
+      );
+    }
+    return queue.filter((q) => q !== entry);
+  });
 }
 
 export async function promoteQueuedTurn(ctx: CommandContext, input: QueuedTurnRef): Promise<void> {
@@ -154,15 +191,19 @@ async function reorderQueue(
   ctx: CommandContext,
   input: QueuedTurnRef,
   change: 'removed' | 'promoted',
-  reorder: (queue: ThreadView['queue'], entry: ThreadView['queue'][number]) => ThreadView['queue'],
+  reorder: (queue: ThreadView['queue'], entry: ThreadView['queue'][number], thread: ThreadView) => ThreadView['queue'],
 ): Promise<void> {
   await retryOnThreadChange(async () => {
     const thread = await ctx.log.thread(input.sessionId, input.threadId);
     const entry = thread.queue.find((q) => q.turnId === input.turnId);
     if (!entry) throw notFound('queued_turn', input.turnId);
-    await ctx.append(input.sessionId, [queueChanged(thread, reorder(thread.queue, entry), change, input.turnId)], {
-      guard: threadUnchanged(thread),
-    });
+    await ctx.append(
+      input.sessionId,
+      [queueChanged(thread, reorder(thread.queue, entry, thread), change, input.turnId)],
+      {
+        guard: threadUnchanged(thread),
+      },
+    );
   });
 }
 
@@ -178,7 +219,7 @@ export async function interruptTurn(ctx: CommandContext, input: InterruptTurnInp
   const root = threadView(models, threadId);
   if (!root) throw notFound('thread', threadId);
   const turnId = root.activeTurnId;
-  if (!turnId) return { interrupted: false };
+  if (!turnId || (input.turnId !== undefined && input.turnId !== turnId)) return { interrupted: false };
   const reason = input.reason ?? 'the turn was interrupted';
   // The thread and its running descendants, deepest last (children are cancelled first below).
   const targets: ThreadView[] = [];

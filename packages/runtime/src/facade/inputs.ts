@@ -15,6 +15,25 @@ const Text = z.string();
 const Count = z.number().int().min(0);
 
 const SessionOnly = z.object({ sessionId: Id });
+const Bag = z.record(z.string(), z.unknown());
+
+/** What a person or client says a task is (create_task, update_task); control-plane/task-graph.ts. */
+export const TASK_DEFINITION = {
+  title: Text.max(500).optional(),
+  objective: Text.max(20_000).optional(),
+  visibility: z.enum(['foreground', 'background', 'internal', 'hidden']).optional(),
+  scope: Bag.optional(),
+  constraints: Bag.optional(),
+  taskProfile: Bag.optional(),
+  priority: Text.max(100).optional(),
+  assignee: z
+    .discriminatedUnion('kind', [
+      z.strictObject({ kind: z.literal('agent'), agent: Id.optional() }),
+      z.strictObject({ kind: z.literal('external'), name: Text.max(200).optional() }),
+    ])
+    .optional(),
+  acceptance: z.array(Bag).max(50).optional(),
+};
 const OnThread = z.object({ sessionId: Id, threadId: Id.optional() });
 
 export const CONTROL_INPUTS = {
@@ -65,6 +84,39 @@ export const CONTROL_INPUTS = {
     resolvedBy: Id.optional(),
   }),
   closeSubagent: z.object({ sessionId: Id, subagentId: Id, reason: Text.optional() }),
+  createTask: z.strictObject({
+    sessionId: Id,
+    taskId: Id.optional(),
+    parentTaskId: Id.optional(),
+    dependsOn: z.array(Id).max(100).optional(),
+    threadId: Id.optional(),
+    ...TASK_DEFINITION,
+    objective: Text.max(20_000),
+  }),
+  updateTask: z.strictObject({ sessionId: Id, taskId: Id, ...TASK_DEFINITION }),
+  startTask: z.strictObject({ sessionId: Id, taskId: Id, threadId: Id.optional() }),
+  appendTaskProgress: z.strictObject({
+    sessionId: Id,
+    taskId: Id,
+    message: Text.max(10_000).optional(),
+    percent: z.number().min(0).max(100).optional(),
+    completed: Count.optional(),
+    total: Count.optional(),
+    refs: z.array(Id).max(100).optional(),
+  }),
+  pauseTask: z.strictObject({
+    sessionId: Id,
+    taskId: Id,
+    reason: Text.max(1_000).optional(),
+    propagate: z.enum(['none', 'children']).optional(),
+  }),
+  completeTask: z.strictObject({ sessionId: Id, taskId: Id, summary: Text.max(10_000).optional() }),
+  failTask: z.strictObject({
+    sessionId: Id,
+    taskId: Id,
+    error: z.strictObject({ code: Id.optional(), message: Text.min(1).max(10_000) }),
+  }),
+  linkTasks: z.strictObject({ sessionId: Id, taskId: Id, kind: Id, targetId: Id, reason: Text.max(1_000).optional() }),
   cancelTask: z.object({ sessionId: Id, taskId: Id, reason: Text.optional() }),
   retryTask: z.object({ sessionId: Id, taskId: Id }),
   setState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text, value: z.unknown() }),
@@ -82,6 +134,9 @@ export const CONTROL_INPUTS = {
 } as const;
 
 export type ControlInput = keyof typeof CONTROL_INPUTS;
+
+/** A task's definition as a body (the HTTP API's create and update bodies extend it). */
+export const TaskDefinitionSchema = z.strictObject(TASK_DEFINITION);
 
 /**
  * `input` if it has the shape of `kind`; otherwise an OarRuntimeError `invalid_input` (`invalid_binding` when the

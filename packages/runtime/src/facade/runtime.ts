@@ -23,10 +23,17 @@ import type { CompactionResult } from '../control-plane/compaction.js';
 import type { RespondActionInput } from '../control-plane/decisions.js';
 import type { ChangeLimitsInput, ChangeLimitsResult } from '../control-plane/limits.js';
 import { Queries } from '../control-plane/queries.js';
+import type { CreateTaskInput, LinkTasksInput, UpdateTaskInput } from '../control-plane/task-graph.js';
+import type {
+  CompleteTaskInput,
+  FailTaskInput,
+  PauseTaskInput,
+  StartTaskInput,
+  TaskProgressInput,
+} from '../control-plane/task-lifecycle.js';
 import type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from '../control-plane/turns.js';
 import { notFound } from '../kernel/errors.js';
 import { setRecent } from '../kernel/lru.js';
-import { questionsAfter } from '../log/decision-log.js';
 import { EventLog } from '../log/event-log.js';
 import { LiveChannel } from '../log/live.js';
 import { DEFAULT_NOTIFIER_SESSIONS, Notifier } from '../log/notifier.js';
@@ -35,10 +42,8 @@ import { resolveChain } from '../loop/model/model-chain.js';
 import { ProviderLimiter } from '../models/provider-limits.js';
 import { SharedProviderLimiter } from '../models/shared-limits.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
-import type { ThreadState } from '../read-models/thread-state.js';
 import { bindingRedactor } from '../redaction/sources.js';
 import type { BoundConfig } from '../scheduler/engine.js';
-import { isStoreFault } from '../store/faults.js';
 import { storedRuntimeId } from '../store/runtime-id.js';
 import type { Store } from '../store/store.js';
 import { workspaceTools } from '../tools/builtin/index.js';
@@ -48,13 +53,13 @@ import { backgroundProcesses } from '../tools/exec/processes.js';
 import { McpPool } from '../tools/mcp/pool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import { bindConfig, type Host } from '../worker/bound-config.js';
-import { type UnsettledThread, unsettledThreads } from '../worker/unsettled.js';
 import { Worker } from '../worker/worker.js';
 import { type ControlInput, checkInput } from './inputs.js';
 import type { RuntimeOptions } from './options.js';
+import { type AskedWatch, settled } from './settle.js';
 import { subscription } from './subscribe.js';
 
-export type { InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
+export type { AskedWatch, InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
 
 /** How many runnable configurations (one per binding hash) a runtime keeps by default. */
 const DEFAULT_BOUND_CONFIGS = 64;
@@ -302,6 +307,59 @@ export class Runtime {
     );
   }
 
+  /** Create a task (docs/tasks.md): its definition, parent and dependencies; it starts with `startTask`. */
+  createTask(input: CreateTaskInput) {
+    return this.command('createTask', input, (i) => this.commands.createTask(i));
+  }
+
+  updateTask(input: UpdateTaskInput) {
+    return this.command('updateTask', input, (i) => this.commands.updateTask(i));
+  }
+
+  /** Start a task: an agent's runs as a turn of its thread (held until its dependencies completed). */
+  startTask(input: StartTaskInput) {
+    return this.command('startTask', input, (i) => this.commands.startTask(i));
+  }
+
+  appendTaskProgress(input: TaskProgressInput) {
+    return this.command('appendTaskProgress', input, (i) => this.commands.appendTaskProgress(i));
+  }
+
+  pauseTask(input: PauseTaskInput) {
+    return this.command('pauseTask', input, (i) => this.commands.pauseTask(i));
+  }
+
+  resumeTask(input: PauseTaskInput) {
+    return this.command('pauseTask', input, (i) => this.commands.resumeTask(i), 'resumeTask');
+  }
+
+  completeTask(input: CompleteTaskInput) {
+    return this.command('completeTask', input, (i) => this.commands.completeTask(i));
+  }
+
+  failTask(input: FailTaskInput) {
+    return this.command('failTask', input, (i) => this.commands.failTask(i));
+  }
+
+  /** Add an edge to the task graph: parent, child, dependency, dependent, source, derived, artifact, evidence… */
+  linkTasks(input: LinkTasksInput) {
+    return this.command('linkTasks', input, (i) => this.commands.linkTasks(i));
+  }
+
+  unlinkTasks(input: LinkTasksInput) {
+    return this.command('linkTasks', input, (i) => this.commands.unlinkTasks(i), 'unlinkTasks');
+  }
+
+  /** A command on one session: its input checked, then this process's worker looks at once. */
+  private command<I extends { sessionId: string }, T>(
+    kind: ControlInput,
+    input: I,
+    run: (input: I) => Promise<T>,
+    method: string = kind,
+  ): Promise<T> {
+    return this.checked(method, kind, input, (i) => this.afterCommand(i.sessionId, run(i)));
+  }
+
   /**
    * Check an input's shape before anything reads it (a JSON caller can send what TypeScript would refuse): a bad
    * one rejects with `invalid_input` — always as a rejected promise, never a synchronous throw.
@@ -493,77 +551,12 @@ export class Runtime {
    * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
    * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
    */
-  async settled(sessionId?: string, options: { orAsked?: AskedWatch } = {}): Promise<void> {
-    const outages = { count: 0 };
-    const stop = new AbortController();
-    // A runner run asks its questions while it runs (docs/runners.md "Decisions"): whoever answers them must hear
-    // of one before the session settles, or the run would wait for an answer nobody is asked for.
-    const asked =
-      sessionId !== undefined && options.orAsked ? this.askedBy(sessionId, options.orAsked, stop.signal) : undefined;
-    try {
-      for (;;) {
-        const driving = Promise.allSettled(this.worker?.driving(sessionId) ?? []);
-        if ((await Promise.race(asked ? [driving, asked] : [driving])) === 'asked') return;
-        if (await this.settleLook(sessionId, outages)) return;
-      }
-    } finally {
-      stop.abort();
-    }
-  }
-
-  /** Resolves with 'asked' once the session has a pending decision of a live runner run that is not known. */
-  private async askedBy(sessionId: string, watch: AskedWatch, signal: AbortSignal): Promise<'asked' | 'stopped'> {
-    // Cheap while nothing is asked: only the questions after the watch's last look are read (by the log's primary
-    // key), across calls — a question it passed is known or answered already.
-    const { known } = watch;
-    while (!signal.aborted && !this.closed) {
-      const found = await questionsAfter(this.store.db, sessionId, watch.cursor).catch(() => undefined);
-      const fresh = (found?.questions ?? []).filter(
-        (q) => (q.payload as { runner?: unknown }).runner !== undefined && !known.has(q.actionId ?? ''),
-      );
-      // Still pending? (one answered or closed since is nothing to stop for). A failed read looks again later.
-      const threads =
-        fresh.length > 0
-          ? (await this.log.allReadModels(sessionId).catch(() => undefined))?.threads
-          : new Map<string, ThreadState>();
-      if (found && threads) {
-        watch.cursor = found.sequence;
-        for (const thread of threads.values()) {
-          if (thread.pending.some((p) => p.runnerId !== undefined && !known.has(p.actionId))) return 'asked';
-        }
-      }
-      await this.notifier.waitFor(sessionId, async () => signal.aborted, 250);
-    }
-    return 'stopped';
-  }
-
-  /** One look of `settled` after the drives it waited for: true when settled; otherwise it waits before the next. */
-  private async settleLook(sessionId: string | undefined, outages: { count: number }): Promise<boolean> {
-    // A store fault the log could not record ends the wait: nothing will move until the store is healthy.
-    const fault = this.worker?.takeFault(sessionId);
-    if (fault) throw fault;
-    if (sessionId === undefined) return (this.worker?.driving().length ?? 0) === 0;
-    let work: UnsettledThread[];
-    try {
-      work = await unsettledThreads(this.store.db, sessionId);
-      outages.count = 0;
-    } catch (error) {
-      // A store that is briefly unreachable (a dropped connection) is waited out like the work itself, for a while.
-      if (!isStoreFault(error) || !error.error.retryable || ++outages.count > SETTLE_OUTAGES) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-      return false;
-    }
-    if (work.length === 0 && (this.worker?.driving(sessionId).length ?? 0) === 0) return true;
-    const worker = this.worker;
-    if (worker?.drives(sessionId)) {
-      for (const item of work) {
-        // A thread it drives right now needs no kick (one would only make its driver look again for nothing).
-        const held = item.holder?.owner === worker.owner && !worker.isDriving(item.threadId);
-        if (!item.holder || held) worker.kick(sessionId, item.threadId);
-      }
-    }
-    await this.notifier.waitFor(sessionId, async () => false, 100);
-    return false;
+  settled(sessionId?: string, options: { orAsked?: AskedWatch } = {}): Promise<void> {
+    return settled(
+      { worker: this.worker, store: this.store, log: this.log, notifier: this.notifier, closed: () => this.closed },
+      sessionId,
+      options,
+    );
   }
 
   /** Stop the worker (its leases are released; unfinished work resumes wherever it is claimed next). */
@@ -577,18 +570,6 @@ export class Runtime {
     await this.host.mcp?.close();
   }
 }
-
-/**
- * What `settled(…, {orAsked})` watches: the runner questions already seen (`known`), and how far the log was looked
- * at. Kept by the caller across calls, so each look reads only what is new.
- */
-export interface AskedWatch {
-  known: Set<string>;
-  cursor: number;
-}
-
-/** How many consecutive failed looks (200 ms apart) `settled` rides out before it reports the store fault. */
-const SETTLE_OUTAGES = 25;
 
 function withAbsoluteModel(agent: AgentConfig): AgentConfig {
   return agent.model ? { ...agent, model: absoluteModelChoice(agent.model, process.cwd()) } : agent;

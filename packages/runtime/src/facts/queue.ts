@@ -1,15 +1,16 @@
 import { OarRuntimeError } from '../kernel/errors.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';
-import { isTerminalActionStatus, type ThreadState } from '../read-models/thread-state.js';
+import { isTerminalActionStatus, nextTurn, type ThreadState } from '../read-models/thread-state.js';
 
 export type QueueChange = 'enqueued' | 'removed' | 'promoted' | 'dequeued';
 
-/** A thread is busy while a turn runs, waits in its queue, or was accepted and is about to start. */
+/**
+ * A thread is busy while a turn runs, waits in its queue, or was accepted and is about to start — a task's turn held
+ * by its dependencies or a pause is none of these: it does not hold the thread (read-models/thread-state.ts `isHeld`).
+ */
 export function threadBusy(thread: ThreadState): boolean {
-  return (
-    thread.activeTurnId !== undefined || thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted')
-  );
+  return thread.activeTurnId !== undefined || nextTurn(thread) !== undefined;
 }
 
 /** `queue.changed` carrying the whole new order, so the projection never has to infer it. */
@@ -63,6 +64,20 @@ export function threadUnchanged(thread: ThreadState): AppendGuard {
     const models = await loadReadModels(tx, thread.sessionId, [{ kind: 'thread', key: thread.threadId }]);
     const current = models.threads.get(thread.threadId);
     if (!current || queueBasis(current) !== queueBasis(thread)) throw new ThreadChangedError(thread.threadId);
+  };
+}
+
+/**
+ * A guard for starting `turnId`: under the session row lock, the thread is as read and the turn is still the one to
+ * start next — not withdrawn, held by a pause or a dependency, or ended since (its task cancelled in between).
+ */
+export function turnStillNext(thread: ThreadState, turnId: string): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, thread.sessionId, [{ kind: 'thread', key: thread.threadId }]);
+    const current = models.threads.get(thread.threadId);
+    if (!current || queueBasis(current) !== queueBasis(thread) || nextTurn(current)?.turnId !== turnId) {
+      throw new ThreadChangedError(thread.threadId);
+    }
   };
 }
 

@@ -8,6 +8,7 @@ import {
 } from '../read-models/thread-state.js';
 import { delegationStructured } from './delegation-result.js';
 import { bothGuards, DelegationEndedError, delegationStillOpen, ThreadChangedError, turnStillActive } from './queue.js';
+import { MAX_TASK_RETRIES, TaskChangedError, type TaskOutcome, taskTurnEnd } from './task-end.js';
 import type { FactWriter } from './writer.js';
 
 /**
@@ -57,7 +58,14 @@ export async function endFailedTurn(
     { type: 'thread.updated', threadId: thread.threadId, status: 'idle', payload: { status: 'idle' } },
   );
   try {
-    await endTurn(engine, thread, turn, drafts, { error }, turnStillActive(thread, turn.turnId));
+    await endTurn(
+      engine,
+      thread,
+      turn,
+      drafts,
+      { error, cancelled: status === 'cancelled' },
+      turnStillActive(thread, turn.turnId),
+    );
   } catch (error) {
     // Someone else (the driver, another interrupt) ended this turn first: nothing left to record.
     if (error instanceof ThreadChangedError) return false;
@@ -82,19 +90,34 @@ export async function endTurn(
 ): Promise<void> {
   // The turn's unredacted observations are of no use past it: they leave memory with it (policy/revealed.ts).
   engine.revealed?.clear();
+  let waits = await parentWaits(engine, thread);
   for (let attempt = 1; ; attempt++) {
-    const waits = attempt === 1 && (await parentWaits(engine, thread));
     const ended = delegationEnd(thread, turn, end, waits);
     const parentGuard = waits && thread.parent ? delegationStillOpen(thread.sessionId, thread.parent) : undefined;
-    const both = bothGuards(guard, parentGuard);
+    // A task's turn (start_task) ends its attempt, and the task with it (facts/task-end.ts).
+    const task = turn.task ? await taskTurnEnd(engine, thread, turn, taskOutcome(end)) : undefined;
+    const guards = bothGuards(bothGuards(guard, parentGuard), task?.guard);
     try {
-      await engine.append(thread.sessionId, [...drafts, ...ended], both ? { guard: both } : {});
+      await engine.append(
+        thread.sessionId,
+        [...drafts, ...ended, ...(task?.drafts ?? [])],
+        guards ? { guard: guards } : {},
+      );
     } catch (error) {
-      if (error instanceof DelegationEndedError && attempt === 1) continue;
+      // The parent's action ended meanwhile (an interrupt): the end is written again without the child's result.
+      if (error instanceof DelegationEndedError && waits) {
+        waits = false;
+        continue;
+      }
+      // The task or one waiting for it changed meanwhile (a dependency linked, a pause): computed again.
+      if (error instanceof TaskChangedError && attempt < MAX_TASK_RETRIES) continue;
       throw error;
     }
     if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
       engine.wake(thread.sessionId, thread.parent.threadId);
+    // A task this one's end released may wait on another thread (its held turn): that thread has work now. (A
+    // worker does not hear of its own drivers' writes; they wake what they affect.)
+    for (const threadId of otherThreads(task?.drafts ?? [], thread.threadId)) engine.wake(thread.sessionId, threadId);
     return;
   }
 }
@@ -104,8 +127,23 @@ export async function endTurn(
  * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
  * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
  */
-/** How a delegated turn ended: its answer (with the observation made of it, when the worker made one) or error. */
-type DelegatedEnd = { answer?: string; error?: OarError; observation?: ActionResult };
+/**
+ * How a turn ended: its answer (with the observation made of it, when the worker made one) or error, and whether
+ * an interrupt cancelled it — what its delegation (a child's first turn) and its task (start_task) end with.
+ */
+type DelegatedEnd = { answer?: string; error?: OarError; observation?: ActionResult; cancelled?: boolean };
+
+/** The threads other than `own` that some of `drafts` are about. */
+function otherThreads(drafts: readonly EventDraft[], own: string): Set<string> {
+  const threads = new Set<string>();
+  for (const draft of drafts) if (draft.threadId !== undefined && draft.threadId !== own) threads.add(draft.threadId);
+  return threads;
+}
+
+function taskOutcome(end: DelegatedEnd): TaskOutcome {
+  if (!end.error) return { status: 'completed', summary: (end.answer ?? '').slice(0, 500) };
+  return { status: end.cancelled ? 'cancelled' : 'failed', error: end.error };
+}
 
 function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, parentWaits: boolean): EventDraft[] {
   const parent = thread.parent;

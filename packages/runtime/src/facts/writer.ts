@@ -1,3 +1,4 @@
+import type { Task } from '@oar/protocol';
 import type { RuntimeLimits } from '../config/binding.js';
 import type { EventDraft, WriteTiming } from '../log/draft.js';
 import type { ThreadView } from '../read-models/thread-state.js';
@@ -12,6 +13,8 @@ export interface FactWriter {
   /** Another thread of the session has something to do (a parent whose delegation ended). */
   wake(sessionId: string, threadId: string): void;
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
+  /** Tasks of the session as committed, by id (an unknown id is absent from the map). */
+  loadTasks(sessionId: string, taskIds: readonly string[]): Promise<Map<string, Task>>;
   /** The driven thread's unredacted observations (policy/revealed.ts): they leave memory with the turn. */
   readonly revealed?: { clear(): void };
 }

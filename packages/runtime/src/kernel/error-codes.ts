@@ -141,8 +141,19 @@ export const ERROR_CODES = {
   nothing_to_compact: usage(
     'The thread has no finished turn after its last compaction boundary; nothing was requested. Compact after a turn ends.',
   ),
-  task_not_active: usage('The task is not running, so it cannot be cancelled.'),
-  task_not_retryable: usage('The task did not fail retryably, so it cannot be retried.'),
+  task_not_active: usage('The task has ended (details: status): it cannot be changed, started or ended again.'),
+  task_not_retryable: usage('Only a failed, cancelled or lost task is retried (details: status).'),
+  task_exists: usage('A task with this id exists with another definition (the same definition returns the first).'),
+  task_cycle: usage('The edge would make a cycle of dependencies or parents (details: taskId, targetId, kind).'),
+  task_not_linkable: usage('A dependency is added before the waiting task starts; this one has (details: status).'),
+  task_has_parent: usage('The task already has another parent (details: parentTaskId); unlink it first.'),
+  relationship_not_found: usage('The task has no edge of this kind to this target; `oar task show` lists its edges.'),
+  task_already_started: usage('The task has started (details: status): pause, complete, fail or cancel it instead.'),
+  task_not_startable: usage(
+    "The task cannot be started or changed this way: it is the runtime's own (the model's or a delegation's), or it ended (retry_task starts a new attempt).",
+  ),
+  task_paused: usage('The task is paused: resume_task lets it go on.'),
+  task_not_paused: usage('The task is not paused, so there is nothing to resume (details: status).'),
   thread_closed: usage('The thread is closed and takes no new turns.'),
 
   // Conflicts: somebody else is acting (exit 75: try again later).
@@ -157,6 +168,16 @@ export const ERROR_CODES = {
     exit: EXIT.later,
     retryable: true,
     help: '`oar wait --timeout` ran out while the session was still running; nothing changed. Wait again.',
+  },
+  task_still_stopping: {
+    exit: EXIT.later,
+    retryable: true,
+    help: "The paused task's turn is still stopping; resume it once the turn ended (a moment later).",
+  },
+  task_changed: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'A task changed while the command was prepared; it is retried internally, then reported.',
   },
   limits_changed: {
     exit: EXIT.later,
@@ -266,6 +287,7 @@ export const ERROR_CODES = {
     'The next model call would exceed a turn or session budget (budgets, onExceeded "fail"); details name the limit and the spend. Raise it with `oar limit`, or start a new session.',
   ),
   actions_failed: recorded('Actions of the graph failed and the model ended the turn on them.'),
+  task_failed: recorded("The task's owner failed it (fail_task) without a code of their own; the message is theirs."),
   dependency_failed: recorded('The action was skipped because an action it depends on failed.'),
   graph_aborted: recorded('The action was cancelled because the graph was aborted (failure policy abort).'),
   awaiting_model_decision: recorded('The action was skipped so the model can decide (failure policy ask_model).'),

@@ -1,6 +1,7 @@
 import type { Declaration, ParseOutcome } from '@oar/protocol';
 import { artifactCreated } from '../facts/action.js';
 import { decidedActions, decidedRun, finalReport, nextAttemptFacts, renderPlan } from '../facts/intents.js';
+import { edgeLinked } from '../facts/task-end.js';
 import { turnIds } from '../facts/turn-end.js';
 import { newId } from '../kernel/ids.js';
 import type { EventDraft } from '../log/draft.js';
@@ -115,14 +116,17 @@ export async function applyDeclaration(
   const taskId = newId('task');
   const title = declaration.title ?? declaration.message?.slice(0, 120) ?? `${declaration.actions.length} action(s)`;
   const ids = { ...turnIds(thread, turn), taskId, runId };
+  // A graph declared in a task's turn (start_task) is that task's child, recorded on both sides.
+  const parentTaskId = turn.task?.taskId ?? thread.parent?.delegationTaskId;
   // The graph is persisted (run.status declared) in the same transaction as its task, before anything runs.
   await engine.append(thread.sessionId, [
     {
       type: 'task.created',
       ...ids,
-      ...(thread.parent ? { parentTaskId: thread.parent.delegationTaskId } : {}),
+      ...(parentTaskId ? { parentTaskId } : {}),
       payload: { title, objective: declaration.message ?? title, taskKind: 'action_graph' },
     },
+    ...(turn.task ? [edgeLinked(turn.task.taskId, 'child', taskId)] : []),
     { type: 'task.attempt.started', ...ids, payload: { attempt: 1, status: 'running' } },
     {
       type: 'run.status',

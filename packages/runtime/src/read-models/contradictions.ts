@@ -2,7 +2,7 @@ import type { RuntimeEvent } from '@oar/protocol';
 import type { ReadModels } from './project.js';
 import { applyEvent, emptyReadModels } from './project.js';
 import { endedActionStatus } from './run.js';
-import { isTerminalTaskStatus } from './session.js';
+import { isTerminalTaskStatus } from './task.js';
 import { isTerminalActionStatus, isTerminalTurnStatus } from './thread-state.js';
 
 /**

@@ -1,6 +1,7 @@
 import type { RuntimeEvent, Task } from '@oar/protocol';
 import { reduceRun } from './run.js';
-import { reduceSession, reduceTask, type SessionState, ticksSessionClock } from './session.js';
+import { reduceSession, type SessionState, ticksSessionClock } from './session.js';
+import { reduceTask } from './task.js';
 import { reduceThread, threadChange, withThreadClock } from './thread.js';
 import type { RunState, ThreadState, ThreadView } from './thread-state.js';
 

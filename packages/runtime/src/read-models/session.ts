@@ -1,8 +1,7 @@
-import { type RuntimeEvent, type Task, type TaskAttempt, type TaskStatusValue, UsageSchema } from '@oar/protocol';
+import { type RuntimeEvent, UsageSchema } from '@oar/protocol';
 import { z } from 'zod';
 import type { SessionBinding } from '../config/binding.js';
 import { SessionGrantSchema } from '../config/permission-request.js';
-import { memberOf } from './thread-state.js';
 
 const OverrideLimitsSchema = z.object({
   tokens: z.number().nullable().optional(),
@@ -281,97 +280,6 @@ function withBinding(
 export function bindingOf(session: SessionState, hash?: string): SessionBinding | undefined {
   const key = hash ?? session.bindingHash;
   return key ? session.bindings?.[key] : undefined;
-}
-
-/**
- * The statuses that end a task: it is never active again. `TaskStatusValueSchema` is @oar/protocol's vocabulary
- * (its other final statuses, timed_out and stale, the engine never records).
- */
-export const TERMINAL_TASK_STATUSES = ['completed', 'failed', 'cancelled', 'lost', 'archived'] as const;
-export const isTerminalTaskStatus = memberOf<TaskStatusValue>(TERMINAL_TASK_STATUSES);
-
-/** The task projection: the public task read model (objective, status, attempts, relationships). */
-export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task | undefined {
-  const payload = (event.payload ?? {}) as Payload;
-  if (event.type === 'task.created') {
-    return {
-      taskId: event.taskId,
-      sessionId: event.sessionId,
-      ...(event.threadId ? { threadId: event.threadId } : {}),
-      ...(event.turnId ? { turnId: event.turnId } : {}),
-      ...(event.parentTaskId ? { parentTaskId: event.parentTaskId } : {}),
-      ...(typeof payload.title === 'string' ? { title: payload.title } : {}),
-      ...(typeof payload.objective === 'string' ? { objective: payload.objective } : {}),
-      taskKind: typeof payload.taskKind === 'string' ? payload.taskKind : 'action_graph',
-      visibility: 'foreground',
-      status: 'accepted',
-      attempts: [],
-      relationships: event.parentTaskId ? [{ kind: 'parent', targetId: event.parentTaskId }] : [],
-      createdAt: event.timestamp,
-      updatedAt: event.timestamp,
-    };
-  }
-  if (!state) return state;
-  // This reduction's own copy of the task: each case changes it, none copies it again.
-  const next: Task = { ...state, updatedAt: event.timestamp };
-  const set = (change: Partial<Task>): Task => Object.assign(next, change);
-  const attempt = (change: Partial<TaskAttempt>): Task => {
-    const attempts = next.attempts ?? [];
-    // The attempt an event is about is nearly always the latest: looked for from the end, the rest shared.
-    const index = attempts.findLastIndex((a) => a.runId === event.runId);
-    if (index < 0) return set({ attempts: attempts.slice() });
-    const changed = attempts.slice();
-    changed[index] = { ...(attempts[index] as TaskAttempt), ...change };
-    return set({ attempts: changed });
-  };
-  switch (event.type) {
-    case 'task.attempt.started':
-      return set({
-        status: 'running',
-        currentRunId: event.runId,
-        startedAt: next.startedAt ?? event.timestamp,
-        attempts: [
-          ...(next.attempts ?? []),
-          {
-            runId: event.runId,
-            status: 'running',
-            startedAt: event.timestamp,
-            attemptCount: typeof payload.attempt === 'number' ? payload.attempt : (next.attempts?.length ?? 0) + 1,
-          },
-        ],
-      });
-    case 'task.attempt.completed':
-      return attempt({
-        status: 'completed',
-        endedAt: event.timestamp,
-        ...(typeof payload.summary === 'string' ? { completionSummary: payload.summary } : {}),
-      });
-    case 'task.attempt.failed':
-      return attempt({
-        status: 'failed',
-        endedAt: event.timestamp,
-        ...(payload.error ? { lastError: payload.error as TaskAttempt['lastError'] } : {}),
-      });
-    case 'task.waiting':
-      return set({ status: payload.waitingFor === 'input' ? 'waiting_input' : 'waiting_permission' });
-    case 'task.started':
-    case 'task.resumed':
-      return set({ status: 'running' });
-    case 'task.retrying':
-      return set({ status: 'retrying' });
-    case 'task.completed':
-      return set({ status: 'completed', endedAt: event.timestamp });
-    case 'task.failed':
-      return set({ status: 'failed', endedAt: event.timestamp, lastError: payload.error as Task['lastError'] });
-    case 'task.cancelled':
-      return set({ status: 'cancelled', endedAt: event.timestamp });
-    case 'task.lost':
-      return set({ status: 'lost', endedAt: event.timestamp });
-    case 'task.blocked':
-      return set({ status: 'blocked' });
-    default:
-      return next;
-  }
 }
 
 /** Apply a `state` change carried by a session.updated / thread.updated payload: `{key, value}`; null deletes. */

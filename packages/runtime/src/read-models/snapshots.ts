@@ -31,7 +31,12 @@ const THREAD_STATUS: Record<ThreadState['status'], ThreadStatus> = {
 
 export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadReadModel {
   const threadTasks = tasks.filter((task) => task.threadId === thread.threadId);
-  const last = thread.turns.filter((t) => t.completedAt).at(-1);
+  // The turn that finished last: not always the last submitted (a task's turn held by its dependencies runs after
+  // turns submitted behind it).
+  let last: (typeof thread.turns)[number] | undefined;
+  for (const turn of thread.turns) {
+    if (turn.completedAt && (!last?.completedAt || turn.completedAt >= last.completedAt)) last = turn;
+  }
   const waiting = thread.pending.length > 0;
   const queued = thread.queue.length > 0 && !thread.activeTurnId;
   return {

@@ -119,6 +119,23 @@ export const TurnAttachmentSchema = z.object({
 });
 export type TurnAttachment = z.infer<typeof TurnAttachmentSchema>;
 
+/**
+ * The task a turn is an attempt of (`start_task`): the attempt's run id and number, whether its end waits for the
+ * task's owner to accept it (`acceptance`: the task has acceptance criteria), and the dependencies not yet completed
+ * when it was started — the turn is held until that list is empty. Fixed when the task starts: changing the task
+ * later applies to its next attempt.
+ */
+export const TurnTaskSchema = z.object({
+  taskId: z.string(),
+  runId: z.string(),
+  attempt: z.number().int(),
+  acceptance: z.boolean(),
+  waitsFor: z.array(z.string()),
+  /** Set while the task is paused (`pause_task`): the turn does not start until it is resumed. */
+  paused: z.boolean().optional(),
+});
+export type TurnTask = z.infer<typeof TurnTaskSchema>;
+
 export const TurnStateSchema = z.object({
   turnId: z.string(),
   status: TurnStatusSchema,
@@ -152,8 +169,31 @@ export const TurnStateSchema = z.object({
   capabilityExclusions: z.array(z.string()).optional(),
   /** The turn's hook runs, newest last (docs/hooks.md; at most MAX_TURN_HOOK_RUNS). */
   hookRuns: z.array(HookRunSchema).optional(),
+  /** Set when the turn is an attempt of a task started through the control plane (`start_task`). */
+  task: TurnTaskSchema.optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
+
+/**
+ * A turn held back by its task: by its dependencies, until each of them completed (each completion is recorded on
+ * the waiting thread as `task.dependency.updated`, which is what wakes a worker for it), or by a pause until the
+ * task is resumed (`task.paused` / `task.resumed` on the thread).
+ */
+export function isHeld(turn: TurnState | undefined): boolean {
+  return (turn?.task?.waitsFor.length ?? 0) > 0 || turn?.task?.paused === true;
+}
+
+/**
+ * The turn that starts next on an idle thread: the first accepted one (it was accepted before anything queued
+ * behind it), else the first of the queue — either way not one held by its task's dependencies.
+ */
+export function nextTurn(thread: ThreadState): { turnId: string } | undefined {
+  const accepted = thread.turns.find((t) => t.status === 'accepted' && !isHeld(t));
+  if (accepted) return accepted;
+  if (thread.queue.length === 0) return undefined;
+  if (!thread.turns.some(isHeld)) return thread.queue[0];
+  return thread.queue.find((q) => !isHeld(thread.turns.find((t) => t.turnId === q.turnId)));
+}
 
 /**
  * Why a thread waits in `waiting_resource`: a budget (`quota`, durable until a limit is raised) or a provider's

@@ -9,6 +9,8 @@ import {
   type TurnAttachment,
   TurnAttachmentSchema,
   type TurnState,
+  type TurnTask,
+  TurnTaskSchema,
 } from './thread-state.js';
 
 /**
@@ -67,6 +69,10 @@ function waitingStatus(pending: PendingDecision[], turnId: string | undefined): 
 function endTurn(state: ThreadState, event: RuntimeEvent, change: Partial<TurnState>): ThreadState {
   const turnId = event.turnId;
   const ended = updateTurn(state, turnId, (turn) => ({ ...turn, ...change, completedAt: event.timestamp }));
+  // A turn that never started (a task's turn withdrawn) ends alone: the running turn's state stays as it is.
+  if (turnId === undefined || turnId !== state.activeTurnId) {
+    return { ...ended, pending: ended.pending.filter((p) => p.turnId !== turnId) };
+  }
   const { interrupt, resourceWait: _wait, ...next } = ended;
   return {
     ...next,
@@ -181,6 +187,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         runIds: [],
         ...(str(payload.bindingHash) ? { bindingHash: str(payload.bindingHash) } : {}),
         ...traceOf(event),
+        ...turnTaskOf(payload.task),
       };
       const queue =
         payload.status === 'queued'
@@ -209,6 +216,11 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
       const next = { ...state, queue };
       return removed ? updateTurn(next, removed, (turn) => ({ ...turn, status: 'cancelled' })) : next;
     }
+    case 'task.dependency.updated':
+      return dependencyCompleted(state, event.taskId, payload);
+    case 'task.paused':
+    case 'task.resumed':
+      return pendingTaskTurns(state, event.taskId, { paused: event.type === 'task.paused' });
     case 'turn.started':
       return {
         ...updateTurn(state, event.turnId, (turn) => ({
@@ -423,6 +435,48 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     default:
       return state;
   }
+}
+
+/** The task of a submitted turn (`start_task`), as recorded on `turn.submitted`. */
+function turnTaskOf(value: unknown): { task?: TurnTask } {
+  const task = TurnTaskSchema.safeParse(value);
+  return task.success ? { task: task.data } : {};
+}
+
+/**
+ * A dependency of a held turn's task completed, or was unlinked: the turn waits for one fewer (and starts when it
+ * waits for none).
+ */
+function dependencyCompleted(state: ThreadState, taskId: string | undefined, payload: Payload): ThreadState {
+  const released =
+    payload.dependencyStatus === 'completed' || (payload.change === 'unlinked' && payload.kind === 'dependency');
+  const dependency = str(payload.dependencyTaskId) ?? str(payload.targetId);
+  if (!dependency || !released || !taskId) return state;
+  // Only the turns of the task the fact is about: another task on the thread may wait for the same one.
+  const waits = (turn: TurnState) => turn.task?.taskId === taskId && turn.task.waitsFor.includes(dependency);
+  if (!state.turns.some(waits)) return state;
+  return {
+    ...state,
+    turns: state.turns.map((turn) =>
+      waits(turn) && turn.task
+        ? { ...turn, task: { ...turn.task, waitsFor: turn.task.waitsFor.filter((id) => id !== dependency) } }
+        : turn,
+    ),
+  };
+}
+
+/** The task's turns that have not started are held while it is paused, and released when it is resumed. */
+function pendingTaskTurns(state: ThreadState, taskId: string | undefined, change: { paused: boolean }): ThreadState {
+  const pending = (t: TurnState) => t.task?.taskId === taskId && (t.status === 'accepted' || t.status === 'queued');
+  if (!taskId || !state.turns.some(pending)) return state;
+  return {
+    ...state,
+    turns: state.turns.map((t) => {
+      if (!pending(t) || !t.task) return t;
+      const { paused: _was, ...task } = t.task;
+      return { ...t, task: change.paused ? { ...task, paused: true } : task };
+    }),
+  };
 }
 
 function compactionCall(state: ThreadState): ThreadState {

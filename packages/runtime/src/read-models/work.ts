@@ -1,6 +1,6 @@
 import { type LeaseHolder, ownerIsGone, sessionLeases } from '../store/leases.js';
 import type { Db } from '../store/store.js';
-import type { ThreadState } from './thread-state.js';
+import { nextTurn, type ThreadState } from './thread-state.js';
 
 /**
  * The threads of a session that are in progress: held by a worker (`holder`), or with something to do that no
@@ -37,5 +37,6 @@ export function needsDrive(thread: ThreadState, idleSequence: number | undefined
   if (thread.status === 'closed') return false;
   if (idleSequence !== undefined && idleSequence === thread.lastSequence) return false;
   if (thread.activeTurnId !== undefined || thread.compactionRequest !== undefined) return true;
-  return thread.queue.length > 0 || thread.turns.some((t) => t.status === 'accepted');
+  // A turn held by its task's dependencies is no work until the last of them completed (which moves the sequence).
+  return nextTurn(thread) !== undefined;
 }

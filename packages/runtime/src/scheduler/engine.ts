@@ -1,4 +1,4 @@
-import type { ActionDecision, RuntimeEvent } from '@oar/protocol';
+import type { ActionDecision, RuntimeEvent, Task } from '@oar/protocol';
 import type { AgentConfig, RuntimeLimits, SessionBinding } from '../config/binding.js';
 import type { SessionGrant } from '../config/permission-request.js';
 import type { PermissionsConfig } from '../config/permissions.js';
@@ -65,6 +65,8 @@ export interface Engine extends BoundConfig {
   /** Another thread of the session has something to do (a child was delegated, a child ended). */
   wake(sessionId: string, threadId: string): void;
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
+  /** Tasks of the session as committed (a task's end reads the task and those that wait for it). */
+  loadTasks(sessionId: string, taskIds: readonly string[]): Promise<Map<string, Task>>;
   /**
    * The session's events as committed, after a sequence (optionally of one thread): what a runner's `events.*` reads
    * (agent-runners/context-apis.ts). Optional: an engine without it answers no event queries.

@@ -7,7 +7,7 @@ import type { Tracing } from '../log/tracing.js';
 import type { Limiter } from '../models/provider-limits.js';
 import { RevealedObservations } from '../policy/revealed.js';
 import { bindingOf } from '../read-models/session.js';
-import type { ThreadView } from '../read-models/thread-state.js';
+import { nextTurn, type ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
 import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import type { BoundConfig, Engine } from '../scheduler/engine.js';
@@ -73,9 +73,8 @@ export class ThreadEngine implements Engine {
   async prepare(threadId: string): Promise<ThreadView> {
     const thread = await this.loadThread(this.sessionId, threadId);
     // The running turn, or the one about to start (a delegated turn already names its parent turn's binding).
-    const turn =
-      thread.turns.find((t) => t.turnId === thread.activeTurnId) ??
-      (thread.activeTurnId === undefined ? thread.turns.find((t) => t.status === 'accepted') : undefined);
+    const next = thread.activeTurnId === undefined ? nextTurn(thread)?.turnId : thread.activeTurnId;
+    const turn = thread.turns.find((t) => t.turnId === next);
     // A running turn keeps its binding: once bound, a step needs no second read of the session.
     if (turn?.bindingHash !== undefined && turn.bindingHash === this.config?.bindingHash) return thread;
     const session = (await this.deps.log.readModels(this.sessionId, [])).session;
@@ -169,6 +168,14 @@ export class ThreadEngine implements Engine {
         : withStaged(committed, staged, this);
     this.working = { committed, staged, applied: staged.length, view };
     return view;
+  }
+
+  async loadTasks(sessionId: string, taskIds: readonly string[]) {
+    // Tasks change through commands and through this thread's facts: what is staged is committed first (a task's
+    // turn ends rarely; its end is then computed from, and guarded by, the same committed state).
+    await this.commit();
+    const keys = taskIds.map((key) => ({ kind: 'task' as const, key }));
+    return (await this.deps.log.readModels(sessionId, keys)).tasks;
   }
 
   async grants(sessionId: string) {

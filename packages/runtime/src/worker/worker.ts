@@ -1,14 +1,16 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { runnerTurn } from '../agent-runners/host.js';
-import { queueChanged, threadUnchanged } from '../facts/queue.js';
+import { bothGuards, queueChanged, threadUnchanged } from '../facts/queue.js';
+import { MAX_TASK_RETRIES, TaskChangedError, taskTurnEnd } from '../facts/task-end.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
+import type { AppendGuard } from '../log/draft.js';
 import type { SessionChange } from '../log/notifier.js';
 import { Tracing } from '../log/tracing.js';
 import { advance } from '../loop/thread-runner.js';
 import { failTurn } from '../loop/turn-end.js';
 import { type Limiter, ProviderLimiter } from '../models/provider-limits.js';
-import type { ThreadState, ThreadView } from '../read-models/thread-state.js';
+import { nextTurn, type ThreadState, type ThreadView } from '../read-models/thread-state.js';
 import { sessionWork } from '../read-models/work.js';
 import { isStoreFault, isTransientStoreFault } from '../store/faults.js';
 import {
@@ -406,25 +408,7 @@ export class Worker {
       const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
       if (turn) await failTurn(engine, thread, turn, error);
       // A turn that cannot even start (its binding cannot run here) fails as well, or it would be retried forever.
-      const next = turn ? undefined : (thread.turns.find((t) => t.status === 'accepted') ?? thread.queue[0]);
-      if (next) {
-        const rest = thread.queue.filter((q) => q.turnId !== next.turnId);
-        const dequeued = rest.length < thread.queue.length;
-        await engine.append(
-          engine.sessionId,
-          [
-            ...(dequeued ? [queueChanged(thread, rest, 'dequeued', next.turnId)] : []),
-            {
-              type: 'turn.failed',
-              threadId: thread.threadId,
-              turnId: next.turnId,
-              status: 'failed',
-              payload: { error },
-            },
-          ],
-          { guard: threadUnchanged(thread) },
-        );
-      }
+      if (!turn) await failUnstartable(engine, thread, error);
       return true;
     } catch {
       // The store itself failed; the next worker to claim the thread finds the unfinished turn.
@@ -486,4 +470,33 @@ export class Worker {
 /** An interrupt was requested for the turn that is running. */
 function interruptPending(thread: ThreadState): boolean {
   return thread.interrupt !== undefined && thread.interrupt.turnId === thread.activeTurnId;
+}
+
+/**
+ * Fail the turn a thread would start next, which cannot start; a task's turn (start_task) takes its task with it,
+ * failed, never started — computed again while that task changes under it.
+ */
+async function failUnstartable(engine: ThreadEngine, thread: ThreadView, error: OarError): Promise<void> {
+  const next = nextTurn(thread);
+  if (!next) return;
+  const rest = thread.queue.filter((q) => q.turnId !== next.turnId);
+  const dequeued = rest.length < thread.queue.length;
+  const pending = thread.turns.find((t) => t.turnId === next.turnId);
+  for (let attempt = 1; ; attempt++) {
+    const task = pending?.task ? await taskTurnEnd(engine, thread, pending, { status: 'failed', error }) : undefined;
+    try {
+      await engine.append(
+        engine.sessionId,
+        [
+          ...(dequeued ? [queueChanged(thread, rest, 'dequeued', next.turnId)] : []),
+          { type: 'turn.failed', threadId: thread.threadId, turnId: next.turnId, status: 'failed', payload: { error } },
+          ...(task?.drafts ?? []),
+        ],
+        { guard: bothGuards(threadUnchanged(thread), task?.guard) as AppendGuard },
+      );
+      return;
+    } catch (failure) {
+      if (!(failure instanceof TaskChangedError) || attempt >= MAX_TASK_RETRIES) throw failure;
+    }
+  }
 }

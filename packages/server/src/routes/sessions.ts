@@ -4,10 +4,10 @@ import {
   SessionSnapshotSchema,
   ThreadReadModelSchema,
 } from '@oar/protocol';
-import { BindingUpdateSchema, MAX_TURN_ATTACHMENTS, notFound, TurnAttachmentInputSchema } from '@oar/runtime';
+import { BindingUpdateSchema, MAX_TURN_ATTACHMENTS, TurnAttachmentInputSchema } from '@oar/runtime';
 import { z } from 'zod';
 import { httpError } from '../errors.js';
-import { Accepted, Cursor, Id, NoQuery, type Route, route, SessionParams, SessionSummary } from '../route.js';
+import { Accepted, Cursor, Id, type Route, route, SessionParams, SessionSummary } from '../route.js';
 import { ToolMessageSchema, toolMessagesUpTo } from '../tool-messages.js';
 
 /**
@@ -48,8 +48,6 @@ const SubmitTurnResult = z.object({
   status: z.enum(['accepted', 'queued']),
   duplicate: z.boolean(),
 });
-
-const Task = SessionSnapshotSchema.shape.tasks.element;
 
 export const sessionRoutes: Route[] = [
   route(
@@ -364,74 +362,6 @@ export const sessionRoutes: Route[] = [
     },
     async ({ deps, params, query }) => {
       return deps.runtime.getExecutionEnvironment({ sessionId: params.sessionId, ...query });
-    },
-  ),
-  route(
-    {
-      method: 'get',
-      path: '/v1/sessions/{sessionId}/tasks',
-      operationId: 'listTasks',
-      summary: "The session's tasks (turns, delegations, tool workers) with their status and attempts",
-      tag: 'tasks',
-      scope: 'viewer',
-      params: SessionParams,
-      query: NoQuery,
-      response: z.object({ tasks: z.array(Task) }),
-    },
-    async ({ deps, params }) => {
-      const { snapshot } = await deps.runtime.getSession({ sessionId: params.sessionId, limit: 0 });
-      return { tasks: snapshot.tasks };
-    },
-  ),
-  route(
-    {
-      method: 'get',
-      path: '/v1/sessions/{sessionId}/tasks/{taskId}',
-      operationId: 'getTask',
-      summary: 'One task',
-      tag: 'tasks',
-      scope: 'viewer',
-      params: z.object({ sessionId: Id, taskId: Id }),
-      response: Task,
-    },
-    async ({ deps, params }) => {
-      const { snapshot } = await deps.runtime.getSession({ sessionId: params.sessionId, limit: 0 });
-      const task = snapshot.tasks.find((t) => t.taskId === params.taskId);
-      if (!task) throw notFound('task', params.taskId);
-      return task;
-    },
-  ),
-  route(
-    {
-      method: 'post',
-      path: '/v1/sessions/{sessionId}/tasks/{taskId}/cancel',
-      operationId: 'cancelTask',
-      summary: 'Cancel an active task',
-      tag: 'tasks',
-      scope: 'operator',
-      params: z.object({ sessionId: Id, taskId: Id }),
-      body: z.strictObject({ reason: Text.max(1_000).optional() }).default({}),
-      conflicts: true,
-      response: Accepted,
-    },
-    async ({ deps, params, body }) => {
-      return (await deps.runtime.cancelTask({ ...params, ...body })) ?? {};
-    },
-  ),
-  route(
-    {
-      method: 'post',
-      path: '/v1/sessions/{sessionId}/tasks/{taskId}/retry',
-      operationId: 'retryTask',
-      summary: 'Retry a failed, lost or cancelled task',
-      tag: 'tasks',
-      scope: 'operator',
-      params: z.object({ sessionId: Id, taskId: Id }),
-      conflicts: true,
-      response: Accepted,
-    },
-    async ({ deps, params }) => {
-      return (await deps.runtime.retryTask(params)) ?? {};
     },
   ),
   route(
