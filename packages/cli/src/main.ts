@@ -7,6 +7,7 @@ import { registerProtocolCommands } from './protocol-commands.js';
 import { registerRunnerCommands } from './runner-commands.js';
 import { registerRuntimeCommands } from './runtime-commands.js';
 import { registerServeCommands } from './serve-commands.js';
+import { registerSubagentCommands } from './subagent-commands.js';
 import { registerTaskCommands } from './task-commands.js';
 import { tracingFromEnv } from './tracing.js';
 import { printUsageError } from './usage.js';
@@ -71,6 +72,7 @@ async function run(argv: string[]): Promise<number> {
   registerDemoCommand(program, setExit);
   registerRuntimeCommands(program, setExit);
   registerTaskCommands(program, setExit);
+  registerSubagentCommands(program, setExit);
   registerProtocolCommands(program, setExit);
   registerServeCommands(program, setExit);
   registerWorkerCommands(program, setExit);

@@ -90,6 +90,15 @@ export {
 export type { CompactionResult } from './control-plane/compaction.js';
 export type { RespondActionInput } from './control-plane/decisions.js';
 export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
+export type { ThreadResumePoint } from './control-plane/queries.js';
+export type {
+  CloseSubagentInput,
+  ResumeSubagentInput,
+  SpawnSubagentInput,
+  SubagentInput,
+  SubagentView,
+  WaitSubagentsInput,
+} from './control-plane/subagents.js';
 export type {
   CreateTaskInput,
   LinkTasksInput,

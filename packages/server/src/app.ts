@@ -16,6 +16,7 @@ import { aguiRoutes } from './routes/agui.js';
 import { artifactRoutes } from './routes/artifacts.js';
 import { eventRoutes } from './routes/events.js';
 import { sessionRoutes } from './routes/sessions.js';
+import { subagentRoutes } from './routes/subagents.js';
 import { taskRoutes } from './routes/tasks.js';
 import { workspaceRoutes } from './routes/workspace.js';
 import type { StreamOptions } from './sse.js';
@@ -90,6 +91,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
   const routes: Route[] = [
     ...sessionRoutes,
     ...taskRoutes,
+    ...subagentRoutes,
     ...artifactRoutes,
     ...eventRoutes({ ...options.streams, inflight }),
     ...workspaceRoutes({ ...options.streams, inflight }),

@@ -34,6 +34,7 @@ const CONFLICTS = new Set([
   'task_not_paused',
   'task_still_stopping',
   'task_changed',
+  'subagent_not_closed',
   'nothing_to_compact',
   'limits_changed',
 ]);

@@ -8,15 +8,25 @@ import {
 import { type RespondActionInput, respondAction } from './decisions.js';
 import { type ChangeLimitsInput, changeLimits } from './limits.js';
 import {
-  type CloseSubagentInput,
   type CreateSessionInput,
-  closeSubagent,
   createSession,
   type SetStateInput,
   setState,
   type UpdateBindingInput,
   updateBinding,
 } from './sessions.js';
+import {
+  type CloseSubagentInput,
+  closeSubagent,
+  type ResumeSubagentInput,
+  resumeSubagent,
+  type SpawnSubagentInput,
+  type SubagentInput,
+  sendSubagentInput,
+  spawnSubagent,
+  type WaitSubagentsInput,
+  waitSubagents,
+} from './subagents.js';
 import {
   type CreateTaskInput,
   createTask,
@@ -106,6 +116,22 @@ export class Commands {
 
   closeSubagent(input: CloseSubagentInput) {
     return closeSubagent(this.ctx, input);
+  }
+
+  spawnSubagent(input: SpawnSubagentInput) {
+    return spawnSubagent(this.ctx, input);
+  }
+
+  sendSubagentInput(input: SubagentInput) {
+    return sendSubagentInput(this.ctx, input);
+  }
+
+  waitSubagents(input: WaitSubagentsInput) {
+    return waitSubagents(this.ctx, input);
+  }
+
+  resumeSubagent(input: ResumeSubagentInput) {
+    return resumeSubagent(this.ctx, input);
   }
 
   cancelTask(input: CancelTaskInput) {

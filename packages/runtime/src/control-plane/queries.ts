@@ -21,6 +21,7 @@ import { getArtifact } from '../store/artifacts.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { exportEvidence, exportReplay } from './exports.js';
+import { subagentsOf } from './subagents.js';
 
 /** What the tool inventory shows of a session's bound configuration (the worker's `BoundConfig` is one). */
 export interface InventoryConfig {
@@ -85,6 +86,41 @@ export class Queries {
       .executeTakeFirst();
     if (!row) throw notFound('session', sessionId);
     return Number(row.last_sequence);
+  }
+
+  /**
+   * Where a thread stands for a client resuming it (`resume_thread`): its status, its running turn, who drives it
+   * now, and a resume token to give next time. With the token of an earlier call: how many of the thread's events
+   * came since (at most 1,000 counted; read them with `read({after: since, threadId})`).
+   */
+  async threadResumePoint(input: {
+    sessionId: string;
+    threadId: string;
+    resumeToken?: string;
+  }): Promise<ThreadResumePoint> {
+    const thread = await this.log.thread(input.sessionId, input.threadId);
+    const since = input.resumeToken === undefined ? undefined : resumeTokenSequence(input.resumeToken);
+    if (since !== undefined && since > thread.lastSequence) {
+      throw new OarRuntimeError('invalid_input', 'the resume token is not one this thread gave', {
+        details: { resumeToken: input.resumeToken },
+      });
+    }
+    const missed =
+      since === undefined
+        ? undefined
+        : await this.log.read(input.sessionId, { after: since, threadId: thread.threadId, limit: 1000 });
+    const holder = (await sessionWork(this.log.store.db, input.sessionId)).find(
+      (w) => w.threadId === thread.threadId,
+    )?.holder;
+    return {
+      sessionId: input.sessionId,
+      threadId: thread.threadId,
+      status: thread.status,
+      ...(thread.activeTurnId ? { activeTurnId: thread.activeTurnId } : {}),
+      ...(holder ? { heldBy: { owner: holder.owner, expiresAt: holder.expiresAt } } : {}),
+      resumeToken: `${RESUME_TOKEN_PREFIX}${thread.lastSequence}`,
+      ...(since !== undefined ? { since, missedEvents: missed?.length ?? 0 } : {}),
+    };
   }
 
   /**
@@ -286,9 +322,7 @@ export class Queries {
   async listSubagents(input: { sessionId: string; threadId?: string }) {
     const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
-    return [...models.threads.values()]
-      .filter((t) => !input.threadId || t.threadId === input.threadId)
-      .flatMap((t) => t.subagents.map((s) => ({ ...s, parentThreadId: t.threadId })));
+    return subagentsOf(models, input.threadId);
   }
 
   /**
@@ -334,4 +368,32 @@ export class Queries {
   exportEvidence(sessionId: string) {
     return exportEvidence(this.log, sessionId);
   }
+}
+
+/** Where a thread stands for a client resuming it (`resume_thread`). */
+export interface ThreadResumePoint {
+  sessionId: string;
+  threadId: string;
+  status: ThreadState['status'];
+  activeTurnId?: string;
+  /** The worker that holds the thread's lease now, and until when (absent: nobody drives it). */
+  heldBy?: { owner: string; expiresAt: string };
+  /** Give it back next time: the answer then says how much happened since. */
+  resumeToken: string;
+  /** The sequence the given token stands for, and how many of the thread's events came after it (at most 1,000). */
+  since?: number;
+  missedEvents?: number;
+}
+
+/** A resume token is the thread's last sequence when it was given, versioned so it can change shape later. */
+const RESUME_TOKEN_PREFIX = 'rt1.';
+
+function resumeTokenSequence(token: string): number {
+  const sequence = token.startsWith(RESUME_TOKEN_PREFIX) ? Number(token.slice(RESUME_TOKEN_PREFIX.length)) : Number.NaN;
+  if (!Number.isSafeInteger(sequence) || sequence < 0) {
+    throw new OarRuntimeError('invalid_input', 'the resume token is not one this runtime gave', {
+      details: { resumeToken: token },
+    });
+  }
+  return sequence;
 }

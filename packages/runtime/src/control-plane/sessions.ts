@@ -1,13 +1,12 @@
 import { agentByName } from '../config/agents.js';
 import type { BindingUpdate, SessionBinding } from '../config/binding.js';
-import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import { loadReadModels } from '../log/read-model-rows.js';
 import { hooksChanged } from '../policy/hooks/changes.js';
 import { bindingOf } from '../read-models/session.js';
 import { DEFAULT_WORKSPACE, sessionIdIn, Workspaces } from '../store/workspaces.js';
 import type { CommandContext } from './command-context.js';
-import { interruptTurn } from './turns.js';
 
 /** The commands about a session itself: create it, change its binding, close a sub-agent, set its state. */
 
@@ -26,12 +25,6 @@ export interface CreateSessionInput {
 export interface UpdateBindingInput {
   sessionId: string;
   update: BindingUpdate;
-}
-
-export interface CloseSubagentInput {
-  sessionId: string;
-  subagentId: string;
-  reason?: string;
 }
 
 export interface SetStateInput {
@@ -129,31 +122,6 @@ export async function updateBinding(
     },
   );
   return { bindingHash: hash, changed };
-}
-
-export async function closeSubagent(ctx: CommandContext, input: CloseSubagentInput): Promise<void> {
-  const models = await ctx.log.allReadModels(input.sessionId);
-  if (!models.session) throw notFound('session', input.sessionId);
-  const parent = [...models.threads.values()].find((t) => t.subagents.some((s) => s.subagentId === input.subagentId));
-  const sub = parent?.subagents.find((s) => s.subagentId === input.subagentId);
-  if (!parent || !sub) throw notFound('subagent', input.subagentId);
-  if (sub.status === 'closed') return;
-  await interruptTurn(ctx, {
-    sessionId: input.sessionId,
-    threadId: sub.childThreadId,
-    reason: input.reason ?? 'sub-agent closed',
-  });
-  const current = await ctx.log.thread(input.sessionId, parent.threadId);
-  await ctx.append(input.sessionId, [
-    {
-      type: 'subagent.closed',
-      threadId: current.threadId,
-      turnId: current.activeTurnId ?? current.turns.at(-1)?.turnId ?? 'none',
-      subagentId: sub.subagentId,
-      payload: { reason: input.reason ?? 'closed' },
-    },
-    { type: 'thread.updated', threadId: sub.childThreadId, payload: { closed: true, status: 'completed' } },
-  ]);
 }
 
 /**

@@ -73,22 +73,25 @@ export interface QueuedTurnRef {
   turnId: string;
 }
 
-/** What makes a submitted turn a task's attempt (`start_task`): recorded on the turn, with the task's facts. */
-export interface TaskAttemptTurn {
-  task: TurnTask;
-  facts: (ids: { threadId: string; turnId: string }, status: 'accepted' | 'queued') => EventDraft[];
-  guard: AppendGuard;
+/**
+ * What a command adds to a turn it submits: the turn's task (`start_task`: the turn is that task's attempt), facts
+ * written with it (the task's, a parent's `subagent.input`), and a guard of its own.
+ */
+export interface SubmitExtras {
+  task?: TurnTask;
+  facts?: (ids: { threadId: string; turnId: string }, status: 'accepted' | 'queued') => EventDraft[];
+  guard?: AppendGuard;
 }
 
 export function submitTurn(ctx: CommandContext, input: SubmitTurnInput): Promise<SubmitTurnResult> {
   return submitTurnWith(ctx, input);
 }
 
-/** Submit a turn; with `attempt`, the turn is a task's attempt (control-plane/task-lifecycle.ts). */
+/** Submit a turn, with what the command adds to it (`SubmitExtras`). */
 export async function submitTurnWith(
   ctx: CommandContext,
   input: SubmitTurnInput,
-  attempt?: TaskAttemptTurn,
+  extras: SubmitExtras = {},
 ): Promise<SubmitTurnResult> {
   if (typeof input.input !== 'string' || input.input.trim() === '') {
     throw new OarRuntimeError('invalid_input', 'a turn needs non-empty input text');
@@ -137,10 +140,10 @@ export async function submitTurnWith(
         threadId,
         turnId,
         status,
-        payload: { status, input: input.input, source, ...attachments, ...(attempt ? { task: attempt.task } : {}) },
+        payload: { status, input: input.input, source, ...attachments, ...(extras.task ? { task: extras.task } : {}) },
       },
       ...(attached?.facts({ threadId, turnId }) ?? []),
-      ...(attempt?.facts({ threadId, turnId }, status) ?? []),
+      ...(extras.facts?.({ threadId, turnId }, status) ?? []),
     ];
     if (busy) {
       const entry = { turnId, input: input.input, enqueuedAt: new Date().toISOString(), source };
@@ -150,7 +153,7 @@ export async function submitTurnWith(
     }
     // Under the session lock the thread must still be as read: concurrent submits cannot drop each other's turn.
     await ctx.append(input.sessionId, drafts, {
-      guard: bothGuards(threadUnchanged(thread), attempt?.guard) as AppendGuard,
+      guard: bothGuards(threadUnchanged(thread), extras.guard) as AppendGuard,
       ...(attached ? { artifacts: attached.artifacts } : {}),
     });
     return { sessionId: input.sessionId, threadId, turnId, status, duplicate: false };

@@ -23,6 +23,12 @@ import type { CompactionResult } from '../control-plane/compaction.js';
 import type { RespondActionInput } from '../control-plane/decisions.js';
 import type { ChangeLimitsInput, ChangeLimitsResult } from '../control-plane/limits.js';
 import { Queries } from '../control-plane/queries.js';
+import type {
+  ResumeSubagentInput,
+  SpawnSubagentInput,
+  SubagentInput,
+  WaitSubagentsInput,
+} from '../control-plane/subagents.js';
 import type { CreateTaskInput, LinkTasksInput, UpdateTaskInput } from '../control-plane/task-graph.js';
 import type {
   CompleteTaskInput,
@@ -307,6 +313,26 @@ export class Runtime {
     );
   }
 
+  /** Start a sub-agent under a thread (docs/engine.md "Sub-agents"): a child thread of `agent` with a first turn. */
+  spawnSubagent(input: SpawnSubagentInput) {
+    return this.command('spawnSubagent', input, (i) => this.commands.spawnSubagent(i));
+  }
+
+  /** Give a sub-agent another turn (`subagent.input` on its parent). */
+  sendSubagentInput(input: SubagentInput) {
+    return this.command('sendSubagentInput', input, (i) => this.commands.sendSubagentInput(i));
+  }
+
+  /** Wait until the sub-agents stopped working, or the timeout (default 30 s) passed. */
+  waitSubagents(input: WaitSubagentsInput) {
+    return this.command('waitSubagents', input, (i) => this.commands.waitSubagents(i));
+  }
+
+  /** Reopen a closed sub-agent, optionally with a turn to work on. */
+  resumeSubagent(input: ResumeSubagentInput) {
+    return this.command('resumeSubagent', input, (i) => this.commands.resumeSubagent(i));
+  }
+
   /** Create a task (docs/tasks.md): its definition, parent and dependencies; it starts with `startTask`. */
   createTask(input: CreateTaskInput) {
     return this.command('createTask', input, (i) => this.commands.createTask(i));
@@ -467,6 +493,13 @@ export class Runtime {
     return { sessionId, driven: true };
   }
 
+  /** `resume_thread`: this worker looks at it now (as `resume`); where it stands, and what came since `resumeToken`. */
+  async resumeThread(input: { sessionId: string; threadId: string; resumeToken?: string }) {
+    const point = await this.checked('resumeThread', 'resumeThread', input, (i) => this.queries.threadResumePoint(i));
+    if (this.worker) await this.worker.look(input.sessionId);
+    return { ...point, driven: this.worker !== undefined };
+  }
+
   /**
    * Make sure a session's binding (or, without an id, the binding new sessions get) can run here: its tools load
    * and every agent's model resolves — so a missing key or module fails now, not in the middle of a turn.
@@ -537,19 +570,8 @@ export class Runtime {
   }
 
   /**
-   * Resolves when nothing of the session is in progress anywhere: no thread held by a worker (of this process or
-   * another) and none with work that a worker should pick up — everything finished or waits for a decision.
-   * Without a session id: when this process's worker drives nothing.
-   *
-   * Waiting claims nothing, with two exceptions, both threads this process's worker answers for and that would
-   * otherwise wait for a lease to run out, or forever:
-   * - a thread whose lease this worker still holds without driving it (the release failed on a store fault):
-   *   nobody else may drive it before the lease runs out, and only this worker can end its own tenure sooner;
-   * - a thread with work nobody holds, in a session this worker drives, that the worker has not taken up on its
-   *   own: work committed before it started listening (`resumeOnStart: false`), or whose notification was spent
-   *   on a look the store failed. Waiting for such a session is asking for it to be seen through.
-   * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
-   * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
+   * Resolves when nothing of the session is in progress anywhere: everything finished or waits for a decision
+   * (without a session id: when this process's worker drives nothing). What it claims while waiting: facade/settle.ts.
    */
   settled(sessionId?: string, options: { orAsked?: AskedWatch } = {}): Promise<void> {
     return settled(

@@ -28,6 +28,21 @@ export interface AskedWatch {
 /** How many consecutive failed looks (200 ms apart) `settled` rides out before it reports the store fault. */
 const SETTLE_OUTAGES = 25;
 
+/**
+ * Resolves when nothing of the session is in progress anywhere: no thread held by a worker (of this process or
+ * another) and none with work that a worker should pick up — everything finished or waits for a decision.
+ * Without a session id: when this process's worker drives nothing.
+ *
+ * Waiting claims nothing, with two exceptions, both threads this process's worker answers for and that would
+ * otherwise wait for a lease to run out, or forever:
+ * - a thread whose lease this worker still holds without driving it (the release failed on a store fault):
+ *   nobody else may drive it before the lease runs out, and only this worker can end its own tenure sooner;
+ * - a thread with work nobody holds, in a session this worker drives, that the worker has not taken up on its
+ *   own: work committed before it started listening (`resumeOnStart: false`), or whose notification was spent
+ *   on a look the store failed. Waiting for such a session is asking for it to be seen through.
+ * A thread with nothing to do is never claimed — one that waits for a decision and has had only inert facts
+ * since its last driver left it (state set with `setState`) counts as settled (`worker/unsettled.ts`).
+ */
 export async function settled(
   rt: SettleDeps,
   sessionId?: string,

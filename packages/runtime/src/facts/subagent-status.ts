@@ -1,26 +1,30 @@
 import type { EventDraft } from '../log/draft.js';
 import type { ThreadState } from '../read-models/thread-state.js';
+import { reportsTo } from './turn-end.js';
 
 /**
- * `subagent.status` on the parent thread, for the progress of a child thread's delegated turn (its first). Nothing
- * for a main thread, or for later turns someone submits to the child after the delegation ended.
+ * What a sub-agent's turns tell its parent thread. A sub-agent is a child thread of a model's delegation (`parent`:
+ * its first turn answers the delegating action, facts/turn-end.ts) or of `spawn_subagent` (`spawnedBy`); either
+ * way each of its turns shows in the parent's list of sub-agents as it starts, waits and ends.
  */
+
+/** `subagent.status` on the parent thread, for a sub-agent's turn that starts (`running`) or waits (`blocked`). */
 export function subagentStatus(
   thread: ThreadState,
   turnId: string,
   status: 'running' | 'blocked',
   detail: string,
 ): EventDraft[] {
-  const parent = thread.parent;
-  if (!parent || thread.turns[0]?.turnId !== turnId) return [];
+  const parent = reportsTo(thread);
+  if (!parent) return [];
+  const delegation = thread.parent && thread.turns[0]?.turnId === turnId ? thread.parent : undefined;
   return [
     {
       type: 'subagent.status',
       threadId: parent.threadId,
-      turnId: parent.turnId,
-      runId: parent.runId,
+      ...(delegation ? { turnId: delegation.turnId, runId: delegation.runId } : {}),
       subagentId: parent.subagentId,
-      payload: { status, detail, childThreadId: thread.threadId },
+      payload: { status, detail, childThreadId: thread.threadId, ...(delegation ? {} : { childTurnId: turnId }) },
     },
   ];
 }

@@ -3,6 +3,7 @@ import type { AppendGuard, EventDraft } from '../log/draft.js';
 import {
   isTerminalActionStatus,
   isTerminalRunStatus,
+  type ThreadState,
   type ThreadView,
   type TurnState,
 } from '../read-models/thread-state.js';
@@ -23,7 +24,7 @@ export function turnIds(thread: ThreadView, turn: TurnState) {
 }
 
 /** A child thread's first turn is the one its delegation submitted; later turns are its own. */
-export function isDelegatedTurn(thread: ThreadView, turn: TurnState): boolean {
+export function isDelegatedTurn(thread: ThreadState, turn: TurnState): boolean {
   return thread.parent !== undefined && thread.turns[0]?.turnId === turn.turnId;
 }
 
@@ -92,7 +93,7 @@ export async function endTurn(
   engine.revealed?.clear();
   let waits = await parentWaits(engine, thread);
   for (let attempt = 1; ; attempt++) {
-    const ended = delegationEnd(thread, turn, end, waits);
+    const ended = [...delegationEnd(thread, turn, end, waits), ...subagentTurnEnded(thread, turn, end)];
     const parentGuard = waits && thread.parent ? delegationStillOpen(thread.sessionId, thread.parent) : undefined;
     // A task's turn (start_task) ends its attempt, and the task with it (facts/task-end.ts).
     const task = turn.task ? await taskTurnEnd(engine, thread, turn, taskOutcome(end)) : undefined;
@@ -113,8 +114,8 @@ export async function endTurn(
       if (error instanceof TaskChangedError && attempt < MAX_TASK_RETRIES) continue;
       throw error;
     }
-    if (thread.parent && ended.some((e) => e.type.startsWith('subagent.')))
-      engine.wake(thread.sessionId, thread.parent.threadId);
+    const parentThread = thread.parent?.threadId ?? thread.spawnedBy?.threadId;
+    if (parentThread && ended.some((e) => e.type.startsWith('subagent.'))) engine.wake(thread.sessionId, parentThread);
     // A task this one's end released may wait on another thread (its held turn): that thread has work now. (A
     // worker does not hear of its own drivers' writes; they wake what they affect.)
     for (const threadId of otherThreads(task?.drafts ?? [], thread.threadId)) engine.wake(thread.sessionId, threadId);
@@ -202,4 +203,30 @@ async function parentWaits(engine: Pick<FactWriter, 'loadThread'>, thread: Threa
   const view = await engine.loadThread(thread.sessionId, parent.threadId);
   const status = view.runs.get(parent.runId)?.actions[parent.actionId]?.status;
   return status !== undefined && !isTerminalActionStatus(status);
+}
+
+/** The parent thread and sub-agent id a child thread reports to, if it is a sub-agent (delegated or spawned). */
+export function reportsTo(thread: ThreadState): { threadId: string; subagentId: string } | undefined {
+  return thread.parent ?? thread.spawnedBy;
+}
+
+/**
+ * The end of a sub-agent's turn on its parent thread — every turn but a delegation's first, whose end answers the
+ * delegating action (facts/turn-end.ts `delegationEnd`).
+ */
+export function subagentTurnEnded(
+  thread: ThreadState,
+  turn: TurnState,
+  end: { answer?: string; error?: OarError },
+): EventDraft[] {
+  const parent = reportsTo(thread);
+  if (!parent || isDelegatedTurn(thread, turn)) return [];
+  const turnId = turn.turnId;
+  const ids = { threadId: parent.threadId, subagentId: parent.subagentId };
+  const child = { childThreadId: thread.threadId, childTurnId: turnId };
+  return [
+    end.error
+      ? { type: 'subagent.failed', ...ids, payload: { error: end.error, ...child } }
+      : { type: 'subagent.completed', ...ids, payload: { summary: (end.answer ?? '').slice(0, 500), ...child } },
+  ];
 }

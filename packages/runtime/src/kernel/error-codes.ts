@@ -137,6 +137,9 @@ export const ERROR_CODES = {
   ),
   task_not_found: usage('No task of the session has this id.'),
   subagent_not_found: usage('No sub-agent of the session has this id.'),
+  subagent_not_closed: usage(
+    'The sub-agent is not closed, so there is nothing to reopen: send_subagent_input gives it more to do.',
+  ),
   queued_turn_not_found: usage('No queued turn has this id.'),
   nothing_to_compact: usage(
     'The thread has no finished turn after its last compaction boundary; nothing was requested. Compact after a turn ends.',

@@ -195,6 +195,60 @@ export function nextTurn(thread: ThreadState): { turnId: string } | undefined {
   return thread.queue.find((q) => !isHeld(thread.turns.find((t) => t.turnId === q.turnId)));
 }
 
+// --- a task's turns on the thread (start_task): what the thread reducer (thread.ts) does with task facts ---
+
+/** The task of a submitted turn (`start_task`), as recorded on `turn.submitted`. */
+export function turnTaskOf(value: unknown): { task?: TurnTask } {
+  const task = TurnTaskSchema.safeParse(value);
+  return task.success ? { task: task.data } : {};
+}
+
+/**
+ * A dependency of a held turn's task completed, or was unlinked: the turn waits for one fewer (and starts when it
+ * waits for none).
+ */
+export function dependencyCompleted(
+  state: ThreadState,
+  taskId: string | undefined,
+  payload: Record<string, unknown>,
+): ThreadState {
+  const released =
+    payload.dependencyStatus === 'completed' || (payload.change === 'unlinked' && payload.kind === 'dependency');
+  const dependency = stringOf(payload.dependencyTaskId) ?? stringOf(payload.targetId);
+  if (!dependency || !released || !taskId) return state;
+  // Only the turns of the task the fact is about: another task on the thread may wait for the same one.
+  const waits = (turn: TurnState) => turn.task?.taskId === taskId && turn.task.waitsFor.includes(dependency);
+  if (!state.turns.some(waits)) return state;
+  return {
+    ...state,
+    turns: state.turns.map((turn) =>
+      waits(turn) && turn.task
+        ? { ...turn, task: { ...turn.task, waitsFor: turn.task.waitsFor.filter((id) => id !== dependency) } }
+        : turn,
+    ),
+  };
+}
+
+/** The task's turns that have not started are held while it is paused, and released when it is resumed. */
+export function pendingTaskTurns(
+  state: ThreadState,
+  taskId: string | undefined,
+  change: { paused: boolean },
+): ThreadState {
+  const pending = (t: TurnState) => t.task?.taskId === taskId && (t.status === 'accepted' || t.status === 'queued');
+  if (!taskId || !state.turns.some(pending)) return state;
+  return {
+    ...state,
+    turns: state.turns.map((t) => {
+      if (!pending(t) || !t.task) return t;
+      const { paused: _was, ...task } = t.task;
+      return { ...t, task: change.paused ? { ...task, paused: true } : task };
+    }),
+  };
+}
+
+const stringOf = (value: unknown): string | undefined => (typeof value === 'string' ? value : undefined);
+
 /**
  * Why a thread waits in `waiting_resource`: a budget (`quota`, durable until a limit is raised) or a provider's
  * in-process limit (`provider`: a concurrency slot, a per-minute window, a 429 pause).
@@ -315,6 +369,11 @@ export const ThreadStateSchema = z.object({
       delegationTaskId: z.string(),
     })
     .optional(),
+  /**
+   * For a sub-agent a person or client spawned (`spawn_subagent`): its parent thread and its id there. Its turns
+   * report to that parent as a delegation's do, without a delegating action to answer.
+   */
+  spawnedBy: z.object({ threadId: z.string(), subagentId: z.string() }).optional(),
   /** Set when the thread is a semantic tool action's worker rather than a sub-agent. */
   toolWorker: ToolWorkerStateSchema.optional(),
   /** Delegation depth: 0 for a session's main thread. */

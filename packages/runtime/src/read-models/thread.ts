@@ -3,14 +3,15 @@ import { hookRunOf, MAX_TURN_HOOK_RUNS } from './hook-runs.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
 import {
+  dependencyCompleted,
   type PendingDecision,
+  pendingTaskTurns,
   type ThreadState,
   type ToolWorkerState,
   type TurnAttachment,
   TurnAttachmentSchema,
   type TurnState,
-  type TurnTask,
-  TurnTaskSchema,
+  turnTaskOf,
 } from './thread-state.js';
 
 /**
@@ -112,6 +113,7 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
       ...(str(payload.title) ? { title: str(payload.title) } : {}),
       ...(str(payload.parentThreadId) ? { parentThreadId: str(payload.parentThreadId) } : {}),
       ...(parent ? { parent } : {}),
+      ...(spawnedByOf(payload.spawnedBy) ?? {}),
       ...(payload.toolWorker ? { toolWorker: { ...(payload.toolWorker as ToolWorkerState), tokensUsed: 0 } } : {}),
       depth: typeof payload.depth === 'number' ? payload.depth : 0,
       status: 'idle',
@@ -161,6 +163,8 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
           ...withResourceWait(state, event, payload),
           ...(str(payload.title) ? { title: str(payload.title) } : {}),
           ...(payload.closed === true ? { status: 'closed' as const } : {}),
+          // A closed sub-agent reopened (`resume_subagent`): it takes turns again.
+          ...(payload.reopened === true && state.status === 'closed' ? { status: 'idle' as const } : {}),
           ...(compactionRequestOf(payload, event.timestamp) ?? {}),
           ...(interrupt && typeof interrupt.turnId === 'string' && interrupt.turnId === state.activeTurnId
             ? {
@@ -405,18 +409,17 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
       };
     }
     case 'subagent.completed':
-    case 'subagent.failed': {
-      const status = event.type === 'subagent.completed' ? 'completed' : 'failed';
+    case 'subagent.failed':
+    case 'subagent.closed':
+    case 'subagent.status':
+    case 'subagent.input': {
+      const status = subagentStatusOf(event.type, payload);
+      if (!status) return state;
       return {
         ...state,
         subagents: state.subagents.map((s) => (s.subagentId === event.subagentId ? { ...s, status } : s)),
       };
     }
-    case 'subagent.closed':
-      return {
-        ...state,
-        subagents: state.subagents.map((s) => (s.subagentId === event.subagentId ? { ...s, status: 'closed' } : s)),
-      };
     case 'hook.completed':
     case 'hook.failed':
       return updateTurn(state, event.turnId, (turn) => ({
@@ -437,46 +440,24 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
   }
 }
 
-/** The task of a submitted turn (`start_task`), as recorded on `turn.submitted`. */
-function turnTaskOf(value: unknown): { task?: TurnTask } {
-  const task = TurnTaskSchema.safeParse(value);
-  return task.success ? { task: task.data } : {};
-}
-
 /**
- * A dependency of a held turn's task completed, or was unlinked: the turn waits for one fewer (and starts when it
- * waits for none).
+ * A sub-agent's status in its parent's list after a `subagent.*` fact: its end, its close, more input (`running`),
+ * a later turn starting or a reopening (`subagent.status` `running` / `idle`; a `blocked` status says why it waits,
+ * and leaves the entry as it is).
  */
-function dependencyCompleted(state: ThreadState, taskId: string | undefined, payload: Payload): ThreadState {
-  const released =
-    payload.dependencyStatus === 'completed' || (payload.change === 'unlinked' && payload.kind === 'dependency');
-  const dependency = str(payload.dependencyTaskId) ?? str(payload.targetId);
-  if (!dependency || !released || !taskId) return state;
-  // Only the turns of the task the fact is about: another task on the thread may wait for the same one.
-  const waits = (turn: TurnState) => turn.task?.taskId === taskId && turn.task.waitsFor.includes(dependency);
-  if (!state.turns.some(waits)) return state;
-  return {
-    ...state,
-    turns: state.turns.map((turn) =>
-      waits(turn) && turn.task
-        ? { ...turn, task: { ...turn.task, waitsFor: turn.task.waitsFor.filter((id) => id !== dependency) } }
-        : turn,
-    ),
-  };
+function subagentStatusOf(type: string, payload: Payload): string | undefined {
+  if (type === 'subagent.completed') return 'completed';
+  if (type === 'subagent.failed') return 'failed';
+  if (type === 'subagent.closed') return 'closed';
+  if (type === 'subagent.input') return 'running';
+  return payload.status === 'running' || payload.status === 'idle' ? payload.status : undefined;
 }
 
-/** The task's turns that have not started are held while it is paused, and released when it is resumed. */
-function pendingTaskTurns(state: ThreadState, taskId: string | undefined, change: { paused: boolean }): ThreadState {
-  const pending = (t: TurnState) => t.task?.taskId === taskId && (t.status === 'accepted' || t.status === 'queued');
-  if (!taskId || !state.turns.some(pending)) return state;
-  return {
-    ...state,
-    turns: state.turns.map((t) => {
-      if (!pending(t) || !t.task) return t;
-      const { paused: _was, ...task } = t.task;
-      return { ...t, task: change.paused ? { ...task, paused: true } : task };
-    }),
-  };
+/** Who spawned a sub-agent's thread through the control plane, as `thread.started` records it. */
+function spawnedByOf(value: unknown): Pick<ThreadState, 'spawnedBy'> | undefined {
+  const spawned = value as { threadId?: unknown; subagentId?: unknown } | undefined;
+  if (typeof spawned?.threadId !== 'string' || typeof spawned.subagentId !== 'string') return undefined;
+  return { spawnedBy: { threadId: spawned.threadId, subagentId: spawned.subagentId } };
 }
 
 function compactionCall(state: ThreadState): ThreadState {

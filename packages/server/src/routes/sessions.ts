@@ -249,6 +249,32 @@ export const sessionRoutes: Route[] = [
   route(
     {
       method: 'post',
+      path: '/v1/sessions/{sessionId}/threads/{threadId}/resume',
+      operationId: 'resumeThread',
+      summary: 'Resume a thread: a worker looks at it now; where it stands, and what happened since a resume token',
+      description:
+        'Give back the `resumeToken` of an earlier answer: `since` and `missedEvents` say how much of the thread happened after it (read them with `GET …/events?after={since}&threadId=`). `heldBy` names the worker driving it now.',
+      tag: 'turns',
+      scope: 'operator',
+      params: z.object({ sessionId: Id, threadId: Id }),
+      body: z.strictObject({ resumeToken: Text.max(64).optional() }).default({}),
+      response: z.object({
+        sessionId: z.string(),
+        threadId: z.string(),
+        status: z.string(),
+        activeTurnId: z.string().optional(),
+        heldBy: z.object({ owner: z.string(), expiresAt: z.string() }).optional(),
+        resumeToken: z.string(),
+        since: z.number().int().optional(),
+        missedEvents: z.number().int().optional(),
+        driven: z.boolean(),
+      }),
+    },
+    async ({ deps, params, body }) => deps.runtime.resumeThread({ ...params, ...body }),
+  ),
+  route(
+    {
+      method: 'post',
       path: '/v1/sessions/{sessionId}/actions/{actionId}/decision',
       operationId: 'respondAction',
       summary:
@@ -362,39 +388,6 @@ export const sessionRoutes: Route[] = [
     },
     async ({ deps, params, query }) => {
       return deps.runtime.getExecutionEnvironment({ sessionId: params.sessionId, ...query });
-    },
-  ),
-  route(
-    {
-      method: 'get',
-      path: '/v1/sessions/{sessionId}/subagents',
-      operationId: 'listSubagents',
-      summary: 'The sub-agents (child threads) of the session, with their parent thread',
-      tag: 'tasks',
-      scope: 'viewer',
-      params: SessionParams,
-      query: z.object({ threadId: Id.optional() }),
-      response: z.object({ subagents: z.array(z.looseObject({ parentThreadId: z.string() })) }),
-    },
-    async ({ deps, params, query }) => {
-      return { subagents: await deps.runtime.listSubagents({ sessionId: params.sessionId, ...query }) };
-    },
-  ),
-  route(
-    {
-      method: 'post',
-      path: '/v1/sessions/{sessionId}/subagents/{subagentId}/close',
-      operationId: 'closeSubagent',
-      summary: 'Close a sub-agent (its child thread takes no more turns)',
-      tag: 'tasks',
-      scope: 'operator',
-      params: z.object({ sessionId: Id, subagentId: Id }),
-      body: z.strictObject({ reason: Text.max(1_000).optional() }).default({}),
-      conflicts: true,
-      response: Accepted,
-    },
-    async ({ deps, params, body }) => {
-      return (await deps.runtime.closeSubagent({ ...params, ...body })) ?? {};
     },
   ),
 ];

@@ -1,0 +1,160 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { AgentConfig } from '../../src/index.js';
+import { assertEventsConform } from '../support/schemas.js';
+import { type Harness, harness } from './harness.js';
+import { act, allEvents, answer, errorCode, ofType, payload, waitForEvent } from './helpers.js';
+
+/**
+ * Sub-agents driven by a person or client (issue 29 §1): spawn_subagent, send_subagent_input (`subagent.input`),
+ * wait_subagents, close_subagent and resume_subagent — and a model's delegated child given more input later, whose
+ * later turns now show in its parent's list of sub-agents.
+ */
+
+let h: Harness | undefined;
+afterEach(async () => {
+  await h?.runtime.close();
+  await h?.store.close();
+  h = undefined;
+});
+
+const researcher: AgentConfig = {
+  name: 'researcher',
+  description: 'Looks things up',
+  capabilities: ['research'],
+  carrier: 'tool',
+};
+
+const subagent = async (sessionId: string, subagentId: string) =>
+  (await (h as Harness).runtime.listSubagents({ sessionId })).find((s) => s.subagentId === subagentId);
+
+describe('sub-agents driven by a client', () => {
+  it('spawns one, waits for it, gives it more input, closes it and reopens it; the parent records every step', async () => {
+    h = await harness(
+      {
+        steps: [],
+        agents: {
+          researcher: {
+            steps: [
+              { ...answer('Found three sources.'), delayMs: 150 },
+              answer('The second source is the best.'),
+              answer('Back again.'),
+            ],
+          },
+        },
+      },
+      { agents: [researcher] },
+    );
+    const rt = h.runtime;
+    const { sessionId, threadId } = await rt.createSession();
+    const spawned = await rt.spawnSubagent({
+      sessionId,
+      agent: 'researcher',
+      input: 'Find sources on durable execution',
+      subagentId: 'sub_research',
+    });
+    expect(spawned).toMatchObject({ subagentId: 'sub_research', duplicate: false });
+    // The same id again is the same sub-agent.
+    expect(
+      await rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'again', subagentId: 'sub_research' }),
+    ).toMatchObject({ childThreadId: spawned.childThreadId, duplicate: true });
+
+    const waited = await rt.waitSubagents({ sessionId, subagentIds: ['sub_research'], timeoutMs: 10_000 });
+    expect(waited.timedOut).toBe(false);
+    expect(waited.subagents).toMatchObject([
+      { subagentId: 'sub_research', status: 'completed', parentThreadId: threadId, agent: 'researcher' },
+    ]);
+    const child = await rt.getThreadRead({ sessionId, threadId: spawned.childThreadId });
+    expect(child.lastOutcome).toMatchObject({ answer: 'Found three sources.' });
+
+    // More input: a turn of the child, `subagent.input` on the parent, and the entry runs, then completes.
+    const more = await rt.sendSubagentInput({ sessionId, subagentId: 'sub_research', input: 'Which one is best?' });
+    expect(more.threadId).toBe(spawned.childThreadId);
+    expect((await rt.waitSubagents({ sessionId, timeoutMs: 10_000 })).timedOut).toBe(false);
+    expect((await subagent(sessionId, 'sub_research'))?.status).toBe('completed');
+
+    await rt.closeSubagent({ sessionId, subagentId: 'sub_research', reason: 'done for now' });
+    expect((await subagent(sessionId, 'sub_research'))?.status).toBe('closed');
+    expect(await errorCode(rt.sendSubagentInput({ sessionId, subagentId: 'sub_research', input: 'x' }))).toBe(
+      'thread_closed',
+    );
+    const reopened = await rt.resumeSubagent({ sessionId, subagentId: 'sub_research', input: 'One more thing.' });
+    expect(reopened.turnId).toEqual(expect.any(String));
+    await rt.settled(sessionId);
+    expect((await subagent(sessionId, 'sub_research'))?.status).toBe('completed');
+    expect((await rt.getThreadRead({ sessionId, threadId: spawned.childThreadId })).lastOutcome).toMatchObject({
+      turnId: reopened.turnId,
+      answer: 'Back again.',
+    });
+    expect(await errorCode(rt.resumeSubagent({ sessionId, subagentId: 'sub_research' }))).toBe('subagent_not_closed');
+
+    const events = await allEvents(h, sessionId);
+    const onParent = events.filter((e) => e.threadId === threadId && e.type.startsWith('subagent.')).map((e) => e.type);
+    expect(onParent).toEqual([
+      'subagent.spawned',
+      'subagent.status',
+      'subagent.completed',
+      'subagent.input',
+      'subagent.status',
+      'subagent.completed',
+      'subagent.closed',
+      'subagent.status',
+      'subagent.input',
+      'subagent.status',
+      'subagent.completed',
+    ]);
+    expect(payload(ofType(events, 'subagent.input')[0])).toMatchObject({
+      childThreadId: spawned.childThreadId,
+      turnId: more.turnId,
+      input: 'Which one is best?',
+    });
+    assertEventsConform(events);
+    expect((await rt.replaySession(sessionId)).differences).toEqual([]);
+  });
+
+  it('refuses what it cannot do, and a wait that runs out says so', async () => {
+    h = await harness(
+      { steps: [], agents: { researcher: { steps: [{ ...answer('slow'), delayMs: 5_000 }] } } },
+      { agents: [researcher] },
+    );
+    const rt = h.runtime;
+    const { sessionId } = await rt.createSession();
+    expect(await errorCode(rt.spawnSubagent({ sessionId, agent: 'ghost', input: 'x' }))).toBe('unknown_agent');
+    expect(await errorCode(rt.spawnSubagent({ sessionId, agent: 'researcher', input: ' ' }))).toBe('invalid_input');
+    expect(await errorCode(rt.sendSubagentInput({ sessionId, subagentId: 'sub_nope', input: 'x' }))).toBe(
+      'subagent_not_found',
+    );
+    expect(await errorCode(rt.waitSubagents({ sessionId, subagentIds: ['sub_nope'] }))).toBe('subagent_not_found');
+    const { subagentId } = await rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'take your time' });
+    const waited = await rt.waitSubagents({ sessionId, subagentIds: [subagentId], timeoutMs: 100 });
+    expect(waited).toMatchObject({ timedOut: true, subagents: [{ subagentId, status: 'running' }] });
+    await rt.closeSubagent({ sessionId, subagentId });
+  });
+
+  it("a model's delegated child given more input later reports that turn to its parent too", async () => {
+    h = await harness(
+      {
+        steps: [
+          act([{ id: 'r', type: 'agent', name: 'researcher', args: { prompt: 'Find sources' } }]),
+          answer('Delegated.'),
+        ],
+        agents: { researcher: { steps: [answer('Found them.'), answer('Here is more.')] } },
+      },
+      { agents: [researcher] },
+    );
+    const rt = h.runtime;
+    const { sessionId, threadId } = await rt.createSession();
+    await rt.submitTurn({ sessionId, input: 'research' });
+    await rt.settled(sessionId);
+    const [sub] = await rt.listSubagents({ sessionId, threadId });
+    expect(sub?.status).toBe('completed');
+    const more = await rt.sendSubagentInput({ sessionId, subagentId: sub?.subagentId as string, input: 'More?' });
+    await waitForEvent(h, sessionId, 'subagent.completed', (e) => payload(e).childTurnId === more.turnId);
+    await rt.settled(sessionId);
+    expect((await subagent(sessionId, sub?.subagentId as string))?.status).toBe('completed');
+    const events = await allEvents(h, sessionId);
+    // The delegation answered its action once; the later turn is the sub-agent's own, with no action to answer.
+    const completions = ofType(events, 'subagent.completed');
+    expect(completions.map((e) => payload(e).graphActionId)).toEqual(['r', undefined]);
+    assertEventsConform(events);
+  });
+});
