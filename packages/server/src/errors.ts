@@ -35,6 +35,7 @@ const CONFLICTS = new Set([
   'task_still_stopping',
   'task_changed',
   'subagent_not_closed',
+  'subagent_exists',
   'nothing_to_compact',
   'limits_changed',
 ]);

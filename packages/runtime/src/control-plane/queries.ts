@@ -389,8 +389,9 @@ export interface ThreadResumePoint {
 const RESUME_TOKEN_PREFIX = 'rt1.';
 
 function resumeTokenSequence(token: string): number {
-  const sequence = token.startsWith(RESUME_TOKEN_PREFIX) ? Number(token.slice(RESUME_TOKEN_PREFIX.length)) : Number.NaN;
-  if (!Number.isSafeInteger(sequence) || sequence < 0) {
+  const digits = token.startsWith(RESUME_TOKEN_PREFIX) ? token.slice(RESUME_TOKEN_PREFIX.length) : '';
+  const sequence = /^\d{1,15}$/.test(digits) ? Number(digits) : Number.NaN;
+  if (!Number.isSafeInteger(sequence)) {
     throw new OarRuntimeError('invalid_input', 'the resume token is not one this runtime gave', {
       details: { resumeToken: token },
     });

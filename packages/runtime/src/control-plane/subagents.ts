@@ -1,10 +1,13 @@
+import { oarError } from '@oar/protocol';
 import { agentByName } from '../config/agents.js';
+import { retryOnThreadChange, ThreadChangedError, threadUnchanged, withdrawTurns } from '../facts/queue.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
-import type { EventDraft } from '../log/draft.js';
+import type { AppendGuard, EventDraft } from '../log/draft.js';
+import { loadReadModels } from '../log/read-model-rows.js';
 import type { ReadModels } from '../read-models/project.js';
 import { bindingOf } from '../read-models/session.js';
-import type { ThreadState } from '../read-models/thread-state.js';
+import { nextTurn, type ThreadState } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';
 import { interruptTurn, type SubmitTurnResult, submitTurnWith } from './turns.js';
 
@@ -32,7 +35,7 @@ export interface SubagentInput {
   sessionId: string;
   subagentId: string;
   input: string;
-  /** What to do while the sub-agent is working (as `submit_turn`'s; default: enqueue). */
+  /** What to do while the sub-agent is working (as `submit_turn`'s; default: the binding's queue policy). */
   ifBusy?: 'enqueue' | 'reject' | 'interrupt';
 }
 
@@ -65,12 +68,9 @@ export interface SubagentView {
   agent: string;
   childThreadId: string;
   parentThreadId: string;
-  /** `running` while a turn of it works; `completed` / `failed` as its last turn ended; `closed`. */
+  /** `running` while a turn of it works; `completed` / `failed` as its last turn ended; `idle` reopened; `closed`. */
   status: string;
 }
-
-/** Statuses of a sub-agent that is working (a wait is not over while any waited-for one has one). */
-const WORKING = new Set(['running', 'queued']);
 
 /** Start a sub-agent: a child thread of `agent` under the parent thread, with its first turn. */
 export async function spawnSubagent(
@@ -87,15 +87,25 @@ export async function spawnSubagent(
   }
   const parent = await ctx.log.thread(input.sessionId, input.threadId ?? (await ctx.mainThreadId(input.sessionId)));
   if (parent.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${parent.threadId}" is closed`);
-  const known = input.subagentId ? parent.subagents.find((s) => s.subagentId === input.subagentId) : undefined;
-  if (known) {
-    const first = (await ctx.log.thread(input.sessionId, known.childThreadId)).turns[0];
-    return {
-      subagentId: known.subagentId,
-      childThreadId: known.childThreadId,
-      turnId: first?.turnId ?? '',
-      duplicate: true,
-    };
+  if (input.subagentId) {
+    // An id is the session's: the same spawn again is that sub-agent; another one under that id is refused.
+    const known = subagentsOf(await ctx.log.allReadModels(input.sessionId)).find(
+      (s) => s.subagentId === input.subagentId,
+    );
+    if (known) {
+      const first = (await ctx.log.thread(input.sessionId, known.childThreadId)).turns[0];
+      if (known.parentThreadId !== parent.threadId || known.agent !== input.agent || first?.input !== input.input) {
+        throw new OarRuntimeError('subagent_exists', `sub-agent "${input.subagentId}" exists with another spawn`, {
+          details: { subagentId: input.subagentId, parentThreadId: known.parentThreadId, agent: known.agent },
+        });
+      }
+      return {
+        subagentId: known.subagentId,
+        childThreadId: known.childThreadId,
+        turnId: first.turnId,
+        duplicate: true,
+      };
+    }
   }
   if (parent.depth + 1 > binding.limits.maxSubagentDepth) {
     throw new OarRuntimeError(
@@ -140,32 +150,27 @@ export async function spawnSubagent(
       payload: { status: 'accepted', input: input.input, source: 'parent' },
     },
   ];
-  await ctx.append(input.sessionId, drafts);
+  // Under the session lock the id is still free on the parent (two spawns of one id cannot both land).
+  await ctx.append(input.sessionId, drafts, { guard: subagentAbsent(input.sessionId, parent.threadId, subagentId) });
   return { subagentId, childThreadId, turnId, duplicate: false };
 }
 
-/** Give a sub-agent more to do: a turn of its child thread, recorded on the parent as `subagent.input`. */
+/** Give a sub-agent more to do: a turn of its child thread, recorded on the parent as `subagent.input` (turns.ts). */
 export async function sendSubagentInput(ctx: CommandContext, input: SubagentInput): Promise<SubmitTurnResult> {
-  const { parent, sub } = await findSubagent(ctx, input.sessionId, input.subagentId);
+  const { sub } = await findSubagent(ctx, input.sessionId, input.subagentId);
   if (sub.status === 'closed') {
     throw new OarRuntimeError('thread_closed', `sub-agent "${sub.subagentId}" is closed: resume_subagent reopens it`, {
       details: { subagentId: sub.subagentId },
     });
   }
-  return submitTurnWith(
-    ctx,
-    { sessionId: input.sessionId, threadId: sub.childThreadId, input: input.input, source: 'parent', ...ifBusy(input) },
-    {
-      facts: (ids, status) => [
-        {
-          type: 'subagent.input',
-          threadId: parent.threadId,
-          subagentId: sub.subagentId,
-          payload: { childThreadId: sub.childThreadId, turnId: ids.turnId, status, input: input.input.slice(0, 500) },
-        },
-      ],
-    },
-  );
+  // The submit records `subagent.input` on the parent itself (a turn for a child thread is input to its sub-agent).
+  return submitTurnWith(ctx, {
+    sessionId: input.sessionId,
+    threadId: sub.childThreadId,
+    input: input.input,
+    source: 'parent',
+    ...ifBusy(input),
+  });
 }
 
 /**
@@ -176,24 +181,35 @@ export async function waitSubagents(
   ctx: CommandContext,
   input: WaitSubagentsInput,
 ): Promise<{ subagents: SubagentView[]; timedOut: boolean }> {
-  const chosen = async (): Promise<SubagentView[]> => {
-    const all = subagentsOf(await ctx.log.allReadModels(input.sessionId), input.threadId);
-    if (!input.subagentIds) return all;
-    return input.subagentIds.map((id) => {
-      const found = all.find((s) => s.subagentId === id);
-      if (!found) throw notFound('subagent', id);
-      return found;
-    });
+  const look = async () => {
+    const models = await ctx.log.allReadModels(input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const all = subagentsOf(models, input.threadId);
+    const chosen = input.subagentIds
+      ? input.subagentIds.map((id) => all.find((s) => s.subagentId === id) ?? Promise.reject(notFound('subagent', id)))
+      : all;
+    const subagents = await Promise.all(chosen);
+    // Working: a turn of its thread runs or is about to (queued input counts), and it is not closed.
+    const working = (s: SubagentView) => {
+      const child = models.threads.get(s.childThreadId);
+      return (
+        child !== undefined &&
+        child.status !== 'closed' &&
+        (child.activeTurnId !== undefined || nextTurn(child) !== undefined)
+      );
+    };
+    return { subagents, working };
   };
-  const first = await chosen();
+  const first = await look();
   // Without ids: those working now (a wait for every sub-agent ever spawned would be over before it began).
-  const ids = new Set(input.subagentIds ?? first.filter((s) => WORKING.has(s.status)).map((s) => s.subagentId));
-  let latest = first.filter((s) => ids.has(s.subagentId));
+  const ids = new Set(input.subagentIds ?? first.subagents.filter(first.working).map((s) => s.subagentId));
+  let latest = first.subagents.filter((s) => ids.has(s.subagentId));
   const done = await ctx.deps.notifier.waitFor(
     input.sessionId,
     async () => {
-      latest = (await chosen()).filter((s) => ids.has(s.subagentId));
-      return latest.every((s) => !WORKING.has(s.status));
+      const now = await look();
+      latest = now.subagents.filter((s) => ids.has(s.subagentId));
+      return !latest.some(now.working);
     },
     input.timeoutMs ?? 30_000,
   );
@@ -204,22 +220,36 @@ export async function waitSubagents(
 export async function closeSubagent(ctx: CommandContext, input: CloseSubagentInput): Promise<void> {
   const { parent, sub } = await findSubagent(ctx, input.sessionId, input.subagentId);
   if (sub.status === 'closed') return;
+  // Closed first, its turns not yet started withdrawn with it: nothing of it starts after; then the running one stops.
+  await retryOnThreadChange(async () => {
+    const child = await ctx.log.thread(input.sessionId, sub.childThreadId);
+    const current = await ctx.log.thread(input.sessionId, parent.threadId);
+    const withdrawn = withdrawTurns(
+      child,
+      child.turns.filter((t) => t.turnId !== child.activeTurnId),
+      oarError('interrupted', input.reason ?? 'sub-agent closed'),
+    );
+    await ctx.append(
+      input.sessionId,
+      [
+        {
+          type: 'subagent.closed',
+          threadId: current.threadId,
+          turnId: current.activeTurnId ?? current.turns.at(-1)?.turnId ?? 'none',
+          subagentId: sub.subagentId,
+          payload: { reason: input.reason ?? 'closed' },
+        },
+        ...withdrawn,
+        { type: 'thread.updated', threadId: sub.childThreadId, payload: { closed: true, status: 'completed' } },
+      ],
+      { guard: threadUnchanged(child) },
+    );
+  });
   await interruptTurn(ctx, {
     sessionId: input.sessionId,
     threadId: sub.childThreadId,
     reason: input.reason ?? 'sub-agent closed',
   });
-  const current = await ctx.log.thread(input.sessionId, parent.threadId);
-  await ctx.append(input.sessionId, [
-    {
-      type: 'subagent.closed',
-      threadId: current.threadId,
-      turnId: current.activeTurnId ?? current.turns.at(-1)?.turnId ?? 'none',
-      subagentId: sub.subagentId,
-      payload: { reason: input.reason ?? 'closed' },
-    },
-    { type: 'thread.updated', threadId: sub.childThreadId, payload: { closed: true, status: 'completed' } },
-  ]);
 }
 
 /** Reopen a closed sub-agent (its child thread takes turns again), optionally with a turn to work on. */
@@ -235,15 +265,24 @@ export async function resumeSubagent(
       { details: { subagentId: sub.subagentId, status: sub.status } },
     );
   }
-  await ctx.append(input.sessionId, [
-    { type: 'thread.updated', threadId: sub.childThreadId, payload: { reopened: true, status: 'idle' } },
-    {
-      type: 'subagent.status',
-      threadId: parent.threadId,
-      subagentId: sub.subagentId,
-      payload: { status: 'idle', detail: input.reason ?? 'resumed', childThreadId: sub.childThreadId },
-    },
-  ]);
+  if (input.input !== undefined && input.input.trim() === '') {
+    throw new OarRuntimeError('invalid_input', 'a turn for the sub-agent needs non-empty input');
+  }
+  // Reopened once: a second resume at the same time finds it open and is refused.
+  const child = await ctx.log.thread(input.sessionId, sub.childThreadId);
+  await ctx.append(
+    input.sessionId,
+    [
+      { type: 'thread.updated', threadId: sub.childThreadId, payload: { reopened: true, status: 'idle' } },
+      {
+        type: 'subagent.status',
+        threadId: parent.threadId,
+        subagentId: sub.subagentId,
+        payload: { status: 'idle', detail: input.reason ?? 'resumed', childThreadId: sub.childThreadId },
+      },
+    ],
+    { guard: stillClosed(child) },
+  );
   if (input.input === undefined) return { subagentId: sub.subagentId, childThreadId: sub.childThreadId };
   const turn = await sendSubagentInput(ctx, {
     sessionId: input.sessionId,
@@ -276,4 +315,26 @@ async function findSubagent(
 
 function ifBusy(input: SubagentInput): { ifBusy?: SubagentInput['ifBusy'] } {
   return input.ifBusy ? { ifBusy: input.ifBusy } : {};
+}
+
+/** A guard: no sub-agent of the parent thread has this id yet. */
+function subagentAbsent(sessionId: string, parentThreadId: string, subagentId: string): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, sessionId, [{ kind: 'thread', key: parentThreadId }]);
+    if (models.threads.get(parentThreadId)?.subagents.some((s) => s.subagentId === subagentId)) {
+      throw new ThreadChangedError(parentThreadId);
+    }
+  };
+}
+
+/** A guard: the child thread is still closed (one reopening wins). */
+function stillClosed(child: ThreadState): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, child.sessionId, [{ kind: 'thread', key: child.threadId }]);
+    if (models.threads.get(child.threadId)?.status !== 'closed') {
+      throw new OarRuntimeError('subagent_not_closed', `sub-agent thread "${child.threadId}" was reopened meanwhile`, {
+        details: { childThreadId: child.threadId },
+      });
+    }
+  };
 }

@@ -1,5 +1,5 @@
 import { oarError, type Task } from '@oar/protocol';
-import { bothGuards, queueChanged, retryOnThreadChange, threadUnchanged } from '../facts/queue.js';
+import { bothGuards, retryOnThreadChange, threadUnchanged, withdrawTurns } from '../facts/queue.js';
 import {
   attemptEnded,
   DEPENDENCY,
@@ -379,33 +379,17 @@ async function endOwnTask(
   return { taskId, status: outcome.status, interrupted: running !== undefined };
 }
 
-/**
- * The task's turns that have not started (held or queued) end with it, as cancelled: one in the queue leaves the
- * queue (which ends it), an accepted one ends.
- */
+/** The task's turns that have not started (held or queued) end with it, as cancelled. */
 function withdrawal(thread: ThreadView, task: Task, outcome: TaskOutcome): EventDraft[] {
   const error =
     outcome.status === 'completed'
       ? oarError('interrupted', `task ${task.taskId} ended before this turn started`)
       : outcome.error;
-  const drafts: EventDraft[] = [];
-  let queue = thread.queue;
-  for (const turn of thread.turns) {
-    if (turn.task?.taskId !== task.taskId || turn.turnId === thread.activeTurnId) continue;
-    if (turn.status === 'queued' && queue.some((q) => q.turnId === turn.turnId)) {
-      queue = queue.filter((q) => q.turnId !== turn.turnId);
-      drafts.push(queueChanged(thread, queue, 'removed', turn.turnId));
-    } else if (turn.status === 'accepted') {
-      drafts.push({
-        type: 'turn.failed',
-        threadId: thread.threadId,
-        turnId: turn.turnId,
-        status: 'cancelled',
-        payload: { error },
-      });
-    }
-  }
-  return drafts;
+  return withdrawTurns(
+    thread,
+    thread.turns.filter((t) => t.task?.taskId === task.taskId),
+    error,
+  );
 }
 
 const taskLoader = (ctx: CommandContext) => ({

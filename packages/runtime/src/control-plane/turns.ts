@@ -7,7 +7,7 @@ import {
   threadBusy,
   threadUnchanged,
 } from '../facts/queue.js';
-import { endFailedTurn } from '../facts/turn-end.js';
+import { endFailedTurn, reportsTo } from '../facts/turn-end.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
@@ -143,6 +143,7 @@ export async function submitTurnWith(
         payload: { status, input: input.input, source, ...attachments, ...(extras.task ? { task: extras.task } : {}) },
       },
       ...(attached?.facts({ threadId, turnId }) ?? []),
+      ...subagentInput(thread, turnId, status, input.input),
       ...(extras.facts?.({ threadId, turnId }, status) ?? []),
     ];
     if (busy) {
@@ -231,7 +232,11 @@ export async function interruptTurn(ctx: CommandContext, input: InterruptTurnInp
     targets.push(thread);
     for (const sub of thread.subagents) {
       const child = sub.status === 'running' ? threadView(models, sub.childThreadId) : undefined;
-      if (child) visit(child);
+      // Only a child working for this turn — its delegation's first turn: a spawned sub-agent, or a delegated
+      // one given more input later, works on its own and goes on.
+      const forThisTurn =
+        child?.parent?.turnId === thread.activeTurnId && child?.activeTurnId === child?.turns[0]?.turnId;
+      if (child && forThisTurn) visit(child);
     }
   };
   visit(root);
@@ -272,4 +277,21 @@ async function cancelUnheld(ctx: CommandContext, sessionId: string, threadId: st
     if (await fenceOutUnheld(tx, dialect, sessionId, threadId)) throw new ThreadChangedError(threadId);
   };
   await endFailedTurn(ctx.writer(unheld), thread, turn, oarError('interrupted', thread.interrupt.reason), 'cancelled');
+}
+
+/**
+ * A turn for a sub-agent's thread is input to that sub-agent: `subagent.input` on its parent (the sub-agent's entry
+ * there is working again), whoever submits it — `send_subagent_input`, or a plain submit to the child thread.
+ */
+function subagentInput(thread: ThreadView, turnId: string, status: 'accepted' | 'queued', input: string): EventDraft[] {
+  const parent = reportsTo(thread);
+  if (!parent) return [];
+  return [
+    {
+      type: 'subagent.input',
+      threadId: parent.threadId,
+      subagentId: parent.subagentId,
+      payload: { childThreadId: thread.threadId, turnId, status, input: input.slice(0, 500) },
+    },
+  ];
 }

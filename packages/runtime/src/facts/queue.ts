@@ -1,3 +1,4 @@
+import type { OarError } from '@oar/protocol';
 import { OarRuntimeError } from '../kernel/errors.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';
@@ -125,4 +126,34 @@ export function bothGuards(first: AppendGuard | undefined, second: AppendGuard |
     await first(tx);
     await second(tx);
   };
+}
+
+/**
+ * Withdraw turns of `thread` that have not started: one in the queue leaves the queue (which ends it, cancelled),
+ * an accepted one ends cancelled with `error`. The running turn and ended ones are left alone. Written under
+ * `threadUnchanged(thread)`: the queue is computed from this read.
+ */
+export function withdrawTurns(
+  thread: ThreadState,
+  turns: readonly ThreadState['turns'][number][],
+  error: OarError,
+): EventDraft[] {
+  const drafts: EventDraft[] = [];
+  let queue = thread.queue;
+  for (const turn of turns) {
+    if (turn.turnId === thread.activeTurnId) continue;
+    if (turn.status === 'queued' && queue.some((q) => q.turnId === turn.turnId)) {
+      queue = queue.filter((q) => q.turnId !== turn.turnId);
+      drafts.push(queueChanged(thread, queue, 'removed', turn.turnId));
+    } else if (turn.status === 'accepted') {
+      drafts.push({
+        type: 'turn.failed',
+        threadId: thread.threadId,
+        turnId: turn.turnId,
+        status: 'cancelled',
+        payload: { error },
+      });
+    }
+  }
+  return drafts;
 }

@@ -126,7 +126,8 @@ export async function endTurn(
 /**
  * Events that end a delegation on the parent thread when the child thread's delegated turn ends. That turn is the
  * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
- * and end nothing on the parent — the delegation already ended, and its parent turn may be long over.
+ * and end no delegation — it already ended, and its parent turn may be long over: they report to the parent as
+ * the sub-agent's own (`subagentTurnEnded`).
  */
 /**
  * How a turn ended: its answer (with the observation made of it, when the worker made one) or error, and whether
@@ -211,8 +212,10 @@ export function reportsTo(thread: ThreadState): { threadId: string; subagentId: 
 }
 
 /**
- * The end of a sub-agent's turn on its parent thread — every turn but a delegation's first, whose end answers the
- * delegating action (facts/turn-end.ts `delegationEnd`).
+ * The end of a sub-agent's turn on its parent thread, for every turn but a delegation's first (whose end answers the
+ * delegating action: `delegationEnd`). A spawned sub-agent's first turn ends it as a delegation's does
+ * (`subagent.completed` / `.failed`, once per sub-agent); a later turn of any sub-agent — more input — is a
+ * `subagent.status` of its own (`completed` / `failed`, with the turn), so a sub-agent's end is never recorded twice.
  */
 export function subagentTurnEnded(
   thread: ThreadState,
@@ -221,12 +224,21 @@ export function subagentTurnEnded(
 ): EventDraft[] {
   const parent = reportsTo(thread);
   if (!parent || isDelegatedTurn(thread, turn)) return [];
-  const turnId = turn.turnId;
   const ids = { threadId: parent.threadId, subagentId: parent.subagentId };
-  const child = { childThreadId: thread.threadId, childTurnId: turnId };
+  const child = { childThreadId: thread.threadId, childTurnId: turn.turnId };
+  if (thread.spawnedBy && thread.turns[0]?.turnId === turn.turnId) {
+    return [
+      end.error
+        ? { type: 'subagent.failed', ...ids, payload: { error: end.error, ...child } }
+        : { type: 'subagent.completed', ...ids, payload: { summary: (end.answer ?? '').slice(0, 500), ...child } },
+    ];
+  }
+  const detail = end.error ? `its turn failed: ${end.error.message}` : (end.answer ?? '').slice(0, 500);
   return [
-    end.error
-      ? { type: 'subagent.failed', ...ids, payload: { error: end.error, ...child } }
-      : { type: 'subagent.completed', ...ids, payload: { summary: (end.answer ?? '').slice(0, 500), ...child } },
+    {
+      type: 'subagent.status',
+      ...ids,
+      payload: { status: end.error ? 'failed' : 'completed', detail, ...child },
+    },
   ];
 }

@@ -137,6 +137,7 @@ export const ERROR_CODES = {
   ),
   task_not_found: usage('No task of the session has this id.'),
   subagent_not_found: usage('No sub-agent of the session has this id.'),
+  subagent_exists: usage('A sub-agent with this id exists, spawned otherwise (details: its parent thread and agent).'),
   subagent_not_closed: usage(
     'The sub-agent is not closed, so there is nothing to reopen: send_subagent_input gives it more to do.',
   ),

@@ -164,7 +164,9 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
           ...(str(payload.title) ? { title: str(payload.title) } : {}),
           ...(payload.closed === true ? { status: 'closed' as const } : {}),
           // A closed sub-agent reopened (`resume_subagent`): it takes turns again.
-          ...(payload.reopened === true && state.status === 'closed' ? { status: 'idle' as const } : {}),
+          ...(payload.reopened === true && state.status === 'closed'
+            ? { status: state.activeTurnId ? ('running' as const) : ('idle' as const) }
+            : {}),
           ...(compactionRequestOf(payload, event.timestamp) ?? {}),
           ...(interrupt && typeof interrupt.turnId === 'string' && interrupt.turnId === state.activeTurnId
             ? {
@@ -415,9 +417,12 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     case 'subagent.input': {
       const status = subagentStatusOf(event.type, payload);
       if (!status) return state;
+      // A closed sub-agent stays closed (a turn the close stopped ends after it) until it is reopened.
+      const reopens = event.type === 'subagent.status' && status === 'idle';
+      const next = (s: ThreadState['subagents'][number]) => (s.status === 'closed' && !reopens ? s : { ...s, status });
       return {
         ...state,
-        subagents: state.subagents.map((s) => (s.subagentId === event.subagentId ? { ...s, status } : s)),
+        subagents: state.subagents.map((s) => (s.subagentId === event.subagentId ? next(s) : s)),
       };
     }
     case 'hook.completed':
@@ -440,17 +445,20 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
   }
 }
 
+/** The `subagent.status` values its parent's entry takes: a turn starting or ending, a reopening. */
+const SUBAGENT_STATUSES = new Set(['running', 'idle', 'completed', 'failed']);
+
 /**
  * A sub-agent's status in its parent's list after a `subagent.*` fact: its end, its close, more input (`running`),
- * a later turn starting or a reopening (`subagent.status` `running` / `idle`; a `blocked` status says why it waits,
- * and leaves the entry as it is).
+ * a later turn starting or ending, a reopening (`subagent.status`; a `blocked` status says why it waits, and
+ * leaves the entry as it is).
  */
 function subagentStatusOf(type: string, payload: Payload): string | undefined {
   if (type === 'subagent.completed') return 'completed';
   if (type === 'subagent.failed') return 'failed';
   if (type === 'subagent.closed') return 'closed';
   if (type === 'subagent.input') return 'running';
-  return payload.status === 'running' || payload.status === 'idle' ? payload.status : undefined;
+  return SUBAGENT_STATUSES.has(payload.status as string) ? (payload.status as string) : undefined;
 }
 
 /** Who spawned a sub-agent's thread through the control plane, as `thread.started` records it. */

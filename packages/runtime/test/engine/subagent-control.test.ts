@@ -53,10 +53,14 @@ describe('sub-agents driven by a client', () => {
       subagentId: 'sub_research',
     });
     expect(spawned).toMatchObject({ subagentId: 'sub_research', duplicate: false });
-    // The same id again is the same sub-agent.
-    expect(
-      await rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'again', subagentId: 'sub_research' }),
-    ).toMatchObject({ childThreadId: spawned.childThreadId, duplicate: true });
+    // The same spawn again is the same sub-agent.
+    const again = {
+      sessionId,
+      agent: 'researcher',
+      input: 'Find sources on durable execution',
+      subagentId: 'sub_research',
+    };
+    expect(await rt.spawnSubagent(again)).toMatchObject({ childThreadId: spawned.childThreadId, duplicate: true });
 
     const waited = await rt.waitSubagents({ sessionId, subagentIds: ['sub_research'], timeoutMs: 10_000 });
     expect(waited.timedOut).toBe(false);
@@ -89,18 +93,19 @@ describe('sub-agents driven by a client', () => {
 
     const events = await allEvents(h, sessionId);
     const onParent = events.filter((e) => e.threadId === threadId && e.type.startsWith('subagent.')).map((e) => e.type);
+    // Its end is recorded once (its first turn); later turns are statuses of their own.
     expect(onParent).toEqual([
       'subagent.spawned',
       'subagent.status',
       'subagent.completed',
       'subagent.input',
       'subagent.status',
-      'subagent.completed',
+      'subagent.status',
       'subagent.closed',
       'subagent.status',
       'subagent.input',
       'subagent.status',
-      'subagent.completed',
+      'subagent.status',
     ]);
     expect(payload(ofType(events, 'subagent.input')[0])).toMatchObject({
       childThreadId: spawned.childThreadId,
@@ -124,10 +129,52 @@ describe('sub-agents driven by a client', () => {
       'subagent_not_found',
     );
     expect(await errorCode(rt.waitSubagents({ sessionId, subagentIds: ['sub_nope'] }))).toBe('subagent_not_found');
-    const { subagentId } = await rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'take your time' });
+    const { subagentId, childThreadId } = await rt.spawnSubagent({
+      sessionId,
+      agent: 'researcher',
+      input: 'take your time',
+      subagentId: 'sub_slow',
+    });
+    expect(
+      await errorCode(
+        rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'other work', subagentId: 'sub_slow' }),
+      ),
+    ).toBe('subagent_exists');
+    await waitForEvent(h, sessionId, 'model.requested', (e) => e.threadId === childThreadId);
     const waited = await rt.waitSubagents({ sessionId, subagentIds: [subagentId], timeoutMs: 100 });
     expect(waited).toMatchObject({ timedOut: true, subagents: [{ subagentId, status: 'running' }] });
+    // Input while it works waits in its queue; closing withdraws it with the close, then stops the running turn.
+    const queued = await rt.sendSubagentInput({ sessionId, subagentId, input: 'and then this', ifBusy: 'enqueue' });
+    expect(queued.status).toBe('queued');
     await rt.closeSubagent({ sessionId, subagentId });
+    await rt.settled(sessionId);
+    const child = await rt.getThreadRead({ sessionId, threadId: childThreadId });
+    expect(child.turns?.map((t) => t.status)).toEqual(['cancelled', 'cancelled']);
+    expect((await subagent(sessionId, subagentId))?.status).toBe('closed');
+    expect((await rt.waitSubagents({ sessionId, subagentIds: [subagentId], timeoutMs: 100 })).timedOut).toBe(false);
+    expect(await errorCode(rt.resumeSubagent({ sessionId, subagentId, input: '  ' }))).toBe('invalid_input');
+    expect((await subagent(sessionId, subagentId))?.status).toBe('closed');
+  });
+
+  it("interrupting the parent's turn leaves a spawned sub-agent working", async () => {
+    h = await harness(
+      {
+        steps: [{ ...answer('never'), delayMs: 30_000 }],
+        agents: { researcher: { steps: [{ ...answer('Done on my own.'), delayMs: 300 }] } },
+      },
+      { agents: [researcher] },
+    );
+    const rt = h.runtime;
+    const { sessionId, threadId } = await rt.createSession();
+    await rt.submitTurn({ sessionId, input: 'a long turn' });
+    await waitForEvent(h, sessionId, 'model.requested', (e) => e.threadId === threadId);
+    const { subagentId, childThreadId } = await rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'research' });
+    await waitForEvent(h, sessionId, 'model.requested', (e) => e.threadId === childThreadId);
+    expect(await rt.interruptTurn({ sessionId, threadId })).toMatchObject({ interrupted: true, status: 'cancelled' });
+    await rt.settled(sessionId);
+    const child = await rt.getThreadRead({ sessionId, threadId: childThreadId });
+    expect(child.lastOutcome).toMatchObject({ status: 'completed', answer: 'Done on my own.' });
+    expect((await subagent(sessionId, subagentId))?.status).toBe('completed');
   });
 
   it("a model's delegated child given more input later reports that turn to its parent too", async () => {
@@ -148,13 +195,18 @@ describe('sub-agents driven by a client', () => {
     const [sub] = await rt.listSubagents({ sessionId, threadId });
     expect(sub?.status).toBe('completed');
     const more = await rt.sendSubagentInput({ sessionId, subagentId: sub?.subagentId as string, input: 'More?' });
-    await waitForEvent(h, sessionId, 'subagent.completed', (e) => payload(e).childTurnId === more.turnId);
+    await waitForEvent(
+      h,
+      sessionId,
+      'subagent.status',
+      (e) => payload(e).childTurnId === more.turnId && payload(e).status === 'completed',
+    );
     await rt.settled(sessionId);
     expect((await subagent(sessionId, sub?.subagentId as string))?.status).toBe('completed');
     const events = await allEvents(h, sessionId);
     // The delegation answered its action once; the later turn is the sub-agent's own, with no action to answer.
-    const completions = ofType(events, 'subagent.completed');
-    expect(completions.map((e) => payload(e).graphActionId)).toEqual(['r', undefined]);
+    expect(ofType(events, 'subagent.completed').map((e) => payload(e).graphActionId)).toEqual(['r']);
+    expect(ofType(events, 'subagent.input').map((e) => payload(e).turnId)).toEqual([more.turnId]);
     assertEventsConform(events);
   });
 });

@@ -611,7 +611,7 @@ describe('replay: rebuild == incremental under random command sequences', () => 
 });
 
 describe('delegation', () => {
-  it('a turn submitted to a sub-agent thread after its delegation ended does not end the delegation again', async () => {
+  it('a turn submitted to a sub-agent thread after its delegation ended does not end the delegation again; the parent sees it as the sub-agent’s own', async () => {
     const world = await World.create({
       steps: [buildStep('delegate', 0, 'main'), buildStep('answer', 1, 'main')],
       agents: {
@@ -636,12 +636,23 @@ describe('delegation', () => {
       await runtime.settled();
       const later = (await runtime.log.read(sessionId)).slice(delegated.length);
       expect(later.map((e) => e.type)).toContain('turn.failed');
-      expect(later.filter((e) => e.threadId === threadId)).toEqual([]);
+      // On the parent: the input and the turn's progress, as the sub-agent's own — no run, action or turn of it.
+      const onParent = later.filter((e) => e.threadId === threadId);
+      expect(onParent.map((e) => [e.type, (e.payload as { status?: string }).status])).toEqual([
+        ['subagent.input', 'accepted'],
+        ['subagent.status', 'running'],
+        ['subagent.status', 'failed'],
+      ]);
+      expect(
+        onParent.filter((e) => e.runId || e.turnId || (e.payload as { graphActionId?: string }).graphActionId),
+      ).toEqual([]);
       expect(later.filter((e) => SUBAGENT_END.has(e.type))).toEqual([]);
       const delegationTask = (await runtime.log.thread(sessionId, sub.childThreadId)).parent?.delegationTaskId;
       expect(later.filter((e) => e.taskId === delegationTask)).toEqual([]);
       const after = await runtime.log.thread(sessionId, threadId);
-      expect(after).toEqual(parent);
+      expect(after.turns).toEqual(parent.turns);
+      expect(after.runs).toEqual(parent.runs);
+      expect(after.subagents).toEqual([{ ...sub, status: 'failed' }]);
       await checkSession(runtime, sessionId);
     } finally {
       await world.dispose();
