@@ -114,7 +114,7 @@ export async function endTurn(
       if (error instanceof TaskChangedError && attempt < MAX_TASK_RETRIES) continue;
       throw error;
     }
-    const parentThread = thread.parent?.threadId ?? thread.spawnedBy?.threadId;
+    const parentThread = reportsTo(thread)?.threadId;
     if (parentThread && ended.some((e) => e.type.startsWith('subagent.'))) engine.wake(thread.sessionId, parentThread);
     // A task this one's end released may wait on another thread (its held turn): that thread has work now. (A
     // worker does not hear of its own drivers' writes; they wake what they affect.)
@@ -123,12 +123,6 @@ export async function endTurn(
   }
 }
 
-/**
- * Events that end a delegation on the parent thread when the child thread's delegated turn ends. That turn is the
- * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
- * and end no delegation — it already ended, and its parent turn may be long over: they report to the parent as
- * the sub-agent's own (`subagentTurnEnded`).
- */
 /**
  * How a turn ended: its answer (with the observation made of it, when the worker made one) or error, and whether
  * an interrupt cancelled it — what its delegation (a child's first turn) and its task (start_task) end with.
@@ -147,6 +141,12 @@ function taskOutcome(end: DelegatedEnd): TaskOutcome {
   return { status: end.cancelled ? 'cancelled' : 'failed', error: end.error };
 }
 
+/**
+ * Events that end a delegation on the parent thread when the child thread's delegated turn ends. That turn is the
+ * child's first (the delegation submits it with the thread); turns submitted to the child thread later are its own
+ * and end no delegation — it already ended, and its parent turn may be long over: they report to the parent as
+ * the sub-agent's own (`subagentTurnEnded`).
+ */
 function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, parentWaits: boolean): EventDraft[] {
   const parent = thread.parent;
   if (!parent || !isDelegatedTurn(thread, turn)) return [];
