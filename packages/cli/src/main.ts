@@ -1,6 +1,7 @@
 import { SCHEMA_NAMES } from '@oar/protocol/schema-names';
 import { EXIT } from '@oar/runtime/constants';
 import { Command, CommanderError } from 'commander';
+import { registerControlCommands } from './control-commands.js';
 import { registerDemoCommand } from './demo.js';
 import { registerInitCommand } from './init-command.js';
 import { registerProtocolCommands } from './protocol-commands.js';
@@ -73,6 +74,7 @@ async function run(argv: string[]): Promise<number> {
   registerRuntimeCommands(program, setExit);
   registerTaskCommands(program, setExit);
   registerSubagentCommands(program, setExit);
+  registerControlCommands(program, setExit);
   registerProtocolCommands(program, setExit);
   registerServeCommands(program, setExit);
   registerWorkerCommands(program, setExit);

@@ -498,18 +498,31 @@ export async function respond(
   decision: string,
   options: RunOptions & { reason?: string; text?: string },
 ): Promise<number> {
-  const opened = await openForSessions(options, [sessionId]);
-  return withRuntime(opened, async (runtime) => {
-    const after = await runtime.queries.lastSequence(sessionId);
-    const printer = attachPrinter(runtime, sessionId, options.json === true, after, streaming(options));
-    await runtime.respondAction({
+  return answerAndContinue(sessionId, options, (runtime) =>
+    runtime.respondAction({
       sessionId,
       actionId,
       decision: decision as ActionDecision,
       ...(options.reason ? { reason: options.reason } : {}),
       ...(options.text ? { payload: { text: options.text } } : {}),
-    });
-    // The outcome to report is the main thread's turn: a sub-agent's decision continues it too.
+    }),
+  );
+}
+
+/**
+ * Answer a pending decision (`oar respond`, `oar permission resolve`), then drive the session here and report the
+ * main thread's turn — a sub-agent's decision continues it too.
+ */
+export async function answerAndContinue(
+  sessionId: string,
+  options: RunOptions,
+  answer: (runtime: Runtime) => Promise<unknown>,
+): Promise<number> {
+  const opened = await openForSessions(options, [sessionId]);
+  return withRuntime(opened, async (runtime) => {
+    const after = await runtime.queries.lastSequence(sessionId);
+    const printer = attachPrinter(runtime, sessionId, options.json === true, after, streaming(options));
+    await answer(runtime);
     return continueAndReport(runtime, sessionId, printer, options, opened.store.location);
   });
 }
@@ -818,22 +831,53 @@ export async function replaySession(sessionId: string, options: GlobalOptions): 
   });
 }
 
-/** `oar export`: the replay export, or the evidence pack. */
-export async function exportSession(
-  sessionId: string,
-  options: GlobalOptions & { evidence?: boolean; out?: string },
-): Promise<number> {
+export interface ExportOptions extends GlobalOptions {
+  evidence?: boolean;
+  review?: boolean;
+  thread?: string;
+  turn?: string;
+  task?: string;
+  markdown?: boolean;
+  out?: string;
+}
+
+/**
+ * `oar export`: the replay export, the evidence pack, or the review pack of the session (or of one `--thread`,
+ * `--turn` or `--task`), as JSON or `--markdown`. Each is recorded in the session (`evidence.changed`).
+ */
+export async function exportSession(sessionId: string, options: ExportOptions): Promise<number> {
+  const scoped = (['thread', 'turn', 'task', 'markdown'] as const)
+    .filter((name) => options[name] !== undefined)
+    .map((name) => `--${name}`);
+  if (options.review && options.evidence) {
+    throw new UsageError(oarError('invalid_option', '--review and --evidence exclude each other'));
+  }
+  if (!options.review && scoped.length > 0) {
+    throw new UsageError(oarError('invalid_option', `${scoped.join(', ')} only go with --review`));
+  }
   const opened = await openForReading(options);
   return withRuntime(opened, async (runtime) => {
-    const data = options.evidence ? await runtime.exportEvidence(sessionId) : await runtime.exportReplay(sessionId);
+    const data = options.review
+      ? await runtime.exportReview({
+          sessionId,
+          ...(options.thread !== undefined ? { threadId: options.thread } : {}),
+          ...(options.turn !== undefined ? { turnId: options.turn } : {}),
+          ...(options.task !== undefined ? { taskId: options.task } : {}),
+          format: options.markdown ? 'markdown' : 'json',
+        })
+      : options.evidence
+        ? await runtime.exportEvidence(sessionId)
+        : await runtime.exportReplay(sessionId);
+    const markdown = options.review && options.markdown ? (data as { markdown?: string }).markdown : undefined;
+    const text = markdown ?? `${JSON.stringify(data, null, 2)}\n`;
     if (options.out) {
-      await writeFile(options.out, `${JSON.stringify(data, null, 2)}\n`).catch((error: NodeJS.ErrnoException) => {
+      await writeFile(options.out, text).catch((error: NodeJS.ErrnoException) => {
         throw new UsageError(
           oarError('file_unwritable', `cannot write ${options.out}: ${error.code ?? error.message}`),
         );
       });
       process.stderr.write(`wrote ${options.out}\n`);
-    } else printJson(data);
+    } else process.stdout.write(text);
     return EXIT.ok;
   });
 }

@@ -1,7 +1,7 @@
 import { PERMISSION_MODES } from '@oar/runtime/constants';
 import type { Command } from 'commander';
 import { type GlobalOptions, LIMIT_FLAGS } from './options.js';
-import type { ResumeOptions, RunOptions, SessionUpdateOptions } from './runtime-actions.js';
+import type { ExportOptions, ResumeOptions, RunOptions, SessionUpdateOptions } from './runtime-actions.js';
 
 /**
  * The commands over a store's sessions — run, resume, respond, limit, interrupt, compact, session, sessions, events,
@@ -176,11 +176,19 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
     );
 
   globals(program.command('export'))
-    .description('export a session: the replay (events + snapshot) or, with --evidence, the evidence pack')
+    .description(
+      'export a session: the replay (events + snapshot), the evidence pack (--evidence) or the review pack ' +
+        '(--review); each export is recorded in the session',
+    )
     .argument('<session>', 'session id')
     .option('--evidence', 'export the evidence pack (timeline, failures, artifact refs, correlation ids)')
+    .option('--review', 'export the review pack: changes with diffs, approvals, commands with exit codes, costs')
+    .option('--thread <id>', 'with --review: only this thread')
+    .option('--turn <id>', 'with --review: only this turn')
+    .option('--task <id>', 'with --review: only this task')
+    .option('--markdown', 'with --review: a Markdown document instead of JSON')
     .option('--out <file>', 'write to a file instead of standard output')
-    .action(async (sessionId: string, options: GlobalOptions & { evidence?: boolean; out?: string }) =>
+    .action(async (sessionId: string, options: ExportOptions) =>
       setExit(await (await actions()).exportSession(sessionId, options)),
     );
 }

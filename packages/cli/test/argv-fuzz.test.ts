@@ -139,6 +139,10 @@ const value = fc.oneof(
     'deny',
     'approve_for_session',
     'maybe',
+    'allow',
+    'proc_nope',
+    '{}',
+    '{"filePath": "script.json"}',
     'tool',
     'text',
     'full',
@@ -185,6 +189,12 @@ const VALUED = new Set([
   '--session-tokens',
   '--on-exceeded',
   '--low-at',
+  '--turn',
+  '--task',
+  '--input',
+  '--wait',
+  '--at',
+  '--id',
 ]);
 const STORE = ['--store', '--config'];
 /** Each command with its positionals (how many, at most) and its own options, so most cases get past the parser. */
@@ -225,7 +235,28 @@ const COMMANDS: { command: string[]; positionals: [number, number]; options: str
   { command: ['inspect'], positionals: [1, 1], options: [...STORE, '--json'] },
   { command: ['environment'], positionals: [1, 1], options: [...STORE, '--json', '--thread'] },
   { command: ['replay'], positionals: [1, 1], options: STORE },
-  { command: ['export'], positionals: [1, 1], options: [...STORE, '--evidence', '--out'] },
+  {
+    command: ['permission', 'evaluate'],
+    positionals: [2, 2],
+    options: [...STORE, '--input', '--thread', '--turn', '--json'],
+  },
+  {
+    command: ['permission', 'resolve'],
+    positionals: [3, 3],
+    options: [...STORE, '--for-session', '--reason', '--json'],
+  },
+  {
+    command: ['process', 'write'],
+    positionals: [2, 3],
+    options: [...STORE, '--close', '--reason', '--wait', '--json'],
+  },
+  { command: ['process', 'terminate'], positionals: [2, 2], options: [...STORE, '--reason', '--wait', '--json'] },
+  { command: ['fork'], positionals: [1, 1], options: [...STORE, '--at', '--id', '--title', '--json'] },
+  {
+    command: ['export'],
+    positionals: [1, 1],
+    options: [...STORE, '--evidence', '--out', '--review', '--thread', '--turn', '--task', '--markdown'],
+  },
   {
     command: ['protocol', 'check'],
     positionals: [0, 0],
@@ -380,7 +411,7 @@ describe('random command lines', () => {
   }, 300_000);
 
   it('a command group without its subcommand answers with one structured error', async () => {
-    for (const argv of [[], ['session'], ['protocol'], ['help', 'nope']]) {
+    for (const argv of [[], ['session'], ['protocol'], ['permission'], ['process'], ['help', 'nope']]) {
       wellBehaved(argv, await inProcess(argv, workdir()));
     }
   });

@@ -1,5 +1,5 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, type EventPage, enc, get, type OarEvent, qs, type Snapshot } from './api';
+import { ApiError, type EventPage, enc, get, type OarEvent, post, qs, type Snapshot } from './api';
 import { foldEvents } from './model';
 import { Timeline } from './timeline';
 import { Empty, ErrorBox, Json, Loading, navigate, Status, shortId, usePath } from './ui';
@@ -7,7 +7,8 @@ import { Empty, ErrorBox, Json, Loading, navigate, Status, shortId, usePath } fr
 /**
  * The event explorer (a JSON page of the log at a time, filtered by type, thread and turn on the server and by
  * action here, with cursor pagination and the raw event) and time travel (a scrubber over the sequence: the
- * read model as of event N from `GET /v1/sessions/{id}/history?at=N`, the timeline and DAG folded from events 1…N).
+ * read model as of event N from `GET /v1/sessions/{id}/history?at=N`, the timeline and DAG folded from events 1…N),
+ * and from any position a fork: a new session with the history up to there (`POST /v1/sessions/{id}/fork`).
  */
 
 const PAGE = 100;
@@ -175,6 +176,7 @@ export function TimeTravelView(props: { sessionId: string; events: OarEvent[]; t
   const [snapshot, setSnapshot] = useState<{ at: number; snapshot: Snapshot } | undefined>(undefined);
   const [error, setError] = useState<unknown>(undefined);
   const [unsupported, setUnsupported] = useState(false);
+  const [forking, setForking] = useState(false);
   const base = `/sessions/${enc(props.sessionId)}/time`;
   const go = (n: number, node?: string) =>
     navigate(
@@ -234,6 +236,25 @@ export function TimeTravelView(props: { sessionId: string; events: OarEvent[]; t
         <span class="mono" data-at={at}>
           event {at} / {last}
         </span>
+        <button
+          type="button"
+          class="fork"
+          disabled={forking}
+          title="A new session whose history is this one's up to this event (forkSession)"
+          onClick={async () => {
+            setForking(true);
+            try {
+              const fork = await post<{ sessionId: string }>(`/v1/sessions/${enc(props.sessionId)}/fork`, { at });
+              navigate(`/sessions/${enc(fork.sessionId)}`);
+            } catch (e) {
+              setError(e);
+            } finally {
+              setForking(false);
+            }
+          }}
+        >
+          Fork here
+        </button>
       </div>
       <div class="at-event">
         {event ? (

@@ -354,6 +354,28 @@ describe.skipIf(!available)('the web console in Chromium', () => {
     await page.keyboard.press('End');
     await page.locator('[data-action="write_review"][data-status="completed"]').waitFor();
 
+    // -- fork from there: a new session whose history stops where the write waited, waiting there on its own --
+    await slider.fill(String(waitingAt));
+    await page.locator(`[data-at="${waitingAt}"]`).waitFor();
+    await page.getByRole('button', { name: 'Fork here' }).click();
+    await page.waitForURL((u) => u.pathname.startsWith('/sessions/') && u.pathname.split('/')[2] !== sessionId);
+    const forkId = decodeURIComponent(new URL(page.url()).pathname.split('/')[2] as string);
+    await page.locator('[data-action="write_review"][data-status="waiting_permission"]').waitFor();
+    const forkLog = (await (
+      await fetch(`${url}/v1/sessions/${encodeURIComponent(forkId)}/events`, {
+        headers: { authorization: `Bearer ${env.key}` },
+      })
+    ).json()) as { events: { type: string; payload: { forkedFrom?: { sessionId: string; sequence: number } } }[] };
+    expect(forkLog.events.at(-1)?.payload.forkedFrom).toEqual(
+      expect.objectContaining({ sessionId, sequence: waitingAt }),
+    );
+    await shot(page, '11b-forked');
+    await page.goBack();
+    await slider.waitFor();
+    await slider.focus();
+    await page.keyboard.press('End');
+    await page.locator('[data-action="write_review"][data-status="completed"]').waitFor();
+
     // -- a narrow window --
     await page.setViewportSize({ width: 420, height: 900 });
     await page.getByRole('link', { name: 'Timeline' }).click();

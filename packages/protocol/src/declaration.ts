@@ -116,9 +116,15 @@ export const INTENTS = [
 export const IntentSchema = z.enum(INTENTS);
 export type Intent = z.infer<typeof IntentSchema>;
 
+/**
+ * How a graph runs (docs/protocol.md "Execution strategy"): `dag` and `parallel` run every action whose
+ * dependencies completed, independent ones side by side; `sequential` runs them one at a time in declaration order.
+ * `maxConcurrency` bounds how many of its actions run at once (never above the binding's `limits.maxParallel`).
+ */
 export const ExecutionSchema = z.object({
   mode: z.enum(['ephemeral', 'durable']),
   strategy: z.enum(['dag', 'sequential', 'parallel']),
+  maxConcurrency: z.number().int().min(1).max(64).optional(),
 });
 export type Execution = z.infer<typeof ExecutionSchema>;
 

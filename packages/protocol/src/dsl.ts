@@ -124,6 +124,7 @@ export const DslEnvelopeSchema = z
       .strictObject({
         mode: z.enum(['ephemeral', 'durable']).optional(),
         strategy: z.enum(['dag', 'sequential', 'parallel']).optional(),
+        max_concurrency: z.number().int().min(1).max(64).optional(),
       })
       .optional(),
     response_policy: z.record(z.string(), z.unknown()).optional(),

@@ -214,6 +214,9 @@ export function normalizeDsl(
     execution: {
       mode: envelope.execution?.mode ?? (persist ? 'durable' : 'ephemeral'),
       strategy: envelope.execution?.strategy ?? 'dag',
+      ...(envelope.execution?.max_concurrency !== undefined
+        ? { maxConcurrency: envelope.execution.max_concurrency }
+        : {}),
     },
     ...(envelope.response_policy ? { responsePolicy: envelope.response_policy } : {}),
     actions,

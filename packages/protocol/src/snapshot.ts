@@ -270,6 +270,29 @@ export const VerificationOutcomeSchema = z.object({
 });
 export type VerificationOutcome = z.infer<typeof VerificationOutcomeSchema>;
 
+/** What an export of the runtime (`export_evidence`, `export_replay`, `export_review`) produced. */
+export const EVIDENCE_EXPORT_KINDS = ['evidence', 'replay', 'review'] as const;
+export type EvidenceExportKind = (typeof EVIDENCE_EXPORT_KINDS)[number];
+
+/**
+ * An export as recorded (`evidence.changed`, OAR): its kind and ref, the event that recorded it (`sequence`, `at`),
+ * the scope it covers (absent ids: the whole session), the last event it covers and the SHA-256 of its canonical
+ * JSON body (`sha256:<hex>`).
+ */
+export const EvidenceExportSchema = z.object({
+  kind: z.enum(EVIDENCE_EXPORT_KINDS),
+  exportId: Id,
+  ref: Id,
+  sequence: Count,
+  at: Timestamp,
+  threadId: Id.optional(),
+  turnId: Id.optional(),
+  taskId: Id.optional(),
+  throughSequence: Count.optional(),
+  digest: Id.optional(),
+});
+export type EvidenceExport = z.infer<typeof EvidenceExportSchema>;
+
 export const EvidenceSummarySchema = z.object({
   evidenceRefs: z.array(Id).optional(),
   traceIds: z.array(Id).optional(),
@@ -277,6 +300,8 @@ export const EvidenceSummarySchema = z.object({
   replayRefs: z.array(Id).optional(),
   reviewRefs: z.array(Id).optional(),
   auditNotes: z.array(z.string()).optional(),
+  /** The recorded exports that cover the thread, oldest first (OAR). */
+  exports: z.array(EvidenceExportSchema).optional(),
 });
 export type EvidenceSummary = z.infer<typeof EvidenceSummarySchema>;
 
@@ -343,6 +368,12 @@ export type RoutingLimitSummary = z.infer<typeof RoutingLimitSummarySchema>;
 
 /** `joinStatus` says whether the trace ids could be joined to the telemetry backend: unknown is an honest answer. */
 export const TelemetrySummarySchema = z.object({
+  /**
+   * Whether the session's facts carry trace ids (OAR): `available` when an event does (tracing on), else
+   * `unavailable` with the `reason`.
+   */
+  status: z.enum(['available', 'unavailable']).optional(),
+  reason: z.string().optional(),
   traceIds: z.array(Id).optional(),
   joinStatus: z.enum(['joined', 'partial', 'not_joined', 'unavailable', 'unknown']).optional(),
   /** The session's model usage: the same shape as a call's (`model.completed.usage`), summed. */

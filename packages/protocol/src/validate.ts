@@ -48,6 +48,7 @@ export const VALIDATION_CODES = {
   unexpected_actions: 'unexpected_actions',
   reference_not_dependency: 'reference_not_dependency',
   unresolved_reference: 'unresolved_reference',
+  dependency_against_order: 'dependency_against_order',
 } as const;
 export type ValidationCode = (typeof VALIDATION_CODES)[keyof typeof VALIDATION_CODES];
 
@@ -152,6 +153,7 @@ export function validateDeclaration(declaration: Declaration, options: ValidateD
   checkDeclarationRules(ctx, declaration?.intent);
   const graph = checkActions(ctx, indexActionIds(ctx.actions, ctx.history.used));
   checkGraph(ctx, graph);
+  checkDeclaredOrder(ctx, graph, declaration?.execution?.strategy);
   return {
     ok: ctx.issues.length === 0,
     issues: ctx.issues,
@@ -807,6 +809,45 @@ function reportCycle(
     `Break the cycle ${chain} by removing one of these dependencies; an action may only depend on actions that can finish before it starts.`,
     { cycle: names },
   );
+}
+
+/**
+ * The order a graph's execution adds (runtime scheduler/ordering.ts) runs forward in declaration order: one action
+ * after another under `sequential`, everything after a `wait` or `checkpoint` barrier. A dependency on an action
+ * declared later cannot be kept in such an order — it would wait forever — so it is refused here.
+ */
+function checkDeclaredOrder(ctx: ValidationContext, graph: DependencyGraph, strategy: string | undefined): void {
+  const barriers = ctx.actions.flatMap((action, index) => (isBarrierRecord(action) ? [index] : []));
+  if (strategy !== 'sequential' && barriers.length === 0) return;
+  graph.edges.forEach((deps, index) => {
+    for (const dep of deps) {
+      if (dep <= index) continue;
+      const barrier = barriers.find((b) => index < b && b <= dep);
+      if (strategy !== 'sequential' && barrier === undefined) continue;
+      const between =
+        strategy === 'sequential'
+          ? 'the graph runs in declaration order (sequential)'
+          : `the barrier "${nodeName(graph, barrier ?? 0)}" runs between them`;
+      const action = ctx.actions[index];
+      const declared = isRecord(action) && Array.isArray(action.dependsOn) ? action.dependsOn : [];
+      const at = declared.indexOf(graph.ids[dep]);
+      ctx.add(
+        'dependency_against_order',
+        ['actions', index, 'dependsOn', ...(at >= 0 ? [at] : [])],
+        `Action ${nodeName(graph, index)} depends on ${nodeName(graph, dep)}, declared after it, but ${between}: it would wait forever.`,
+        `Declare ${nodeName(graph, dep)} before ${nodeName(graph, index)}, or drop the dependency.`,
+        { action: nodeName(graph, index), dependency: nodeName(graph, dep) },
+      );
+    }
+  });
+}
+
+/** A runtime `wait` or `checkpoint` without dependencies: it orders what is declared before it and after it. */
+function isBarrierRecord(action: unknown): boolean {
+  if (!isRecord(action) || !isRecord(action.executor) || action.executor.type !== 'runtime') return false;
+  if (Array.isArray(action.dependsOn) && action.dependsOn.length > 0) return false;
+  const target = action.executor.target === 'auto' ? action.operation : action.executor.target;
+  return target === 'wait' || target === 'checkpoint';
 }
 
 function checkChainDepth(ctx: ValidationContext, graph: DependencyGraph): void {

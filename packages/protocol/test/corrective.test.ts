@@ -164,6 +164,7 @@ const validationCorpus: [Declaration, Partial<ValidateDeclarationOptions>?][] = 
   [decl([act('a')], { intent: 'respond' })],
   [decl([act('a'), act('b', { contextRefs: ['action:a.summary'] })])],
   [decl([act('b', { contextRefs: ['action:ghost.output'] })])],
+  [decl([act('a', { dependsOn: ['b'] }), act('b')], { execution: { mode: 'ephemeral', strategy: 'sequential' } })],
 ];
 
 function allIssues(): ProtocolIssue[] {

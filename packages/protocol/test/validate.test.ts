@@ -173,6 +173,43 @@ const rows: Row[] = [
     good: [{ declaration: decl([act('a', { dependsOn: ['b'] }), act('b'), act('c', { dependsOn: ['a', 'b'] })]) }],
   },
   {
+    code: 'dependency_against_order',
+    bad: [
+      {
+        // Sequential: b runs after a, so a cannot wait for b.
+        declaration: decl([act('a', { dependsOn: ['b'] }), act('b')], {
+          execution: { mode: 'ephemeral', strategy: 'sequential' },
+        }),
+        path: '/actions/0/dependsOn/0',
+      },
+      {
+        // A wait barrier between them: c runs after w, w after a.
+        declaration: decl([
+          act('a', { dependsOn: ['c'] }),
+          act('w', { executor: { type: 'runtime', target: 'wait' }, input: {} }),
+          act('c'),
+        ]),
+        path: '/actions/0/dependsOn/0',
+      },
+    ],
+    good: [
+      { declaration: decl([act('a', { dependsOn: ['b'] }), act('b')]) },
+      {
+        declaration: decl([act('a'), act('b', { dependsOn: ['a'] })], {
+          execution: { mode: 'ephemeral', strategy: 'sequential' },
+        }),
+      },
+      {
+        // A wait that joins its dependencies is no barrier.
+        declaration: decl([
+          act('a', { dependsOn: ['c'] }),
+          act('w', { executor: { type: 'runtime', target: 'wait' }, input: {}, dependsOn: ['a'] }),
+          act('c'),
+        ]),
+      },
+    ],
+  },
+  {
     code: 'dependency_chain_too_long',
     bad: [
       {

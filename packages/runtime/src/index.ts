@@ -89,8 +89,21 @@ export {
 } from './control-plane/attachments.js';
 export type { CompactionResult } from './control-plane/compaction.js';
 export type { RespondActionInput } from './control-plane/decisions.js';
+export type { ForkSessionInput, ForkSessionResult } from './control-plane/fork.js';
 export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
+export type {
+  EvaluatePermissionInput,
+  EvaluatePermissionResult,
+  ResolvePermissionInput,
+} from './control-plane/permissions.js';
+export type {
+  ProcessRequestInput,
+  ProcessRequestResult,
+  WriteProcessStdinInput,
+} from './control-plane/processes.js';
 export type { ThreadResumePoint } from './control-plane/queries.js';
+export type { ExportReviewInput, ReviewResult } from './control-plane/review.js';
+export type { FileChange, ReviewPack } from './control-plane/review-render.js';
 export type {
   CloseSubagentInput,
   ResumeSubagentInput,

@@ -15,6 +15,8 @@ import { adminRoutes } from './routes/admin.js';
 import { aguiRoutes } from './routes/agui.js';
 import { artifactRoutes } from './routes/artifacts.js';
 import { eventRoutes } from './routes/events.js';
+import { permissionRoutes } from './routes/permissions.js';
+import { processRoutes } from './routes/processes.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { subagentRoutes } from './routes/subagents.js';
 import { taskRoutes } from './routes/tasks.js';
@@ -92,6 +94,8 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
     ...sessionRoutes,
     ...taskRoutes,
     ...subagentRoutes,
+    ...permissionRoutes,
+    ...processRoutes,
     ...artifactRoutes,
     ...eventRoutes({ ...options.streams, inflight }),
     ...workspaceRoutes({ ...options.streams, inflight }),

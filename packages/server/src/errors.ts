@@ -38,6 +38,8 @@ const CONFLICTS = new Set([
   'subagent_exists',
   'nothing_to_compact',
   'limits_changed',
+  'process_input_closed',
+  'not_a_permission_request',
 ]);
 
 /** Codes that say the request itself is malformed (its JSON or its shape), rather than meaningless. */

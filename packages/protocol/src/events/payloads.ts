@@ -604,7 +604,22 @@ export const OutputRedactedPayloadSchema = z.looseObject({
   source: z.string().optional(),
   artifactId: Id.optional(),
 });
+/**
+ * An evidence, replay or review ref was observed or exported. OAR's exports (`export_evidence`, `export_replay`,
+ * `export_review`) each record one: `kind`, the id (the envelope's `evidenceId`) and `ref` of the export, its
+ * `format` and `scope`, how many events of the scope it covers up to `throughSequence`, and the SHA-256 of its
+ * canonical JSON body (`digest`, `sha256:<hex>`). Logs written before wrote `kind: evidence_pack`.
+ */
 export const EvidenceChangedPayloadSchema = z.looseObject({
+  kind: z.string().optional(),
+  ref: Ref.optional(),
+  format: z.string().optional(),
+  scope: z
+    .looseObject({ sessionId: Id, threadId: Id.optional(), turnId: Id.optional(), taskId: Id.optional() })
+    .optional(),
+  eventCount: Count.optional(),
+  throughSequence: Count.optional(),
+  digest: Id.optional(),
   packRef: Ref.optional(),
   replayRef: Ref.optional(),
   reviewRef: Ref.optional(),

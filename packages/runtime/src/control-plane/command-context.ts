@@ -6,6 +6,7 @@ import { setRecent } from '../kernel/lru.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import type { AppendOptions, EventLog } from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
+import type { CallIds } from '../policy/authorize.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { Redactor } from '../redaction/redactor.js';
 
@@ -16,6 +17,25 @@ export interface CommandDeps {
   log: EventLog;
   notifier: Notifier;
   bindings: Bindings;
+  /** How a call would be judged (`evaluate_permission`); absent: the command is unavailable. */
+  judge?: PermissionJudge;
+}
+
+/**
+ * The permission judgement `evaluate_permission` asks for, through a port the façade implements over the tools and
+ * the policy (facade/judge.ts): the control plane records what the one authorization decides, it never judges.
+ */
+export interface PermissionJudge {
+  /**
+   * `permission.evaluated` (with `ids` and `facts`) for calling the bound tool `toolName` with `input` under the
+   * session's binding and grants as they are now. Throws `unknown_tool` or `invalid_tool_input`.
+   */
+  evaluate(
+    session: SessionState,
+    call: { toolName: string; input?: unknown },
+    ids: CallIds,
+    facts: Record<string, unknown>,
+  ): Promise<EventDraft>;
 }
 
 /**

@@ -6,7 +6,22 @@ import {
   requestCompaction,
 } from './compaction.js';
 import { type RespondActionInput, respondAction } from './decisions.js';
+import { exportEvidence, exportReplay } from './exports.js';
+import { type ForkSessionInput, forkSession } from './fork.js';
 import { type ChangeLimitsInput, changeLimits } from './limits.js';
+import {
+  type EvaluatePermissionInput,
+  evaluatePermission,
+  type ResolvePermissionInput,
+  resolvePermission,
+} from './permissions.js';
+import {
+  type ProcessRequestInput,
+  terminateProcess,
+  type WriteProcessStdinInput,
+  writeProcessStdin,
+} from './processes.js';
+import { type ExportReviewInput, exportReview } from './review.js';
 import {
   type CreateSessionInput,
   createSession,
@@ -64,7 +79,7 @@ import {
  * The control plane's commands (the spec's names): each reads, validates, and appends its facts in one
  * transaction under a guard. None runs a model or a tool or touches a worker: whichever worker holds a thread's
  * lease hears of the change (the notifier) and acts on it. Each command lives with its resource (sessions.ts,
- * turns.ts, decisions.ts, tasks.ts, compaction.ts, limits.ts); this class binds them to one `CommandContext`,
+ * turns.ts, decisions.ts, tasks.ts, compaction.ts, limits.ts, permissions.ts, processes.ts…); this class binds them to one `CommandContext`,
  * which keeps the redactors of the sessions they write for.
  */
 export class Commands {
@@ -80,6 +95,10 @@ export class Commands {
 
   updateBinding(input: UpdateBindingInput) {
     return updateBinding(this.ctx, input);
+  }
+
+  forkSession(input: ForkSessionInput) {
+    return forkSession(this.ctx, input);
   }
 
   mainThreadId(sessionId: string) {
@@ -126,8 +145,8 @@ export class Commands {
     return sendSubagentInput(this.ctx, input);
   }
 
-  waitSubagents(input: WaitSubagentsInput) {
-    return waitSubagents(this.ctx, input);
+  waitSubagents(input: WaitSubagentsInput, signal?: AbortSignal) {
+    return waitSubagents(this.ctx, input, signal);
   }
 
   resumeSubagent(input: ResumeSubagentInput) {
@@ -182,8 +201,39 @@ export class Commands {
     return failTask(this.ctx, input);
   }
 
+  evaluatePermission(input: EvaluatePermissionInput) {
+    return evaluatePermission(this.ctx, input);
+  }
+
+  resolvePermission(input: ResolvePermissionInput) {
+    return resolvePermission(this.ctx, input);
+  }
+
+  writeProcessStdin(input: WriteProcessStdinInput, signal?: AbortSignal) {
+    return writeProcessStdin(this.ctx, input, signal);
+  }
+
+  terminateProcess(input: ProcessRequestInput, signal?: AbortSignal) {
+    return terminateProcess(this.ctx, input, signal);
+  }
+
   changeLimits(input: ChangeLimitsInput) {
     return changeLimits(this.ctx, input);
+  }
+
+  /** The replay export (events and snapshot), recorded as `evidence.changed`. */
+  exportReplay(sessionId: string) {
+    return exportReplay(this.ctx, sessionId);
+  }
+
+  /** The evidence pack, recorded as `evidence.changed`. */
+  exportEvidence(sessionId: string) {
+    return exportEvidence(this.ctx, sessionId);
+  }
+
+  /** The review pack of a session, thread, turn or task, recorded as `evidence.changed` (review.ts). */
+  exportReview(input: ExportReviewInput) {
+    return exportReview(this.ctx, input);
   }
 
   setState(input: SetStateInput) {

@@ -1,25 +1,103 @@
-import type { OarError, RuntimeEvent } from '@oar/protocol';
+import { createHash } from 'node:crypto';
+import type { EvidenceExportKind, OarError, RuntimeEvent } from '@oar/protocol';
+import { canonicalJson } from '../kernel/canonical-json.js';
 import { notFound } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
-import type { EventLog } from '../log/event-log.js';
 import { loadAllReadModels } from '../log/read-model-rows.js';
 import { threadViews } from '../read-models/project.js';
 import { toSessionSnapshot } from '../read-models/snapshots.js';
+import type { CommandContext } from './command-context.js';
 
-/** Everything needed to replay a session elsewhere: the ordered event log and the snapshot it produces. */
-export async function exportReplay(log: EventLog, sessionId: string) {
-  const events = await log.read(sessionId);
+/** What an export covers: a session, or one thread, turn or task of it. */
+export interface ExportScope {
+  sessionId: string;
+  threadId?: string;
+  turnId?: string;
+  taskId?: string;
+}
+
+/** The SHA-256 of a body's canonical JSON (kernel/canonical-json.ts): `sha256:<hex>`. */
+export function digestOf(body: unknown): string {
+  return `sha256:${createHash('sha256').update(canonicalJson(body)).digest('hex')}`;
+}
+
+/** The payload field the standard names for each kind's ref. */
+const REF_FIELD: Record<EvidenceExportKind, string> = { evidence: 'packRef', replay: 'replayRef', review: 'reviewRef' };
+
+/**
+ * Record an export as a fact: one `evidence.changed` (its id the export's, the envelope scoped like the export) with
+ * the ref, format, scope, how many of the scope's events it covers up to `throughSequence`, and the digest of `body`
+ * — after the body was made, so an export never covers its own record. Returns the ref and the digest.
+ */
+export async function recordExport(
+  ctx: CommandContext,
+  record: {
+    kind: EvidenceExportKind;
+    exportId: string;
+    scope: ExportScope;
+    format: string;
+    eventCount: number;
+    throughSequence: number;
+    body: unknown;
+    extra?: Record<string, unknown>;
+  },
+): Promise<{ ref: string; digest: string }> {
+  const { kind, exportId, scope } = record;
+  const ref = `runtime://${kind}/${exportId}`;
+  const digest = digestOf(record.body);
+  const ids = Object.fromEntries(
+    (['threadId', 'turnId', 'taskId'] as const).filter((k) => scope[k] !== undefined).map((k) => [k, scope[k]]),
+  );
+  await ctx.append(scope.sessionId, [
+    {
+      type: 'evidence.changed',
+      evidenceId: exportId,
+      ...ids,
+      payload: {
+        kind,
+        ref,
+        [REF_FIELD[kind]]: ref,
+        format: record.format,
+        scope: { sessionId: scope.sessionId, ...ids },
+        eventCount: record.eventCount,
+        throughSequence: record.throughSequence,
+        digest,
+        ...record.extra,
+      },
+    },
+  ]);
+  return { ref, digest };
+}
+
+/**
+ * Everything needed to replay a session elsewhere: the ordered event log and the snapshot it produces — up to the
+ * export's own record (`evidence.changed`, written after it).
+ */
+export async function exportReplay(ctx: CommandContext, sessionId: string) {
+  const events = await ctx.log.read(sessionId);
   if (events.length === 0) throw notFound('session', sessionId);
-  const models = await loadAllReadModels(log.store.db, sessionId);
+  const models = await loadAllReadModels(ctx.log.store.db, sessionId);
   if (!models.session) throw notFound('session', sessionId);
-  return {
+  const exportId = newId('ev');
+  const body = {
     format: 'oar.replay.v1',
+    exportId,
     sessionId,
-    runtimeId: log.runtimeId,
+    runtimeId: ctx.log.runtimeId,
     exportedAt: new Date().toISOString(),
     events,
     snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
   };
+  await recordExport(ctx, {
+    kind: 'replay',
+    exportId,
+    scope: { sessionId },
+    format: body.format,
+    eventCount: events.length,
+    throughSequence: events.at(-1)?.sequence ?? 0,
+    body,
+  });
+  return body;
 }
 
 function summarize(event: RuntimeEvent): string {
@@ -43,7 +121,7 @@ const LIMIT_FACTS = new Set(['cost.recorded', 'rate_limit.hit', 'quota.low', 'qu
  * The limit facts of the log, each with the ids that join it (thread, turn), and per turn what its model calls
  * spent and which limits it met: the same facts the read models count, joined by turn id.
  */
-function limitFacts(events: RuntimeEvent[]) {
+export function limitFacts(events: RuntimeEvent[]) {
   const pick = (p: Record<string, unknown>, keys: string[]) =>
     Object.fromEntries(keys.filter((k) => p[k] !== undefined).map((k) => [k, p[k]]));
   const limits = events
@@ -136,8 +214,8 @@ function limitFacts(events: RuntimeEvent[]) {
  * the correlation ids that join them — derived from the same events as the UI and the read models. Exporting is
  * itself recorded as `evidence.changed`.
  */
-export async function exportEvidence(log: EventLog, sessionId: string) {
-  const events = await log.read(sessionId);
+export async function exportEvidence(ctx: CommandContext, sessionId: string) {
+  const events = await ctx.log.read(sessionId);
   if (events.length === 0) throw notFound('session', sessionId);
   const ids = (
     key: 'threadId' | 'turnId' | 'taskId' | 'runId' | 'toolCallId' | 'actionId' | 'subagentId' | 'artifactId',
@@ -179,7 +257,7 @@ export async function exportEvidence(log: EventLog, sessionId: string) {
     format: 'oar.evidence.v1',
     evidenceId,
     sessionId,
-    runtimeId: log.runtimeId,
+    runtimeId: ctx.log.runtimeId,
     exportedAt: new Date().toISOString(),
     timeline: events.map((e) => ({
       sequence: e.sequence,
@@ -216,20 +294,15 @@ export async function exportEvidence(log: EventLog, sessionId: string) {
       artifactIds: ids('artifactId'),
     },
   };
-  const threadId = ids('threadId')[0];
-  await log.append(sessionId, [
-    {
-      type: 'evidence.changed',
-      evidenceId,
-      ...(threadId ? { threadId } : {}),
-      payload: {
-        kind: 'evidence_pack',
-        events: events.length,
-        failures: failures.length,
-        artifacts: artifacts.length,
-        ref: `runtime://evidence/${evidenceId}`,
-      },
-    },
-  ]);
+  await recordExport(ctx, {
+    kind: 'evidence',
+    exportId: evidenceId,
+    scope: { sessionId },
+    format: pack.format,
+    eventCount: events.length,
+    throughSequence: events.at(-1)?.sequence ?? 0,
+    body: pack,
+    extra: { events: events.length, failures: failures.length, artifacts: artifacts.length },
+  });
   return pack;
 }

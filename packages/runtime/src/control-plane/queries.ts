@@ -20,7 +20,6 @@ import { sessionWork } from '../read-models/work.js';
 import { getArtifact } from '../store/artifacts.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { ToolRegistry } from '../tools/registry.js';
-import { exportEvidence, exportReplay } from './exports.js';
 import { subagentsOf } from './subagents.js';
 
 /** What the tool inventory shows of a session's bound configuration (the worker's `BoundConfig` is one). */
@@ -171,7 +170,7 @@ export class Queries {
     const models = await this.log.allReadModels(input.sessionId);
     const thread = threadView(models, input.threadId);
     if (!thread) throw notFound('thread', input.threadId);
-    return toThreadReadModel(thread, [...models.tasks.values()]);
+    return toThreadReadModel(thread, [...models.tasks.values()], models.session);
   }
 
   /** The durable session snapshot plus a window of its history (events after `cursor`, at most `limit`). */
@@ -358,15 +357,6 @@ export class Queries {
       contradictions,
       events: events.length,
     };
-  }
-
-  exportReplay(sessionId: string) {
-    return exportReplay(this.log, sessionId);
-  }
-
-  /** The evidence pack (recorded as `evidence.changed`, so this one query writes one fact). */
-  exportEvidence(sessionId: string) {
-    return exportEvidence(this.log, sessionId);
   }
 }
 

@@ -41,17 +41,8 @@ export async function createSession(
 ): Promise<{ sessionId: string; threadId: string; bindingHash: string; workspaceId: string }> {
   const workspaceId = input.workspaceId ?? DEFAULT_WORKSPACE;
   if (workspaceId !== DEFAULT_WORKSPACE) await new Workspaces(ctx.log.store).require(workspaceId);
-  const sessionId = sessionIdIn(workspaceId, input.sessionId);
-  if (!SESSION_ID.test(sessionId)) {
-    throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
-  }
   const { binding, hash } = ctx.deps.bindings.apply(ctx.deps.bindings.template(), input.binding);
-  const existing = await ctx.log.store.db
-    .selectFrom('oar_sessions')
-    .select('id')
-    .where('id', '=', sessionId)
-    .executeTakeFirst();
-  if (existing) throw new OarRuntimeError('session_exists', `session "${sessionId}" already exists`);
+  const sessionId = await newSessionId(ctx, workspaceId, input.sessionId);
   const threadId = newId('thr');
   const agent = input.agent ?? binding.mainAgent.name;
   if (!agentByName(binding, agent)) {
@@ -83,6 +74,24 @@ export async function createSession(
     { redactor, workspaceId },
   );
   return { sessionId, threadId, bindingHash: hash, workspaceId };
+}
+
+/**
+ * The id of a session about to be created in `workspaceId` (a new session, a fork): the one chosen, checked and
+ * prefixed with a named workspace, or a new one. A taken id is `session_exists`.
+ */
+export async function newSessionId(ctx: CommandContext, workspaceId: string, chosen: string | undefined) {
+  const sessionId = sessionIdIn(workspaceId, chosen);
+  if (!SESSION_ID.test(sessionId)) {
+    throw new OarRuntimeError('invalid_input', 'session ids are 1-128 letters, digits, "_", ".", ":" or "-"');
+  }
+  const existing = await ctx.log.store.db
+    .selectFrom('oar_sessions')
+    .select('id')
+    .where('id', '=', sessionId)
+    .executeTakeFirst();
+  if (existing) throw new OarRuntimeError('session_exists', `session "${sessionId}" already exists`);
+  return sessionId;
 }
 
 /** Change a session's binding: recorded, and effective from the next turn (a running turn keeps its own). */

@@ -109,7 +109,7 @@ export async function spawnSubagent(
   }
   if (parent.depth + 1 > binding.limits.maxSubagentDepth) {
     throw new OarRuntimeError(
-      'invalid_input',
+      'subagent_depth_exceeded',
       `a sub-agent of thread "${parent.threadId}" would be at depth ${parent.depth + 1}; the limit is ${binding.limits.maxSubagentDepth}`,
       { details: { depth: parent.depth + 1, maxSubagentDepth: binding.limits.maxSubagentDepth } },
     );
@@ -180,6 +180,8 @@ export async function sendSubagentInput(ctx: CommandContext, input: SubagentInpu
 export async function waitSubagents(
   ctx: CommandContext,
   input: WaitSubagentsInput,
+  /** The caller went away (an HTTP client that disconnected): the wait ends as if it ran out. */
+  signal?: AbortSignal,
 ): Promise<{ subagents: SubagentView[]; timedOut: boolean }> {
   const look = async () => {
     const models = await ctx.log.allReadModels(input.sessionId);
@@ -212,6 +214,7 @@ export async function waitSubagents(
       return !latest.some(now.working);
     },
     input.timeoutMs ?? 30_000,
+    signal,
   );
   return { subagents: latest, timedOut: !done };
 }

@@ -197,9 +197,12 @@ async function runRuntimeOperation(ctx: ExecutorContext, gated: Authorized): Pro
     return 'completed';
   }
   if (operation === 'read_skill') return readSkill(ctx);
-  // wait and checkpoint have no effect of their own: the graph's ordering and durability already provide them.
+  // The order is the scheduler's (scheduler/ordering.ts: a barrier runs after what is declared before it). A
+  // checkpoint is also a durability point: its end is written and flushed with every fact before it, so nothing the
+  // graph did before it is redone after a crash, whatever those facts' own durability.
   if (operation === 'wait' || operation === 'checkpoint') {
-    await ctx.record([actionStatusEvent(ctx, 'completed', { text: '', summary: operation })]);
+    const durable = operation === 'checkpoint';
+    await ctx.record([actionStatusEvent(ctx, 'completed', { text: '', summary: operation })], { durable });
     return 'completed';
   }
   const error = oarError('unknown_runtime_operation', `runtime operation "${operation}" does not exist`);

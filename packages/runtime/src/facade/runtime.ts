@@ -1,28 +1,14 @@
 import type { RuntimeEvent } from '@oar/protocol';
-import {
-  type AgentConfig,
-  AgentSchema,
-  type BindingUpdate,
-  bindingHash,
-  bindingWith,
-  DEFAULT_LIMITS,
-  SecretsConfigSchema,
-  type SessionBinding,
-  updatedBinding,
-} from '../config/binding.js';
-import { BudgetsSchema } from '../config/budgets.js';
-import { CliToolConfigSchema } from '../config/cli.js';
-import { ExecConfigSchema } from '../config/exec.js';
-import { HooksSchema } from '../config/hooks.js';
-import { McpServersSchema } from '../config/mcp.js';
-import { absoluteModelChoice } from '../config/models.js';
-import { PermissionsConfigSchema } from '../config/permissions.js';
-import { PipelinesSchema, ServicesSchema } from '../config/pipelines.js';
+import { type BindingUpdate, bindingHash, type SessionBinding, updatedBinding } from '../config/binding.js';
 import { Commands } from '../control-plane/commands.js';
 import type { CompactionResult } from '../control-plane/compaction.js';
 import type { RespondActionInput } from '../control-plane/decisions.js';
+import type { ForkSessionInput } from '../control-plane/fork.js';
 import type { ChangeLimitsInput, ChangeLimitsResult } from '../control-plane/limits.js';
+import type { EvaluatePermissionInput, ResolvePermissionInput } from '../control-plane/permissions.js';
+import type { ProcessRequestInput, WriteProcessStdinInput } from '../control-plane/processes.js';
 import { Queries } from '../control-plane/queries.js';
+import type { ExportReviewInput } from '../control-plane/review.js';
 import type {
   ResumeSubagentInput,
   SpawnSubagentInput,
@@ -53,17 +39,18 @@ import type { BoundConfig } from '../scheduler/engine.js';
 import { storedRuntimeId } from '../store/runtime-id.js';
 import type { Store } from '../store/store.js';
 import { workspaceTools } from '../tools/builtin/index.js';
-import { EXEC_TOOL } from '../tools/exec/exec-tool.js';
-import { PROCESS_TOOL } from '../tools/exec/process-tool.js';
 import { backgroundProcesses } from '../tools/exec/processes.js';
 import { McpPool } from '../tools/mcp/pool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import { bindConfig, type Host } from '../worker/bound-config.js';
+import { recordStopped } from '../worker/process-requests.js';
 import { Worker } from '../worker/worker.js';
 import { type ControlInput, checkInput } from './inputs.js';
+import { permissionJudge } from './judge.js';
 import type { RuntimeOptions } from './options.js';
 import { type AskedWatch, settled } from './settle.js';
 import { subscription } from './subscribe.js';
+import { templateBinding } from './template.js';
 
 export type { AskedWatch, InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
 
@@ -102,53 +89,7 @@ export class Runtime {
     this.live = new LiveChannel(this.log, this.notifier, runtimeId);
     this.maxConfigs = Math.max(1, options.caches?.bindings ?? DEFAULT_BOUND_CONFIGS);
     const tools = options.tools ?? new ToolRegistry(workspaceTools());
-    const cli = options.cli ? CliToolConfigSchema.parse(options.cli) : undefined;
-    const exec = options.exec ? ExecConfigSchema.parse(options.exec) : undefined;
-    this.template = bindingWith(
-      {
-        mainAgent: withAbsoluteModel(
-          AgentSchema.parse({ name: 'main', description: 'The main agent', ...options.mainAgent }),
-        ),
-        agents: (options.agents ?? []).map((agent) => withAbsoluteModel(AgentSchema.parse(agent))),
-        // A binding must mean the same from any directory: a relative script path is made absolute here.
-        ...(options.defaultModel ? { model: absoluteModelChoice(options.defaultModel, process.cwd()) } : {}),
-        models: options.models ?? {},
-        ...(options.toolWorkerModel
-          ? { toolWorkerModel: absoluteModelChoice(options.toolWorkerModel, process.cwd()) }
-          : {}),
-        workspaceRoot: options.workspaceRoot,
-        // The business CLI's tool is always offered with it.
-        tools: [
-          ...new Set([
-            ...(options.bindTools ?? tools.list().map((tool) => tool.name)),
-            ...(cli ? [cli.name] : []),
-            ...(exec ? [EXEC_TOOL, PROCESS_TOOL] : []),
-          ]),
-        ],
-        toolModules: options.toolModules ?? [],
-        permissions: PermissionsConfigSchema.parse(options.permissions ?? {}),
-        limits: { ...DEFAULT_LIMITS, ...options.limits },
-        queuePolicy: options.queuePolicy ?? 'queue',
-        onProtocolFailure: options.onProtocolFailure ?? 'fail',
-        // Recorded only when some are named, so a binding without any keeps the hash it had before the field.
-        ...(options.secrets?.env?.length
-          ? { secrets: SecretsConfigSchema.parse({ env: [...new Set(options.secrets.env)].sort() }) }
-          : {}),
-        // Likewise recorded only when there are some.
-        ...(options.pipelines?.length ? { pipelines: PipelinesSchema.parse(options.pipelines) } : {}),
-        ...(options.services?.length ? { services: ServicesSchema.parse(options.services) } : {}),
-        ...(cli ? { cli } : {}),
-        ...(exec ? { exec } : {}),
-        // Recorded only when there are some, like pipelines; an own `undefined` otherwise (left out of the record
-        // and the hash), so `oar session update --from-config` with a file that has none clears a session's.
-        hooks: options.hooks?.length ? HooksSchema.parse(options.hooks) : undefined,
-        mcpServers: options.mcpServers?.length ? McpServersSchema.parse(options.mcpServers) : undefined,
-        ...(options.budgets && Object.keys(options.budgets).length > 0
-          ? { budgets: BudgetsSchema.parse(options.budgets) }
-          : {}),
-      },
-      undefined,
-    );
+    this.template = templateBinding(options, tools);
     this.templateHash = bindingHash(this.template);
     this.host = {
       tools,
@@ -168,6 +109,7 @@ export class Runtime {
         verify: (binding, hash) => this.verify(binding, hash),
         redactor: bindingRedactor,
       },
+      judge: permissionJudge((session) => this.configFor(session)),
     });
     this.queries = new Queries({ log: this.log, configFor });
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
@@ -248,6 +190,18 @@ export class Runtime {
     return this.checked('updateBinding', 'updateBinding', input, (i) => this.commands.updateBinding(i));
   }
 
+  /**
+   * A new session whose history is this one's up to event `at` (docs/engine.md "Forking a session"); what was in
+   * progress there goes on in the fork, under its own id and binding.
+   */
+  forkSession(input: ForkSessionInput) {
+    return this.command('forkSession', input, (i) => this.commands.forkSession(i)).then(async (fork) => {
+      // The fork's work (a turn in progress at the fork point) is this worker's to look at, as after any command.
+      await this.worker?.look(fork.sessionId).catch(() => undefined);
+      return fork;
+    });
+  }
+
   submitTurn(input: SubmitTurnInput): Promise<SubmitTurnResult> {
     return this.checked('submitTurn', 'submitTurn', input, (i) =>
       this.afterCommand(i.sessionId, this.commands.submitTurn(i)),
@@ -324,8 +278,8 @@ export class Runtime {
   }
 
   /** Wait until the sub-agents stopped working, or the timeout (default 30 s) passed. */
-  waitSubagents(input: WaitSubagentsInput) {
-    return this.command('waitSubagents', input, (i) => this.commands.waitSubagents(i));
+  waitSubagents(input: WaitSubagentsInput, options: { signal?: AbortSignal } = {}) {
+    return this.command('waitSubagents', input, (i) => this.commands.waitSubagents(i, options.signal));
   }
 
   /** Reopen a closed sub-agent, optionally with a turn to work on. */
@@ -374,6 +328,26 @@ export class Runtime {
 
   unlinkTasks(input: LinkTasksInput) {
     return this.command('linkTasks', input, (i) => this.commands.unlinkTasks(i), 'unlinkTasks');
+  }
+
+  /** How the policy would judge a call of a bound tool now (`permission.evaluated`); nothing runs. */
+  evaluatePermission(input: EvaluatePermissionInput) {
+    return this.checked('evaluatePermission', 'evaluatePermission', input, (i) => this.commands.evaluatePermission(i));
+  }
+
+  /** Answer a pending tool approval: allow (once or for the session) or deny (`permission.resolved`). */
+  resolvePermission(input: ResolvePermissionInput) {
+    return this.command('resolvePermission', input, (i) => this.commands.resolvePermission(i));
+  }
+
+  /** Feed a running process's standard input; the runtime running it acts and answers (docs/commands.md). */
+  writeProcessStdin(input: WriteProcessStdinInput, options: { signal?: AbortSignal } = {}) {
+    return this.command('writeProcessStdin', input, (i) => this.commands.writeProcessStdin(i, options.signal));
+  }
+
+  /** Stop a running process (its group: SIGTERM, grace, SIGKILL); `process.terminated` answers. */
+  terminateProcess(input: ProcessRequestInput, options: { signal?: AbortSignal } = {}) {
+    return this.command('terminateProcess', input, (i) => this.commands.terminateProcess(i, options.signal));
   }
 
   /** A command on one session: its input checked, then this process's worker looks at once. */
@@ -526,12 +500,18 @@ export class Runtime {
     return this.checked('replaySession', 'sessionId', sessionId, (i) => this.queries.replaySession(i));
   }
 
+  /** Exports are recorded facts: each appends one `evidence.changed` after its body was made (docs/review.md). */
   exportReplay(sessionId: string) {
-    return this.checked('exportReplay', 'sessionId', sessionId, (i) => this.queries.exportReplay(i));
+    return this.checked('exportReplay', 'sessionId', sessionId, (i) => this.commands.exportReplay(i));
   }
 
   exportEvidence(sessionId: string) {
-    return this.checked('exportEvidence', 'sessionId', sessionId, (i) => this.queries.exportEvidence(i));
+    return this.checked('exportEvidence', 'sessionId', sessionId, (i) => this.commands.exportEvidence(i));
+  }
+
+  /** The review pack of a session, thread, turn or task: changes with diffs, approvals, commands, costs. */
+  exportReview(input: ExportReviewInput) {
+    return this.checked('exportReview', 'exportReview', input, (i) => this.commands.exportReview(i));
   }
 
   /**
@@ -586,13 +566,13 @@ export class Runtime {
     this.closed = true;
     await this.worker?.close();
     // Background processes outlive their turn, not their runtime (docs/commands.md).
-    await backgroundProcesses.stopAll(this.runtimeId, 'runtime_closing');
+    const stopped = await backgroundProcesses.stopAll(this.runtimeId, 'runtime_closing');
+    // …and their end is on record (the store is still open): no session lists them as running.
+    await recordStopped({ log: this.log, configFor: (session) => this.configFor(session) }, stopped).catch(
+      () => undefined,
+    );
     this.live.close();
     await this.notifier.close();
     await this.host.mcp?.close();
   }
-}
-
-function withAbsoluteModel(agent: AgentConfig): AgentConfig {
-  return agent.model ? { ...agent, model: absoluteModelChoice(agent.model, process.cwd()) } : agent;
 }

@@ -130,12 +130,22 @@ export const ERROR_CODES = {
     'A key given to OAR to store (OAR_ADMIN_KEY) does not have the shape of an OAR API key: "oar_" and 40 letters, digits, "_" or "-".',
   ),
   thread_not_found: usage('No thread of the session has this id.'),
+  turn_not_found: usage('No turn of the session (of the thread, when one is named) has this id.'),
   action_not_found: usage('No pending decision has this id; the details list the pending ones.'),
   decision_already_resolved: usage('The decision was already resolved (details: how and when); nothing changed.'),
   interrupts_pending: usage(
     'The AG-UI thread waits for decisions: a run must answer every open interrupt in `resume` (details: interruptIds) before new input; nothing changed.',
   ),
   task_not_found: usage('No task of the session has this id.'),
+  process_not_found: usage(
+    'write_process_stdin / terminate_process: no running process of the session has this id (unknown, or its end is already recorded).',
+  ),
+  process_input_closed: usage(
+    'write_process_stdin: the process takes no more input (a foreground command, or its standard input was closed).',
+  ),
+  not_a_permission_request: usage(
+    'resolve_permission answers tool approvals only; this pending action is a question: answer it with respond_action.',
+  ),
   subagent_not_found: usage('No sub-agent of the session has this id.'),
   subagent_exists: usage('A sub-agent with this id exists, spawned otherwise (details: its parent thread and agent).'),
   subagent_not_closed: usage(
@@ -298,7 +308,9 @@ export const ERROR_CODES = {
   lost: recorded('A non-idempotent action was running when its worker died; it was not run again.'),
   executor_unavailable: recorded('No executor can run this kind of action.'),
   no_agent: recorded('The delegated agent is not in the binding.'),
-  subagent_depth_exceeded: recorded('Delegation went deeper than limits.maxDepth.'),
+  subagent_depth_exceeded: recorded(
+    'A delegation or spawn_subagent would go deeper than limits.maxSubagentDepth (details: depth, maxSubagentDepth).',
+  ),
   invalid_human_action: recorded('A human action is malformed.'),
   unknown_reference: recorded('A runtime operation referred to something that does not exist.'),
   unresolved_reference: recorded(
@@ -438,6 +450,9 @@ export const ERROR_CODES = {
     true,
   ),
   process_exited: recorded('process write: the process has exited or closed its standard input.'),
+  process_terminated: recorded(
+    'exec: the command was stopped on request (terminate_process) before it finished; its output so far is kept (details: outputRef).',
+  ),
 } as const satisfies Record<string, ErrorCodeInfo>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

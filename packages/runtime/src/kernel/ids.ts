@@ -17,7 +17,8 @@ export type IdKind =
   | 'ws'
   | 'key'
   | 'slot'
-  | 'proc';
+  | 'proc'
+  | 'preq';
 
 export function newId(kind: IdKind): string {
   return `${kind}_${randomUUID().replace(/-/g, '').slice(0, 20)}`;

@@ -59,6 +59,11 @@ export interface AppendOptions {
   cleanedBy?: Redactor;
   /** Artifact rows the events reference, written in the same transaction (no orphan row, no dangling ref). */
   artifacts?: readonly PendingArtifact[];
+  /**
+   * The drafts are events recorded before, elsewhere (a fork copies another session's history): each keeps the
+   * `timestamp` it carries. Default: every event is stamped with the time of the append.
+   */
+  keepTimestamps?: boolean;
   /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
   fence?: Fence;
   /**
@@ -116,7 +121,9 @@ export class EventLog {
     sessionId: string,
     title: string | undefined,
     drafts: EventDraft[],
-    options: Pick<AppendOptions, 'redactor'> & { workspaceId?: string } = {},
+    options: Pick<AppendOptions, 'redactor' | 'cleanedBy' | 'artifacts' | 'keepTimestamps'> & {
+      workspaceId?: string;
+    } = {},
   ): Promise<RuntimeEvent[]> {
     const { workspaceId, ...append } = options;
     return this.write(sessionId, drafts, { ...append, create: { title, workspaceId } });
@@ -138,7 +145,8 @@ export class EventLog {
   ): Promise<RuntimeEvent[]> {
     if (drafts.length === 0) return [];
     // A command's facts carry the caller's span (a worker's carry its own: tracing.ts).
-    if (!options.fence) drafts = withActiveSpan(drafts);
+    // Recorded history (a fork's copy) keeps the spans it was recorded under.
+    if (!options.fence && !options.keepTimestamps) drafts = withActiveSpan(drafts);
     const redactor = options.redactor ?? this.redactor;
     if (options.cleanedBy !== redactor) drafts = this.clean(drafts, redactor);
     const flushed = options.relaxed !== true || !this.store.sql.relaxedCommits || needsFlush(drafts);
@@ -216,7 +224,7 @@ export class EventLog {
               sessionId,
               runtimeId: this.runtimeId,
               sequence: first + index,
-              timestamp,
+              timestamp: (options.keepTimestamps && (draft as { timestamp?: string }).timestamp) || timestamp,
             } as never,
             { newId: timeOrderedId, validate: VALIDATE_EVENTS },
           ),

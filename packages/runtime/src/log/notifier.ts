@@ -75,19 +75,26 @@ export class Notifier {
 
   /**
    * Wait until `check` holds, re-checking whenever the session changes (and at least every 250 ms, since a hint
-   * may be lost). Resolves false when `timeoutMs` passes first.
+   * may be lost). Resolves false when `timeoutMs` passes first, or `signal` aborts (the caller went away).
    */
-  async waitFor(sessionId: string, check: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
+  async waitFor(
+    sessionId: string,
+    check: () => Promise<boolean>,
+    timeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     let wake: (() => void) | undefined;
     const stop = this.listen((change) => {
       if (change.sessionId === sessionId) wake?.();
     });
+    const onAbort = () => wake?.();
+    signal?.addEventListener('abort', onAbort, { once: true });
     try {
       for (;;) {
         if (await check()) return true;
         const left = deadline - Date.now();
-        if (left <= 0) return false;
+        if (left <= 0 || signal?.aborted) return false;
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, Math.min(left, 250));
           wake = () => {
@@ -99,6 +106,7 @@ export class Notifier {
       }
     } finally {
       stop();
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 

@@ -1,4 +1,4 @@
-import { type RuntimeEvent, UsageSchema } from '@oar/protocol';
+import { type EvidenceExport, EvidenceExportSchema, type RuntimeEvent, UsageSchema } from '@oar/protocol';
 import { z } from 'zod';
 import type { SessionBinding } from '../config/binding.js';
 import { SessionGrantSchema } from '../config/permission-request.js';
@@ -17,6 +17,19 @@ export const LimitOverridesSchema = z.object({
   lowAt: z.number().optional(),
 });
 export type LimitOverrides = z.infer<typeof LimitOverridesSchema>;
+
+/** What the evidence summary counts of one thread's facts (docs/review.md "The evidence summary"). */
+const EvidenceAuditSchema = z.object({
+  /** Resolved decisions (`action.resolved`) by `<decision> by <resolvedBy>`. */
+  decisions: z.record(z.string(), z.number().int()),
+  sandboxViolations: z.number().int(),
+  /** Secrets replaced before an output was recorded (the `count` of `output.redacted`). */
+  redactions: z.number().int(),
+});
+type EvidenceAudit = z.infer<typeof EvidenceAuditSchema>;
+
+/** How many recorded exports the session keeps listed (the newest; `exportCount` counts them all). */
+export const MAX_EVIDENCE_EXPORTS = 100;
 
 /** The session projection: metadata, its threads, usage totals, routing facts and session-wide grants. */
 export const SessionStateSchema = z.object({
@@ -71,6 +84,17 @@ export const SessionStateSchema = z.object({
         enforcedBy: z.string().optional(),
         reason: z.string().optional(),
       }),
+    })
+    .optional(),
+  /**
+   * The evidence facts (absent until the first): the exports recorded (`evidence.changed`, newest last, at most
+   * MAX_EVIDENCE_EXPORTS) and, by thread id ('' for facts of no thread), what the audit notes count.
+   */
+  evidence: z
+    .object({
+      exports: z.array(EvidenceExportSchema),
+      exportCount: z.number().int(),
+      audit: z.record(z.string(), EvidenceAuditSchema),
     })
     .optional(),
   /** Grants from approve_for_session: the permission policy allows matching calls for the rest of the session. */
@@ -234,12 +258,72 @@ const SESSION_CHANGES: Partial<
       },
     };
   },
+  'evidence.changed': exported,
+  'action.resolved': (next, event, payload) =>
+    audited(next, event, (audit) => {
+      const key = `${String(payload.decision ?? 'unknown')} by ${typeof payload.resolvedBy === 'string' ? payload.resolvedBy : 'user'}`;
+      const decisions = {
+        ...audit.decisions,
+        [key]: (Object.hasOwn(audit.decisions, key) ? (audit.decisions[key] ?? 0) : 0) + 1,
+      };
+      return { ...audit, decisions };
+    }),
+  'sandbox.violation': (next, event) =>
+    audited(next, event, (a) => ({ ...a, sandboxViolations: a.sandboxViolations + 1 })),
+  'output.redacted': (next, event, payload) =>
+    typeof payload.count === 'number' && payload.count > 0
+      ? audited(next, event, (a) => ({ ...a, redactions: a.redactions + (payload.count as number) }))
+      : next,
   'permission.resolved': (next, _event, payload) => {
     const grant = SessionGrantSchema.safeParse(payload.grant);
     if (payload.grantScope !== 'session' || !grant.success) return next;
     return { ...next, grants: [...next.grants, grant.data] };
   },
 };
+
+const EMPTY_EVIDENCE: NonNullable<SessionState['evidence']> = { exports: [], exportCount: 0, audit: {} };
+const EMPTY_AUDIT: EvidenceAudit = { decisions: {}, sandboxViolations: 0, redactions: 0 };
+/** The export kinds of `evidence.changed` (`evidence_pack`: what logs written before called an evidence export). */
+const EXPORT_KINDS = new Map<unknown, EvidenceExport['kind']>([
+  ['evidence', 'evidence'],
+  ['evidence_pack', 'evidence'],
+  ['replay', 'replay'],
+  ['review', 'review'],
+]);
+
+/** An export recorded (`evidence.changed` of a known kind): listed, newest last. Other evidence facts change nothing. */
+function exported(next: SessionState, event: RuntimeEvent, payload: Payload): SessionState {
+  const kind = EXPORT_KINDS.get(payload.kind);
+  if (!kind || !event.evidenceId) return next;
+  const scope = (payload.scope ?? {}) as Payload;
+  const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
+  const optional = { threadId: scope.threadId, turnId: scope.turnId, taskId: scope.taskId, digest: payload.digest };
+  const entry: EvidenceExport = {
+    kind,
+    exportId: event.evidenceId,
+    ref: text(payload.ref) ?? `runtime://${kind}/${event.evidenceId}`,
+    sequence: event.sequence,
+    at: event.timestamp,
+    ...Object.fromEntries(Object.entries(optional).filter(([, v]) => text(v) !== undefined)),
+    ...(typeof payload.throughSequence === 'number' ? { throughSequence: payload.throughSequence } : {}),
+  };
+  const evidence = next.evidence ?? EMPTY_EVIDENCE;
+  next.evidence = {
+    ...evidence,
+    exports: [...evidence.exports, entry].slice(-MAX_EVIDENCE_EXPORTS),
+    exportCount: evidence.exportCount + 1,
+  };
+  return next;
+}
+
+/** `next` with the audit counts of the event's thread changed. */
+function audited(next: SessionState, event: RuntimeEvent, change: (audit: EvidenceAudit) => EvidenceAudit) {
+  const evidence = next.evidence ?? EMPTY_EVIDENCE;
+  const key = event.threadId ?? '';
+  const audit = Object.hasOwn(evidence.audit, key) ? (evidence.audit[key] as EvidenceAudit) : EMPTY_AUDIT;
+  next.evidence = { ...evidence, audit: { ...evidence.audit, [key]: change(audit) } };
+  return next;
+}
 
 /** The model the router chose (routing.decided, or the only candidate). */
 function routed(next: SessionState, payload: Payload): SessionState {

@@ -1,4 +1,6 @@
 import {
+  type EvidenceExport,
+  type EvidenceSummary,
   type ExecutionEnvironment,
   OAR_SCHEMA_VERSION,
   type SessionSnapshot,
@@ -6,6 +8,7 @@ import {
   type ThreadReadModel,
   type ThreadStatus,
   type TurnStatus,
+  type VerificationOutcome,
 } from '@oar/protocol';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { effectiveBudgets, hasBudgets } from './budgets.js';
@@ -29,7 +32,11 @@ const THREAD_STATUS: Record<ThreadState['status'], ThreadStatus> = {
   closed: 'completed',
 };
 
-export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadReadModel {
+/**
+ * A thread's read model. `session` (its session's projection) gives the evidence summary the exports recorded for
+ * it and what its audit notes count; without it they list only what the thread itself holds.
+ */
+export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: SessionState): ThreadReadModel {
   const threadTasks = tasks.filter((task) => task.threadId === thread.threadId);
   // The turn that finished last: not always the last submitted (a task's turn held by its dependencies runs after
   // turns submitted behind it).
@@ -114,7 +121,8 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
       ...(i.turnId ? { turnId: i.turnId } : {}),
       eventId: i.eventId,
     })),
-    evidenceSummary: {},
+    evidenceSummary: evidenceSummary(thread, threadTasks, session),
+    telemetry: telemetryOf(traceIdsOf([thread])),
     // The processes the thread's commands started that are still running (or not known to have ended).
     ...(thread.processes?.length ? { processes: thread.processes.map((p) => ({ ...p, status: 'running' })) } : {}),
     ...(last
@@ -144,6 +152,87 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[]): ThreadRead
     tasks: threadTasks,
     ...contextHistory(thread),
   };
+}
+
+/** At most this many trace ids are listed (the newest turns'). */
+const MAX_TRACE_IDS = 100;
+
+/** The trace ids of the threads' turns: each turn's `turn.started` carries one when tracing is on (log/tracing.ts). */
+function traceIdsOf(threads: readonly ThreadState[]): string[] {
+  const ids = new Set(threads.flatMap((t) => t.turns.flatMap((turn) => (turn.trace ? [turn.trace.traceId] : []))));
+  return [...ids].slice(-MAX_TRACE_IDS);
+}
+
+const NO_TRACES =
+  'no event carries a trace id: tracing was off (no OpenTelemetry SDK or tracerProvider; docs/tracing.md)';
+
+/** Telemetry is available when the facts carry trace ids; whether a backend received their spans is unknown here. */
+function telemetryOf(traceIds: string[]) {
+  return traceIds.length > 0
+    ? { status: 'available' as const, traceIds, joinStatus: 'unknown' as const }
+    : { status: 'unavailable' as const, reason: NO_TRACES, joinStatus: 'unavailable' as const };
+}
+
+/**
+ * The thread's evidence summary (the standard's evidence_summary), from the facts only: the exports that cover it
+ * (the session's, or one scoped to the thread) by kind, its turns' trace ids, the verification outcomes its tasks'
+ * acceptance gives (or `unavailable`: OAR runs no checks of its own), and audit notes counted by reducers.
+ */
+function evidenceSummary(thread: ThreadView, tasks: Task[], session: SessionState | undefined): EvidenceSummary {
+  const exports = (session?.evidence?.exports ?? []).filter((e) => !e.threadId || e.threadId === thread.threadId);
+  const refs = (kind?: EvidenceExport['kind']) => exports.filter((e) => !kind || e.kind === kind).map((e) => e.ref);
+  return {
+    evidenceRefs: refs(),
+    traceIds: traceIdsOf([thread]),
+    verificationOutcomes: verificationOutcomes(tasks),
+    replayRefs: refs('replay'),
+    reviewRefs: refs('review'),
+    auditNotes: auditNotes(thread, session, exports),
+    exports: exports.map((e) => ({ ...e })),
+  };
+}
+
+/** A task with acceptance criteria is verified by its owner: completed is passed, failed failed, else pending. */
+function verificationOutcomes(tasks: Task[]): VerificationOutcome[] {
+  const checked = tasks.filter((t) => (t.acceptance?.length ?? 0) > 0);
+  if (checked.length === 0) {
+    const detail = 'no verification facts: no task of the thread has acceptance criteria (OAR runs no checks itself)';
+    return [{ name: 'verification', status: 'unavailable', detail }];
+  }
+  const outcome: Partial<Record<Task['status'], string>> = {
+    completed: 'passed',
+    failed: 'failed',
+    cancelled: 'cancelled',
+    lost: 'lost',
+  };
+  return checked.map((t) => ({
+    name: `task ${t.taskId} acceptance`,
+    status: outcome[t.status] ?? 'pending',
+    detail: `${t.acceptance?.length} criteria; task ${t.status}${t.statusReason ? `: ${t.statusReason}` : ''}`,
+  }));
+}
+
+/** What the audit of the thread counts: decisions and who made them, incidents, sandbox violations, redactions. */
+function auditNotes(thread: ThreadView, session: SessionState | undefined, exports: EvidenceExport[]): string[] {
+  const audit = session?.evidence?.audit[thread.threadId];
+  const notes: string[] = [];
+  const decisions = Object.entries(audit?.decisions ?? {});
+  if (decisions.length > 0) notes.push(`decisions: ${decisions.map(([key, n]) => `${n} ${key}`).join(', ')}`);
+  const errors = thread.incidents.filter((i) => i.severity === 'error').length;
+  if (thread.incidents.length > 0)
+    notes.push(`incidents: ${errors} error(s), ${thread.incidents.length - errors} warning(s)`);
+  if (thread.unreconciled?.length) notes.push(`lost actions not reconciled: ${thread.unreconciled.length}`);
+  if (audit?.sandboxViolations) notes.push(`sandbox violations: ${audit.sandboxViolations}`);
+  if (audit?.redactions) notes.push(`secrets redacted before recording: ${audit.redactions}`);
+  const kinds = ['evidence', 'replay', 'review'].map((k) => [k, exports.filter((e) => e.kind === k).length] as const);
+  if (exports.length > 0)
+    notes.push(
+      `exports: ${kinds
+        .filter(([, n]) => n > 0)
+        .map(([k, n]) => `${n} ${k}`)
+        .join(', ')}`,
+    );
+  return notes;
 }
 
 /**
@@ -226,7 +315,7 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
     // The session's own order: the main thread first, then threads in the order they started.
     threads: [...threads]
       .sort((a, b) => session.threadIds.indexOf(a.threadId) - session.threadIds.indexOf(b.threadId))
-      .map((thread) => toThreadReadModel(thread, tasks)),
+      .map((thread) => toThreadReadModel(thread, tasks, session)),
     tasks,
     // Where the session's work runs (the standard's execution_environment_snapshot, also get_execution_environment).
     executionEnvironment: toExecutionEnvironment(session, threads),
@@ -254,8 +343,9 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
           }
         : {}),
     },
-    telemetrySummary: { joinStatus: 'unavailable', usage: { ...session.usage } },
-    evidenceRefs: [],
+    telemetrySummary: { ...telemetryOf(traceIdsOf(threads)), usage: { ...session.usage } },
+    // Every recorded export's ref (the newest MAX_EVIDENCE_EXPORTS), oldest first.
+    evidenceRefs: (session.evidence?.exports ?? []).map((e) => e.ref),
   };
 }
 

@@ -318,6 +318,24 @@ export const ProcessStateSchema = z.object({
 export type ProcessState = z.infer<typeof ProcessStateSchema>;
 
 /**
+ * What a person or client asked of a running process (`write_process_stdin`, `terminate_process`): recorded on the
+ * thread and acted on by the runtime process that runs it, which answers with the fact carrying `requestId`.
+ */
+export const ProcessRequestSchema = z.object({
+  requestId: z.string(),
+  processId: z.string(),
+  action: z.enum(['write', 'terminate']),
+  /** For `write`: the text for its standard input. */
+  input: z.string().optional(),
+  /** For `write`: close its standard input afterwards. */
+  closeStdin: z.boolean().optional(),
+  reason: z.string().optional(),
+  requestedBy: z.string().optional(),
+  requestedAt: z.string(),
+});
+export type ProcessRequest = z.infer<typeof ProcessRequestSchema>;
+
+/**
  * A tool worker's thread (docs/protocol.md "Semantic tool actions"): the tools it may call and its bounds, fixed when
  * the semantic action started it, and the tokens its model calls used so far.
  */
@@ -411,6 +429,8 @@ export const ThreadStateSchema = z.object({
   incidents: z.array(IncidentStateSchema),
   /** Processes started by the thread's commands and not known to have ended (absent: none ever ran). */
   processes: z.array(ProcessStateSchema).optional(),
+  /** Requests of its running processes not answered yet (absent: none ever made). */
+  processRequests: z.array(ProcessRequestSchema).optional(),
   subagents: z.array(
     z.object({ subagentId: z.string(), agent: z.string(), childThreadId: z.string(), status: z.string() }),
   ),

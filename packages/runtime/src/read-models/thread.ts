@@ -1,5 +1,6 @@
 import { type OarError, RECONCILE_ACTION_TYPE, type RuntimeEvent, type UnreconciledAction } from '@oar/protocol';
 import { hookRunOf, MAX_TURN_HOOK_RUNS } from './hook-runs.js';
+import { answered, processChange, processRequestOf } from './processes.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
 import {
@@ -168,6 +169,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
             ? { status: state.activeTurnId ? ('running' as const) : ('idle' as const) }
             : {}),
           ...(compactionRequestOf(payload, event.timestamp) ?? {}),
+          ...processRequestOf(state, payload, event.timestamp),
           ...(interrupt && typeof interrupt.turnId === 'string' && interrupt.turnId === state.activeTurnId
             ? {
                 interrupt: {
@@ -312,7 +314,9 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         ...(event.turnId ? { turnId: event.turnId } : {}),
         eventId: event.eventId,
       };
-      const next = { ...state, incidents: [...state.incidents, incident] };
+      // A warning that refuses a process request answers it (read-models/processes.ts).
+      const requestId = str((payload.details as Payload | undefined)?.requestId);
+      const next = { ...answered(state, requestId), incidents: [...state.incidents, incident] };
       if (payload.code !== 'protocol_violation') return next;
       const correction = str((payload.details as Payload | undefined)?.correction) ?? incident.message;
       return updateTurn(next, event.turnId, (turn) => ({
@@ -322,29 +326,11 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
       }));
     }
     case 'process.started':
-      return {
-        ...state,
-        processes: [
-          ...(state.processes ?? []),
-          {
-            processId: str(payload.processId) ?? event.processId ?? event.eventId,
-            command: str(payload.command) ?? '',
-            ...(event.turnId ? { turnId: event.turnId } : {}),
-            ...(event.runId ? { runId: event.runId } : {}),
-            ...(event.toolCallId ? { toolCallId: event.toolCallId } : {}),
-            background: payload.background === true,
-            ...(str(payload.sandboxProfile) ? { sandboxProfile: str(payload.sandboxProfile) } : {}),
-            startedAt: event.timestamp,
-          },
-        ],
-      };
+    case 'process.input':
     case 'process.completed':
     case 'process.failed':
-    case 'process.terminated': {
-      const processId = str(payload.processId) ?? event.processId;
-      if (!state.processes || processId === undefined) return state;
-      return { ...state, processes: state.processes.filter((p) => p.processId !== processId) };
-    }
+    case 'process.terminated':
+      return processChange(state, event, payload);
     case 'sandbox.violation':
       // What the sandbox refused (a write outside the workspace, a connection): visible with its cause.
       return {

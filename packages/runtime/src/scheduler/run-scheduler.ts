@@ -13,6 +13,7 @@ import { isStoreFault } from '../store/faults.js';
 import { callFacts } from '../tools/tool.js';
 import type { Engine } from './engine.js';
 import { type ExecutorContext, executorContext, sessionDoors } from './executor-context.js';
+import { graphOrder } from './ordering.js';
 import { ReadWriteLock } from './rw-lock.js';
 
 /** The statuses an action ends with other than completed. */
@@ -78,7 +79,9 @@ export async function scheduleRun(
 ): Promise<void> {
   const statuses = new Map<string, RunActionStatus>(run.order.map((id) => [id, run.actions[id]?.status ?? 'pending']));
   const actions = new Map(run.declaration.actions.map((a) => [a.id, a]));
-  const lock = new ReadWriteLock(engine.limits.maxParallel);
+  // The order the graph's strategy and barriers add, and how many of its actions may run at once (ordering.ts).
+  const order = graphOrder(run.declaration, engine.limits.maxParallel);
+  const lock = new ReadWriteLock(order.concurrency);
   const inFlight = new Map<string, Promise<void>>();
   // The halt is derived from durable statuses, so a later pass (after an approval, after a restart) keeps it.
   let halted = haltOf(run, actions);
@@ -98,6 +101,13 @@ export async function scheduleRun(
     completedBefore ??= new Set(actionHistory(thread.runs.values()).completedActionIds);
     return completedBefore.has(id) ? 'historical' : undefined;
   };
+
+  /** Every action the strategy or a barrier puts before `id` has ended (whatever its outcome). */
+  const ordered = (id: string): boolean =>
+    (order.after.get(id) ?? []).every((before) => {
+      const status = statuses.get(before);
+      return status !== undefined && isTerminalActionStatus(status);
+    });
 
   const doors = sessionDoors(engine, thread.sessionId);
   const context = (action: Action): ExecutorContext =>
@@ -142,6 +152,7 @@ export async function scheduleRun(
         continue;
       }
       if (!deps.every(([, status]) => status === 'completed' || status === 'historical')) continue;
+      if (!ordered(id)) continue;
       const exclusive = !isShared(engine, action);
       const task = (async () => {
         const release = await lock.acquire(exclusive);
@@ -193,7 +204,7 @@ export async function scheduleRun(
         if (!action) return false;
         if (halted) return HALTABLE.has(statuses.get(id) ?? 'pending');
         if (statuses.get(id) !== 'pending') return false;
-        return action.dependsOn.every((dep) => {
+        const depsSettled = action.dependsOn.every((dep) => {
           const status = depStatus(dep);
           return (
             status === 'completed' ||
@@ -201,6 +212,10 @@ export async function scheduleRun(
             (status !== undefined && FAILED.has(status as RunActionStatus))
           );
         });
+        // A dependency that failed skips the action whatever its order; otherwise it also waits for its order.
+        return (
+          depsSettled && (ordered(id) || action.dependsOn.some((dep) => FAILED.has(depStatus(dep) as RunActionStatus)))
+        );
       });
       if (!runnable) break;
       continue;

@@ -24,6 +24,7 @@ import {
   renewLease,
 } from '../store/leases.js';
 import type { Driver, WorkerDeps } from './deps.js';
+import { actOnProcessRequests } from './process-requests.js';
 import { reconcileLost } from './reconcile.js';
 import { recoveryDrafts } from './recovery.js';
 import { stepTurn } from './step-scheduler.js';
@@ -161,11 +162,14 @@ export class Worker {
   }
 
   /**
-   * Look at a session's threads: stop the work of a driven thread whose turn has an interrupt request, and drive
-   * every thread that has something to do and nobody holding it.
+   * Look at a session's threads: carry out the requests for processes this OS process runs, stop the work of a
+   * driven thread whose turn has an interrupt request, and drive every thread that has something to do and nobody
+   * holding it.
    */
   async look(sessionId: string): Promise<void> {
     if (this.closed || !this.drives(sessionId)) return;
+    // Requests for the processes this OS process runs, whoever holds their thread (worker/process-requests.ts).
+    await actOnProcessRequests(this.deps, sessionId).catch(() => undefined);
     for (const { thread, holder } of await sessionWork(this.deps.log.store.db, sessionId)) {
       const driver = this.drivers.get(thread.threadId);
       if (driver) {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AgentConfig } from '../../src/index.js';
+import { type AgentConfig, OarRuntimeError } from '../../src/index.js';
 import { assertEventsConform } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, errorCode, ofType, payload, waitForEvent } from './helpers.js';
@@ -154,6 +154,47 @@ describe('sub-agents driven by a client', () => {
     expect((await rt.waitSubagents({ sessionId, subagentIds: [subagentId], timeoutMs: 100 })).timedOut).toBe(false);
     expect(await errorCode(rt.resumeSubagent({ sessionId, subagentId, input: '  ' }))).toBe('invalid_input');
     expect((await subagent(sessionId, subagentId))?.status).toBe('closed');
+  });
+
+  it('a wait whose caller went away (its signal aborted) ends at once, as if it ran out', async () => {
+    h = await harness(
+      { steps: [], agents: { researcher: { steps: [{ ...answer('slow'), delayMs: 3_000 }] } } },
+      { agents: [researcher] },
+    );
+    const { sessionId } = await h.runtime.createSession();
+    const { subagentId, childThreadId } = await h.runtime.spawnSubagent({ sessionId, agent: 'researcher', input: 'x' });
+    await waitForEvent(h, sessionId, 'model.requested', (e) => e.threadId === childThreadId);
+    const caller = new AbortController();
+    setTimeout(() => caller.abort(), 50);
+    // Without the abort this waits 10 minutes: the test would time out long before.
+    const waited = await h.runtime.waitSubagents(
+      { sessionId, subagentIds: [subagentId], timeoutMs: 600_000 },
+      { signal: caller.signal },
+    );
+    expect(waited).toMatchObject({ timedOut: true, subagents: [{ subagentId, status: 'running' }] });
+    await h.runtime.closeSubagent({ sessionId, subagentId });
+  });
+
+  it('a spawn deeper than limits.maxSubagentDepth is subagent_depth_exceeded, recording nothing', async () => {
+    h = await harness(
+      { steps: [], agents: { researcher: { steps: [answer('done'), answer('done')] } } },
+      { agents: [researcher], limits: { maxSubagentDepth: 1 } },
+    );
+    const rt = h.runtime;
+    const { sessionId } = await rt.createSession();
+    const first = await rt.spawnSubagent({ sessionId, agent: 'researcher', input: 'one level' });
+    await rt.settled(sessionId);
+    const before = (await allEvents(h, sessionId)).length;
+    const error = await rt
+      .spawnSubagent({ sessionId, agent: 'researcher', input: 'two levels', threadId: first.childThreadId })
+      .catch((e: unknown) => e as OarRuntimeError);
+    expect(error).toBeInstanceOf(OarRuntimeError);
+    expect((error as OarRuntimeError).error).toMatchObject({
+      code: 'subagent_depth_exceeded',
+      retryable: false,
+      details: { depth: 2, maxSubagentDepth: 1 },
+    });
+    expect((await allEvents(h, sessionId)).length).toBe(before);
   });
 
   it("interrupting the parent's turn leaves a spawned sub-agent working", async () => {

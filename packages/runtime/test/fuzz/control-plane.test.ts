@@ -268,7 +268,7 @@ const commands = fc.oneof(
     ),
     (r, i: Loose) => r.setState(i),
   ),
-  // Queries: they must refuse as cleanly (and write nothing; `exportEvidence` records one fact by design).
+  // Queries: they must refuse as cleanly (and write nothing; the exports each record one fact by design).
   call(
     'getSession',
     input(
@@ -304,6 +304,21 @@ const commands = fc.oneof(
   call('replaySession', id('session'), (r, i: Loose) => r.replaySession(i)),
   call('exportReplay', id('session'), (r, i: Loose) => r.exportReplay(i)),
   call('exportEvidence', id('session'), (r, i: Loose) => r.exportEvidence(i)),
+  call(
+    'exportReview',
+    input(
+      fc
+        .record({
+          sessionId: id('session'),
+          threadId: maybe(id('thread')),
+          turnId: maybe(id('turn')),
+          taskId: maybe(id('task')),
+          format: maybe(fc.oneof(fc.constantFrom('json', 'markdown'), text)),
+        })
+        .map(clean),
+    ),
+    (r, i: Loose) => r.exportReview(i),
+  ),
   call('checkBinding', maybe(id('session')), (r, i: Loose) => r.checkBinding(i)),
 );
 

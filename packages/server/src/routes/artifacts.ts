@@ -110,7 +110,7 @@ export const artifactRoutes: Route[] = [
       method: 'get',
       path: '/v1/sessions/{sessionId}/exports/replay',
       operationId: 'exportReplay',
-      summary: 'The replay export: every event and the read models rebuilt from them',
+      summary: 'The replay export: every event and the read models rebuilt from them (recorded: evidence.changed)',
       tag: 'exports',
       scope: 'viewer',
       params: z.object({ sessionId: Id }),
@@ -125,7 +125,7 @@ export const artifactRoutes: Route[] = [
       method: 'get',
       path: '/v1/sessions/{sessionId}/exports/evidence',
       operationId: 'exportEvidence',
-      summary: 'The evidence export: what was asked, decided, run and produced, with artifact refs',
+      summary: 'The evidence export: what was asked, decided, run and produced, with artifact refs (recorded)',
       tag: 'exports',
       scope: 'viewer',
       params: z.object({ sessionId: Id }),
@@ -133,6 +133,47 @@ export const artifactRoutes: Route[] = [
     },
     async ({ deps, params }) => {
       return deps.runtime.exportEvidence(params.sessionId);
+    },
+  ),
+  route(
+    {
+      method: 'get',
+      path: '/v1/sessions/{sessionId}/exports/review',
+      operationId: 'exportReview',
+      summary: 'The review pack of a session, thread, turn or task: changes with diffs, approvals, commands, costs',
+      description:
+        'JSON (`oar.review.v1`) by default; `?format=markdown` or `Accept: text/markdown` answers with the Markdown ' +
+        'document (text/markdown; its review id and digest in `x-oar-review-id` / `x-oar-review-digest`). An unknown ' +
+        'thread, turn or task (or one of another thread than `threadId`) is 404. Like every export it is recorded: ' +
+        'one `evidence.changed` (docs/review.md).',
+      tag: 'exports',
+      scope: 'viewer',
+      params: z.object({ sessionId: Id }),
+      query: z.object({
+        threadId: Id.optional(),
+        turnId: Id.optional(),
+        taskId: Id.optional(),
+        format: z.enum(['json', 'markdown']).optional(),
+      }),
+      response: z.looseObject({ format: z.literal('oar.review.v1'), reviewId: z.string(), digest: z.string() }),
+    },
+    async ({ c, deps, params, query }) => {
+      const accept = (c.req.header('accept') ?? '').split(',').map((type) => type.trim());
+      const markdown = query.format ? query.format === 'markdown' : accept.some((t) => t.startsWith('text/markdown'));
+      const review = await deps.runtime.exportReview({
+        ...query,
+        sessionId: params.sessionId,
+        format: markdown ? 'markdown' : 'json',
+      });
+      if (!markdown) return review;
+      return new Response(review.markdown, {
+        status: 200,
+        headers: {
+          'content-type': 'text/markdown; charset=utf-8',
+          'x-oar-review-id': review.reviewId,
+          'x-oar-review-digest': review.digest,
+        },
+      });
     },
   ),
   route(

@@ -155,6 +155,34 @@ export const sessionRoutes: Route[] = [
   ),
   route(
     {
+      method: 'post',
+      path: '/v1/sessions/{sessionId}/fork',
+      operationId: 'forkSession',
+      summary: "A new session whose history is this one's up to event `at` (default: its last)",
+      description:
+        'The fork has its own id (in the same workspace), the binding in force at that event, and the artifacts the copied history refers to (under new ids). What was in progress there goes on in the fork alone: a question waits for its answer, a call that was running is re-run if idempotent and `lost` otherwise. The source is not touched. Its last event is `session.updated` with `forkedFrom`.',
+      tag: 'sessions',
+      scope: 'operator',
+      params: SessionParams,
+      body: z.strictObject({
+        at: z.number().int().min(1).optional(),
+        forkId: Id.optional(),
+        title: Text.max(500).optional(),
+      }),
+      status: 201,
+      conflicts: true,
+      response: z.object({
+        sessionId: z.string(),
+        forkedFrom: z.object({ sessionId: z.string(), sequence: z.number(), eventId: z.string() }),
+        events: z.number(),
+        artifacts: z.number(),
+        threadIds: z.array(z.string()),
+      }),
+    },
+    async ({ deps, params, body }) => deps.runtime.forkSession({ ...body, sessionId: params.sessionId }),
+  ),
+  route(
+    {
       method: 'get',
       path: '/v1/sessions/{sessionId}/binding',
       operationId: 'getBinding',

@@ -69,7 +69,7 @@ export const subagentRoutes: Route[] = [
       operationId: 'waitSubagents',
       summary: 'Wait until the sub-agents stopped working (or the timeout passed); their status then',
       description:
-        'Without `subagentIds` (comma-separated): those working when the wait began (of `threadId`, else of the session). `timedOut` says whether the wait ran out first; the request holds the connection up to `timeoutMs` (default 30 s, at most 600 s).',
+        'Without `subagentIds` (comma-separated): those working when the wait began (of `threadId`, else of the session). `timedOut` says whether the wait ran out first; the request holds the connection up to `timeoutMs` (default 30 s, at most 600 s); a client that hangs up ends the wait.',
       tag: 'tasks',
       scope: 'viewer',
       params: SessionParams,
@@ -80,13 +80,17 @@ export const subagentRoutes: Route[] = [
       }),
       response: z.object({ subagents: z.array(Subagent), timedOut: z.boolean() }),
     },
-    async ({ deps, params, query }) =>
-      deps.runtime.waitSubagents({
-        sessionId: params.sessionId,
-        ...(query.subagentIds ? { subagentIds: query.subagentIds.split(',').filter(Boolean) } : {}),
-        ...(query.threadId ? { threadId: query.threadId } : {}),
-        ...(query.timeoutMs !== undefined ? { timeoutMs: query.timeoutMs } : {}),
-      }),
+    async ({ c, deps, params, query }) =>
+      deps.runtime.waitSubagents(
+        {
+          sessionId: params.sessionId,
+          ...(query.subagentIds ? { subagentIds: query.subagentIds.split(',').filter(Boolean) } : {}),
+          ...(query.threadId ? { threadId: query.threadId } : {}),
+          ...(query.timeoutMs !== undefined ? { timeoutMs: query.timeoutMs } : {}),
+        },
+        // A client that hangs up ends the wait (nothing holds a listener for it until the timeout).
+        { signal: c.req.raw.signal },
+      ),
   ),
   route(
     {

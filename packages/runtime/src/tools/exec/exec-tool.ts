@@ -12,7 +12,12 @@ import { requestedWorkspacePath, resolveWorkspacePath, toWorkspaceRelative } fro
 import { type Command, commandText, isReadOnlyCommand } from './command.js';
 import { isBinary, outputView, sandboxViolations, statusLine } from './output.js';
 import { type ProcessEnd, ProcessGroup } from './process-group.js';
-import { type BackgroundProcess, backgroundProcesses } from './processes.js';
+import {
+  type BackgroundProcess,
+  backgroundProcesses,
+  type ForegroundProcess,
+  foregroundProcesses,
+} from './processes.js';
 import { bwrapAvailable, planSandbox, type SandboxProfile } from './sandbox.js';
 
 export const EXEC_TOOL = 'exec';
@@ -284,14 +289,30 @@ async function runExec(input: ExecInput, context: ToolContext, options: ExecTool
   const onAbort = () => void group.stop(stopReason(context.signal));
   if (context.signal.aborted) onAbort();
   else context.signal.addEventListener('abort', onAbort, { once: true });
+  // While it runs, a person or client may stop it (`terminate_process`, worker/process-requests.ts).
+  const foreground: ForegroundProcess | undefined = caller
+    ? { processId, sessionId: caller.sessionId, threadId: caller.threadId, group }
+    : undefined;
+  if (foreground) foregroundProcesses.set(processId, foreground);
   let end: ProcessEnd;
   try {
     end = await group.ended;
   } finally {
     clearTimeout(timer);
     context.signal.removeEventListener('abort', onAbort);
+    foregroundProcesses.delete(processId);
   }
-  return finishForeground({ processId, text, group, end, started, timeoutMs, recorder, profile: plan.profile });
+  return finishForeground({
+    processId,
+    text,
+    group,
+    end,
+    started,
+    timeoutMs,
+    recorder,
+    profile: plan.profile,
+    ...(foreground?.answers ? { answers: foreground.answers } : {}),
+  });
 }
 
 /** The recorded end of a foreground call and what the model sees. */
@@ -304,6 +325,8 @@ async function finishForeground(run: {
   timeoutMs: number;
   recorder: NonNullable<ToolContext['recorder']>;
   profile: SandboxProfile;
+  /** The request a stop answers (`terminate_process`): recorded with the end. */
+  answers?: Record<string, unknown>;
 }): Promise<ToolOutput> {
   const { processId, group, end, recorder } = run;
   const durationMs = Date.now() - run.started;
@@ -369,9 +392,14 @@ async function finishForeground(run: {
         : {
             type: 'process.terminated',
             processId,
-            payload: { ...shared, reason, ...(stored ? { outputRef: stored.uri } : {}) },
+            payload: { ...shared, reason, ...(stored ? { outputRef: stored.uri } : {}), ...run.answers },
           },
     ]);
+    if (reason === 'terminated') {
+      throw new ToolError('process_terminated', `${run.text} was terminated on request (terminate_process)`, {
+        details: { processId, ...(stored ? { outputRef: stored.uri } : {}) },
+      });
+    }
     if (reason !== 'timeout') throw abortedError();
     const tail = binary ? '' : output.toString('utf8').slice(-2_000);
     throw new ToolError(

@@ -159,8 +159,16 @@ async function terminate(entry: BackgroundProcess, recorder: ToolRecorder): Prom
   };
 }
 
-/** Record a background process's end once: its whole output as an artifact, and the fact naming how it ended. */
-async function recordEnd(entry: BackgroundProcess, ended: ProcessEnd, recorder: ToolRecorder): Promise<void> {
+/**
+ * Record a background process's end once: its whole output as an artifact, and the fact naming how it ended;
+ * `facts` ride along (the request a `terminate_process` answers).
+ */
+export async function recordEnd(
+  entry: BackgroundProcess,
+  ended: ProcessEnd,
+  recorder: Pick<ToolRecorder, 'facts' | 'artifact'>,
+  facts: Record<string, unknown> = {},
+): Promise<void> {
   if (entry.recorded) return;
   entry.recorded = true;
   const output = entry.group.output();
@@ -181,6 +189,7 @@ async function recordEnd(entry: BackgroundProcess, ended: ProcessEnd, recorder: 
     outputBytes: entry.group.totalBytes,
     ...(stored ? { outputRef: stored.uri } : {}),
     ...(ended.stoppedBy ? { reason: ended.stoppedBy } : {}),
+    ...facts,
   };
   const type =
     ended.stoppedBy === 'timeout' ? 'process.failed' : ended.stoppedBy ? 'process.terminated' : 'process.completed';

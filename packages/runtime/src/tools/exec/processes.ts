@@ -70,12 +70,35 @@ class BackgroundProcesses {
     if (entry && !entry.group.running && entry.recorded) this.byId.delete(processId);
   }
 
-  /** Stop every running process a runtime started (it closes). */
-  async stopAll(owner: string, reason: string): Promise<void> {
+  /** Whether this OS process has a process of the session whose end is not recorded (or a foreground command now). */
+  runsFor(sessionId: string): boolean {
+    for (const entry of this.byId.values()) if (entry.sessionId === sessionId && !entry.recorded) return true;
+    for (const entry of foregroundProcesses.values()) if (entry.sessionId === sessionId) return true;
+    return false;
+  }
+
+  /** Stop every running process a runtime started (it closes); the ones it stopped. */
+  async stopAll(owner: string, reason: string): Promise<BackgroundProcess[]> {
     const running = [...this.byId.values()].filter((e) => e.owner === owner && e.group.running);
     await Promise.all(running.map((e) => e.group.stop(reason)));
+    return running;
   }
 }
 
 /** The table of this OS process. */
 export const backgroundProcesses = new BackgroundProcesses();
+
+/**
+ * The commands running in the foreground of a tool call in this OS process, while they run: only a
+ * `terminate_process` request reaches them here (their call records how they ended).
+ */
+export interface ForegroundProcess {
+  processId: string;
+  sessionId: string;
+  threadId: string;
+  group: ProcessGroup;
+  /** The request that stopped it (its id and who asked), recorded with its end by its call. */
+  answers?: Record<string, unknown>;
+}
+
+export const foregroundProcesses = new Map<string, ForegroundProcess>();
