@@ -319,6 +319,11 @@ export const ThreadReadModelSchema = z.object({
   evidenceSummary: EvidenceSummarySchema,
   /** How the last finished turn ended, for a reader that does not want to scan `turns`. */
   lastOutcome: Bag.optional(),
+  /**
+   * Why the thread is `stale`: the worker that holds it went silent past its lease (`owner`, `since` the lease ran
+   * out) and nobody has taken it over yet, so the recorded state may not be what is happening (OAR).
+   */
+  stale: z.object({ reason: z.string(), owner: z.string(), since: z.string() }).optional(),
   actions: z.array(Bag).optional(),
   toolCalls: z.array(Bag).optional(),
   processes: z.array(Bag).optional(),

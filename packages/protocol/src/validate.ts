@@ -817,7 +817,7 @@ function reportCycle(
  * declared later cannot be kept in such an order — it would wait forever — so it is refused here.
  */
 function checkDeclaredOrder(ctx: ValidationContext, graph: DependencyGraph, strategy: string | undefined): void {
-  const barriers = ctx.actions.flatMap((action, index) => (isBarrierRecord(action) ? [index] : []));
+  const barriers = ctx.actions.flatMap((action, index) => (isBarrierAction(action) ? [index] : []));
   if (strategy !== 'sequential' && barriers.length === 0) return;
   graph.edges.forEach((deps, index) => {
     for (const dep of deps) {
@@ -842,8 +842,11 @@ function checkDeclaredOrder(ctx: ValidationContext, graph: DependencyGraph, stra
   });
 }
 
-/** A runtime `wait` or `checkpoint` without dependencies: it orders what is declared before it and after it. */
-function isBarrierRecord(action: unknown): boolean {
+/**
+ * A runtime `wait` or `checkpoint` declared without dependencies: a barrier, ordering what is declared before it and
+ * after it (docs/protocol.md "Execution strategy"). Tolerant of unchecked input: validation asks before the shape is.
+ */
+export function isBarrierAction(action: unknown): boolean {
   if (!isRecord(action) || !isRecord(action.executor) || action.executor.type !== 'runtime') return false;
   if (Array.isArray(action.dependsOn) && action.dependsOn.length > 0) return false;
   const target = action.executor.target === 'auto' ? action.operation : action.executor.target;

@@ -39,6 +39,7 @@ const CONFLICTS = new Set([
   'nothing_to_compact',
   'limits_changed',
   'process_input_closed',
+  'too_many_process_requests',
   'not_a_permission_request',
 ]);
 

@@ -23,11 +23,12 @@ describe('the fork route', () => {
     const { body } = await t.json<{ events: { sequence: number; type: string }[] }>('GET', `${base}/events`);
     const at = body.events.find((e) => e.type === 'turn.started')?.sequence as number;
 
-    const forked = await t.json<{ sessionId: string; forkedFrom: { sequence: number }; events: number }>(
-      'POST',
-      `${base}/fork`,
-      { key: await t.keyOf('operator'), body: { at, title: 'What if' } },
-    );
+    const forked = await t.json<{
+      sessionId: string;
+      forkedFrom: { sequence: number };
+      events: number;
+      threads: Record<string, string>;
+    }>('POST', `${base}/fork`, { key: await t.keyOf('operator'), body: { at, title: 'What if' } });
     expect(forked.status).toBe(201);
     expect(forked.body).toMatchObject({ forkedFrom: { sequence: at }, events: at });
     const fork = await t.json<{ snapshot: { title: string; threads: { turns: { status: string }[] }[] } }>(
@@ -39,7 +40,7 @@ describe('the fork route', () => {
     await until(async () => {
       const read = await t?.json<{ turns: { status: string }[] }>(
         'GET',
-        `/v1/sessions/${forked.body.sessionId}/threads/${session.threadId}`,
+        `/v1/sessions/${forked.body.sessionId}/threads/${forked.body.threads[session.threadId]}`,
       );
       return read?.body.turns[0]?.status === 'completed';
     });

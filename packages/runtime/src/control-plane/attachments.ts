@@ -4,8 +4,7 @@ import { OarRuntimeError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import type { TurnAttachment } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
-import { RedactionTally, redactionFact } from '../redaction/tally.js';
-import { DEFAULT_MAX_ARTIFACT_BYTES, type PendingArtifact, prepareArtifact } from '../store/artifacts.js';
+import { DEFAULT_MAX_ARTIFACT_BYTES, type PendingArtifact, prepareRedactedArtifact } from '../store/artifacts.js';
 
 /**
  * Files attached to a turn (docs/engine.md "Turn attachments"): each is stored as an artifact of the session — redacted
@@ -104,15 +103,11 @@ export function prepareAttachments(
     // A name is shown and stored like any text: redacted too (a file named after a token is still a token).
     const name = redactor.redactText(attachment.name.trim());
     const base64 = attachment.base64?.replace(/\s+/g, '');
-    const tally = new RedactionTally();
     const mime = attachment.mimeType ?? (base64 === undefined ? 'text/plain' : 'application/octet-stream');
     const content =
-      base64 === undefined
-        ? { text: redactor.redactText(attachment.text ?? '', tally) }
-        : { bytes: redactor.redactBytes(new Uint8Array(Buffer.from(base64, 'base64')), tally) };
-    let pending: PendingArtifact;
+      base64 === undefined ? { text: attachment.text ?? '' } : { bytes: new Uint8Array(Buffer.from(base64, 'base64')) };
     try {
-      pending = prepareArtifact(sessionId, { ...content, mime, name }, maxBytes);
+      return prepareRedactedArtifact(sessionId, { ...content, mime, name }, redactor, maxBytes);
     } catch (error) {
       if (error instanceof OarRuntimeError) {
         throw new OarRuntimeError(error.code, `attachment ${index + 1} (${name}): ${error.message}`, {
@@ -121,8 +116,6 @@ export function prepareAttachments(
       }
       throw error;
     }
-    const redaction = redactionFact(tally, { sink: 'artifact', artifactId: pending.stored.artifactId });
-    return { pending, redaction };
   });
   return {
     artifacts: prepared.map((p) => p.pending),

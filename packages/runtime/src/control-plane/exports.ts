@@ -48,6 +48,18 @@ export async function recordExport(
   const ids = Object.fromEntries(
     (['threadId', 'turnId', 'taskId'] as const).filter((k) => scope[k] !== undefined).map((k) => [k, scope[k]]),
   );
+  // Nothing happened since the last record of this very export (kind and scope): it is not recorded again, so
+  // exporting repeatedly (a viewer polling) never grows the log by itself.
+  const [last] = await ctx.log.read(scope.sessionId, { after: record.throughSequence - 1, limit: 1 });
+  const previous = (last?.payload ?? {}) as { kind?: string; scope?: unknown; ref?: string; digest?: string };
+  if (
+    last?.type === 'evidence.changed' &&
+    last.sequence === record.throughSequence &&
+    previous.kind === kind &&
+    JSON.stringify(previous.scope) === JSON.stringify({ sessionId: scope.sessionId, ...ids })
+  ) {
+    return { ref: previous.ref ?? ref, digest: previous.digest ?? digest };
+  }
   await ctx.append(scope.sessionId, [
     {
       type: 'evidence.changed',

@@ -31,7 +31,8 @@ export interface ForkSessionResult {
   /** Events copied (the fork's own `session.updated` marker follows them). */
   events: number;
   artifacts: number;
-  threadIds: string[];
+  /** The fork's thread for each thread of the source (thread ids are renamed, as artifact and process ids are). */
+  threads: Record<string, string>;
 }
 
 /** Envelope fields the log assigns to the fork's events itself. */
@@ -56,7 +57,18 @@ export async function forkSession(ctx: CommandContext, input: ForkSessionInput):
   const history = await ctx.log.read(input.sessionId, { limit: at });
   const through = history.at(-1);
   if (!through || history[0]?.type !== 'session.created') throw notFound('session', input.sessionId);
-  const { artifacts, rename } = await copiedArtifacts(ctx, input.sessionId, forkId, history);
+  const { artifacts, renamed } = await copiedArtifacts(ctx, input.sessionId, forkId, history);
+  // Threads and processes get ids of their own too: a worker keeps the threads it drives, and a runtime the
+  // processes it runs, by id — a fork must never be taken for its source (or its source's process for its own).
+  const threads = new Map(
+    [...new Set(history.flatMap((e) => (e.type === 'thread.started' && e.threadId ? [e.threadId] : [])))].map(
+      (id) => [id, newId('thr')] as const,
+    ),
+  );
+  const processes = history.flatMap((e) => (e.type === 'process.started' && e.processId ? [e.processId] : []));
+  for (const id of processes) renamed.set(id, newId('proc'));
+  for (const [from, to] of threads) renamed.set(from, to);
+  const rename = renaming(renamed);
   const drafts = history.map((event) => draftOf(event, rename));
   const forkedFrom = { sessionId: input.sessionId, sequence: through.sequence, eventId: through.eventId };
   // The history is already clean (recorded through a redactor): copied as it is, neither redacted again nor restamped.
@@ -65,7 +77,7 @@ export async function forkSession(ctx: CommandContext, input: ForkSessionInput):
   await ctx.log.createSession(forkId, title, drafts, {
     redactor,
     cleanedBy: redactor,
-    keepTimestamps: true,
+    copiedHistory: true,
     artifacts,
     ...(workspaceId !== DEFAULT_WORKSPACE ? { workspaceId } : {}),
   });
@@ -75,32 +87,39 @@ export async function forkSession(ctx: CommandContext, input: ForkSessionInput):
       payload: { changed: ['forkedFrom', 'title'], forkedFrom, title },
     },
   ]);
-  const threadIds = [
-    ...new Set(history.flatMap((e) => (e.type === 'thread.started' && e.threadId ? [e.threadId] : []))),
-  ];
-  return { sessionId: forkId, forkedFrom, events: history.length, artifacts: artifacts.length, threadIds };
+  return {
+    sessionId: forkId,
+    forkedFrom,
+    events: history.length,
+    artifacts: artifacts.length,
+    threads: Object.fromEntries(threads),
+  };
 }
 
-/** An event of the source as a draft of the fork: the fields the log assigns dropped, artifact ids renamed. */
+/** Every id of `renamed` replaced in a text (ids are random: a textual replacement cannot hit anything else). */
+function renaming(renamed: ReadonlyMap<string, string>): (text: string) => string {
+  if (renamed.size === 0) return (text) => text;
+  const pattern = new RegExp([...renamed.keys()].map((id) => id.replace(/[^A-Za-z0-9_]/g, '\\$&')).join('|'), 'g');
+  return (text) => text.replace(pattern, (id) => renamed.get(id) ?? id);
+}
+
+/** An event of the source as a draft of the fork: the fields the log assigns dropped, ids renamed. */
 function draftOf(event: RuntimeEvent, rename: (text: string) => string): EventDraft {
   const kept = Object.fromEntries(Object.entries(event).filter(([key]) => !ASSIGNED.has(key)));
   return JSON.parse(rename(JSON.stringify(kept))) as EventDraft;
 }
 
-/**
- * The artifacts the copied history recorded (`artifact.changed`), as rows of the fork under new ids, and the
- * renaming of every reference to them (ids are random: a textual replacement cannot hit anything else).
- */
+/** The artifacts the copied history recorded (`artifact.changed`), as rows of the fork under new ids. */
 async function copiedArtifacts(
   ctx: CommandContext,
   sourceId: string,
   forkId: string,
   history: RuntimeEvent[],
-): Promise<{ artifacts: PendingArtifact[]; rename: (text: string) => string }> {
+): Promise<{ artifacts: PendingArtifact[]; renamed: Map<string, string> }> {
   const ids = [
     ...new Set(history.flatMap((e) => (e.type === 'artifact.changed' && e.artifactId ? [e.artifactId] : []))),
   ];
-  if (ids.length === 0) return { artifacts: [], rename: (text) => text };
+  if (ids.length === 0) return { artifacts: [], renamed: new Map() };
   const rows = await ctx.log.store.db
     .selectFrom('oar_artifacts')
     .selectAll()
@@ -123,6 +142,5 @@ async function copiedArtifacts(
       },
     };
   });
-  const pattern = new RegExp([...renamed.keys()].map((id) => id.replace(/[^A-Za-z0-9_]/g, '\\$&')).join('|'), 'g');
-  return { artifacts, rename: (text) => text.replace(pattern, (id) => renamed.get(id) ?? id) };
+  return { artifacts, renamed };
 }

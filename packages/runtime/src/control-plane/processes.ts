@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import type { RuntimeEvent } from '@oar/protocol';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import { loadReadModels } from '../log/read-model-rows.js';
 import { threadViews } from '../read-models/project.js';
 import type { ProcessRequest, ProcessState, ThreadView } from '../read-models/thread-state.js';
+import { putProcessInput } from '../store/process-input.js';
 import type { CommandContext } from './command-context.js';
 
 /**
@@ -51,9 +53,11 @@ export interface ProcessRequestResult {
   error?: { code: string; message: string };
 }
 
-/** At most this much text per request: it is recorded (redacted) on the thread until the process takes it. */
+/** At most this much text per request: it waits in the store (never in the log) until the process takes it. */
 export const MAX_STDIN_REQUEST_CHARS = 100_000;
 const DEFAULT_WAIT_MS = 10_000;
+/** Requests of one process waiting for its runtime at most. */
+export const MAX_PENDING_REQUESTS = 16;
 
 export function writeProcessStdin(
   ctx: CommandContext,
@@ -68,15 +72,18 @@ export function writeProcessStdin(
       details: { max: MAX_STDIN_REQUEST_CHARS, length: input.input?.length },
     });
   }
+  const text = input.input ?? '';
   return request(
     ctx,
     input,
     {
       action: 'write',
-      ...(input.input !== undefined ? { input: input.input } : {}),
+      inputBytes: Buffer.byteLength(text),
+      inputDigest: `sha256:${createHash('sha256').update(text).digest('hex')}`,
       ...(input.closeStdin ? { closeStdin: true } : {}),
     },
     signal,
+    text,
   );
 }
 
@@ -91,9 +98,11 @@ export function terminateProcess(
 async function request(
   ctx: CommandContext,
   input: ProcessRequestInput,
-  asked: Pick<ProcessRequest, 'action' | 'input' | 'closeStdin'>,
+  asked: Pick<ProcessRequest, 'action' | 'inputBytes' | 'inputDigest' | 'closeStdin'>,
   /** The caller went away: stop waiting (the request stays on record). */
   signal?: AbortSignal,
+  /** For a write: the text, handed over outside the log (store/process-input.ts). */
+  text?: string,
 ): Promise<ProcessRequestResult> {
   const { sessionId, processId } = input;
   const models = await ctx.log.allReadModels(sessionId);
@@ -111,7 +120,17 @@ async function request(
       },
     );
   }
+  const waiting = thread.processRequests?.filter((r) => r.processId === processId).length ?? 0;
+  if (waiting >= MAX_PENDING_REQUESTS) {
+    // Nobody takes them (its runtime is gone, or busy): more would only pile up on the thread.
+    throw new OarRuntimeError(
+      'too_many_process_requests',
+      `process ${processId} already has ${waiting} requests nobody has acted on`,
+      { retryable: true, details: { processId, pending: waiting, max: MAX_PENDING_REQUESTS } },
+    );
+  }
   const requestId = newId('preq');
+  if (text) await putProcessInput(ctx.log.store.db, sessionId, requestId, text);
   const [recorded] = await ctx.append(
     sessionId,
     [

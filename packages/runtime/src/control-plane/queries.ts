@@ -18,6 +18,7 @@ import type { PendingDecision, ThreadState } from '../read-models/thread-state.j
 import { TimeTravel } from '../read-models/time-travel.js';
 import { sessionWork } from '../read-models/work.js';
 import { getArtifact } from '../store/artifacts.js';
+import { silentHolders } from '../store/leases.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { subagentsOf } from './subagents.js';
@@ -170,25 +171,48 @@ export class Queries {
     const models = await this.log.allReadModels(input.sessionId);
     const thread = threadView(models, input.threadId);
     if (!thread) throw notFound('thread', input.threadId);
-    return toThreadReadModel(thread, [...models.tasks.values()], models.session);
+    const read = toThreadReadModel(thread, [...models.tasks.values()], models.session);
+    return withStaleness([read], await silentHolders(this.log.store.db, input.sessionId))[0] as ThreadReadModel;
   }
 
-  /** The durable session snapshot plus a window of its history (events after `cursor`, at most `limit`). */
-  async getSession(input: { sessionId: string; cursor?: number; limit?: number }): Promise<{
+  /**
+   * The session's shell and a window of its history (the standard's get_session; scenario 10, old session recovery):
+   * the snapshot as of `sequence`, and — recent first — the last `limit` events, or the `limit` events before
+   * `before` (older pages: pass `previousCursor` back as `before`), or those after `cursor` (forward, as a stream).
+   */
+  async getSession(input: { sessionId: string; cursor?: number; before?: number; limit?: number }): Promise<{
     snapshot: SessionSnapshot;
     /** The sequence of the last event the snapshot reflects: a stream resumed after it misses nothing. */
     sequence: number;
     events: RuntimeEvent[];
     nextCursor: number;
+    /** `before` for the page of older events; null when the window starts at the first event. */
+    previousCursor: number | null;
   }> {
     const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
-    const events = await this.log.read(input.sessionId, { after: input.cursor ?? 0, limit: input.limit ?? 200 });
+    const last = models.session.lastSequence;
+    const limit = input.limit ?? 200;
+    let events: RuntimeEvent[];
+    if (input.cursor !== undefined) {
+      events = await this.log.read(input.sessionId, { after: input.cursor, limit });
+    } else {
+      // Sequences are 1…last without gaps: the window before `end` starts `limit` events earlier.
+      const end = Math.min(input.before ?? last + 1, last + 1);
+      const after = Math.max(0, end - 1 - limit);
+      events = await this.log.read(input.sessionId, { after, limit: Math.max(0, end - 1 - after) });
+    }
+    const first = events[0]?.sequence;
+    const nextCursor = events.at(-1)?.sequence ?? input.cursor ?? 0;
+    const previousCursor = first !== undefined ? (first > 1 ? first : null) : null;
+    const snapshot = toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]);
+    const silent = await silentHolders(this.log.store.db, input.sessionId);
     return {
-      snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
-      sequence: models.session.lastSequence,
+      snapshot: silent.size > 0 ? { ...snapshot, threads: withStaleness(snapshot.threads, silent) } : snapshot,
+      sequence: last,
       events,
-      nextCursor: events.at(-1)?.sequence ?? input.cursor ?? 0,
+      nextCursor,
+      previousCursor,
     };
   }
 
@@ -387,4 +411,23 @@ function resumeTokenSequence(token: string): number {
     });
   }
   return sequence;
+}
+
+/**
+ * Threads with work whose worker went silent past its lease are `stale` (the standard's status for a snapshot that
+ * may not be the current execution state), saying whose lease ran out and when — never guessed to be running.
+ */
+function withStaleness(
+  threads: ThreadReadModel[],
+  silent: ReadonlyMap<string, { owner: string; since: string }>,
+): ThreadReadModel[] {
+  return threads.map((thread) => {
+    const holder = silent.get(thread.threadId);
+    if (!holder || (thread.activeTurnId === undefined && thread.queuedTurns.length === 0)) return thread;
+    return {
+      ...thread,
+      status: 'stale',
+      stale: { reason: 'its worker went silent past its lease; nobody has taken it over yet', ...holder },
+    };
+  });
 }

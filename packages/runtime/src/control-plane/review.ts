@@ -385,6 +385,8 @@ function policyDecisions(events: RuntimeEvent[]): Record<string, number> {
   for (const e of events) {
     const p = payloadOf(e);
     if (e.type !== 'permission.evaluated' || p.source === 'human' || p.decision === 'ask') continue;
+    // A client's evaluate_permission judged a call nobody made: not a decision about the work.
+    if (p.evaluatedFor === 'client') continue;
     const key = `${String(p.decision)} (${String(p.source ?? 'policy')})`;
     counts[key] = (counts[key] ?? 0) + 1;
   }

@@ -246,7 +246,8 @@ export async function invokeTool(
     return {
       outcome: 'failed',
       error,
-      status: interrupted ? 'cancelled' : 'failed',
+      // A command a person stopped (terminate_process) was cancelled, like an interrupted call: never retried.
+      status: interrupted || error.code === 'process_terminated' ? 'cancelled' : 'failed',
       durationMs: Date.now() - started,
       before,
       ...(thrown instanceof ToolError && thrown.agentOutput ? { agentOutput: thrown.agentOutput } : {}),

@@ -186,7 +186,12 @@ export const CONTROL_INPUTS = {
   setState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text, value: z.unknown() }),
   // The limits' values are checked by the command (`invalid_limit`, naming the limit).
   changeLimits: z.object({ sessionId: Id, reason: Text.optional(), changedBy: Id.optional() }),
-  getSession: z.object({ sessionId: Id, cursor: Count.optional(), limit: Count.optional() }),
+  getSession: z.object({
+    sessionId: Id,
+    cursor: Count.optional(),
+    before: Count.optional(),
+    limit: Count.optional(),
+  }),
   getThreadRead: z.object({ sessionId: Id, threadId: Id }),
   artifact: z.object({ sessionId: Id, artifactId: Id }),
   snapshotAt: z.object({ sessionId: Id, at: Count }),

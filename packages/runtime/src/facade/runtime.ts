@@ -404,7 +404,7 @@ export class Runtime {
     return this.queries.listSessions(filter);
   }
 
-  getSession(input: { sessionId: string; cursor?: number; limit?: number }) {
+  getSession(input: { sessionId: string; cursor?: number; before?: number; limit?: number }) {
     return this.checked('getSession', 'getSession', input, (i) => this.queries.getSession(i));
   }
 

@@ -140,6 +140,11 @@ export const ERROR_CODES = {
   process_not_found: usage(
     'write_process_stdin / terminate_process: no running process of the session has this id (unknown, or its end is already recorded).',
   ),
+  too_many_process_requests: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'write_process_stdin / terminate_process: 16 requests of the process already wait for the runtime running it; wait for them to be answered.',
+  },
   process_input_closed: usage(
     'write_process_stdin: the process takes no more input (a foreground command, or its standard input was closed).',
   ),
@@ -450,6 +455,9 @@ export const ERROR_CODES = {
     true,
   ),
   process_exited: recorded('process write: the process has exited or closed its standard input.'),
+  process_input_unavailable: recorded(
+    'write_process_stdin: the text of the request is no longer in the store (the runtime warning answering it).',
+  ),
   process_terminated: recorded(
     'exec: the command was stopped on request (terminate_process) before it finished; its output so far is kept (details: outputRef).',
   ),

@@ -60,10 +60,11 @@ export interface AppendOptions {
   /** Artifact rows the events reference, written in the same transaction (no orphan row, no dangling ref). */
   artifacts?: readonly PendingArtifact[];
   /**
-   * The drafts are events recorded before, elsewhere (a fork copies another session's history): each keeps the
-   * `timestamp` it carries. Default: every event is stamped with the time of the append.
+   * The drafts are events recorded before, elsewhere (a fork copies another session's history): each keeps what it
+   * was recorded with — its `timestamp` and its span. Default: every event is stamped with the time of the append,
+   * and a command's facts with the caller's span.
    */
-  keepTimestamps?: boolean;
+  copiedHistory?: boolean;
   /** The writer's thread lease: the append fails with `lease_lost` unless it is still the current tenure. */
   fence?: Fence;
   /**
@@ -121,7 +122,7 @@ export class EventLog {
     sessionId: string,
     title: string | undefined,
     drafts: EventDraft[],
-    options: Pick<AppendOptions, 'redactor' | 'cleanedBy' | 'artifacts' | 'keepTimestamps'> & {
+    options: Pick<AppendOptions, 'redactor' | 'cleanedBy' | 'artifacts' | 'copiedHistory'> & {
       workspaceId?: string;
     } = {},
   ): Promise<RuntimeEvent[]> {
@@ -146,7 +147,7 @@ export class EventLog {
     if (drafts.length === 0) return [];
     // A command's facts carry the caller's span (a worker's carry its own: tracing.ts).
     // Recorded history (a fork's copy) keeps the spans it was recorded under.
-    if (!options.fence && !options.keepTimestamps) drafts = withActiveSpan(drafts);
+    if (!options.fence && !options.copiedHistory) drafts = withActiveSpan(drafts);
     const redactor = options.redactor ?? this.redactor;
     if (options.cleanedBy !== redactor) drafts = this.clean(drafts, redactor);
     const flushed = options.relaxed !== true || !this.store.sql.relaxedCommits || needsFlush(drafts);
@@ -224,7 +225,7 @@ export class EventLog {
               sessionId,
               runtimeId: this.runtimeId,
               sequence: first + index,
-              timestamp: (options.keepTimestamps && (draft as { timestamp?: string }).timestamp) || timestamp,
+              timestamp: (options.copiedHistory && (draft as { timestamp?: string }).timestamp) || timestamp,
             } as never,
             { newId: timeOrderedId, validate: VALIDATE_EVENTS },
           ),

@@ -296,6 +296,8 @@ function exported(next: SessionState, event: RuntimeEvent, payload: Payload): Se
   const kind = EXPORT_KINDS.get(payload.kind);
   if (!kind || !event.evidenceId) return next;
   const scope = (payload.scope ?? {}) as Payload;
+  // An export of another session (a fork copies its source's history, exports included) is not this one's.
+  if (typeof scope.sessionId === 'string' && scope.sessionId !== event.sessionId) return next;
   const text = (value: unknown) => (typeof value === 'string' && value !== '' ? value : undefined);
   const optional = { threadId: scope.threadId, turnId: scope.turnId, taskId: scope.taskId, digest: payload.digest };
   const entry: EvidenceExport = {

@@ -63,7 +63,9 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
             ? thread.pending[0]?.actionType === 'user_input'
               ? 'waiting_input'
               : 'waiting_permission'
-            : turn.status) as TurnStatus,
+            : turn.status === 'running' && turn.workingSince === undefined && turn.runIds.length === 0
+              ? 'preparing'
+              : turn.status) as TurnStatus,
         ...(turn.spend
           ? {
               costState: {
@@ -317,6 +319,8 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
       .sort((a, b) => session.threadIds.indexOf(a.threadId) - session.threadIds.indexOf(b.threadId))
       .map((thread) => toThreadReadModel(thread, tasks, session)),
     tasks,
+    // How much history there is behind the shell: get_session pages it recent first (`before` / `previousCursor`).
+    historySummary: { eventCount: session.lastSequence, firstSequence: 1, lastSequence: session.lastSequence },
     // Where the session's work runs (the standard's execution_environment_snapshot, also get_execution_environment).
     executionEnvironment: toExecutionEnvironment(session, threads),
     taskSummary: {

@@ -144,6 +144,12 @@ export const TurnStateSchema = z.object({
   attachments: z.array(TurnAttachmentSchema).optional(),
   submittedAt: z.string(),
   startedAt: z.string().optional(),
+  /**
+   * While it runs: when its work began — its first model call or runner run — after the context, the model, the
+   * tools and the policy were resolved; until then the turn is `preparing` (read-models/snapshots.ts). Dropped when
+   * the turn ends (a finished turn is not preparing, and stored rows from before the field equal a rebuild).
+   */
+  workingSince: z.string().optional(),
   completedAt: z.string().optional(),
   answer: z.string().optional(),
   error: OarErrorSchema.optional(),
@@ -325,8 +331,9 @@ export const ProcessRequestSchema = z.object({
   requestId: z.string(),
   processId: z.string(),
   action: z.enum(['write', 'terminate']),
-  /** For `write`: the text for its standard input. */
-  input: z.string().optional(),
+  /** For `write`: the size and digest of the text (the text itself is handed over outside the log). */
+  inputBytes: z.number().int().optional(),
+  inputDigest: z.string().optional(),
   /** For `write`: close its standard input afterwards. */
   closeStdin: z.boolean().optional(),
   reason: z.string().optional(),

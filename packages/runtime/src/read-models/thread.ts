@@ -70,7 +70,12 @@ function waitingStatus(pending: PendingDecision[], turnId: string | undefined): 
 
 function endTurn(state: ThreadState, event: RuntimeEvent, change: Partial<TurnState>): ThreadState {
   const turnId = event.turnId;
-  const ended = updateTurn(state, turnId, (turn) => ({ ...turn, ...change, completedAt: event.timestamp }));
+  // `workingSince` says only whether a running turn is still preparing: an ended turn does not keep it.
+  const ended = updateTurn(state, turnId, ({ workingSince: _working, ...turn }) => ({
+    ...turn,
+    ...change,
+    completedAt: event.timestamp,
+  }));
   // A turn that never started (a task's turn withdrawn) ends alone: the running turn's state stays as it is.
   if (turnId === undefined || turnId !== state.activeTurnId) {
     return { ...ended, pending: ended.pending.filter((p) => p.turnId !== turnId) };
@@ -347,8 +352,10 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
           },
         ],
       };
+    case 'model.requested':
+      return working(state, event);
     case 'run.status':
-      return applyRunStatus(state, event, payload);
+      return applyRunStatus(working(state, event), event, payload);
     case 'action.required': {
       if (payload.actionType === RECONCILE_ACTION_TYPE)
         return { ...state, unreconciled: [...(state.unreconciled ?? []), unreconciledOf(event, payload)] };
@@ -545,6 +552,13 @@ function endStep(state: ThreadState, event: RuntimeEvent): ThreadState {
   const usage = ((event.payload ?? {}) as Payload).usage as { inputTokens?: number; outputTokens?: number } | undefined;
   const used = (usage?.inputTokens ?? 0) + (usage?.outputTokens ?? 0);
   return { ...next, toolWorker: { ...state.toolWorker, tokensUsed: state.toolWorker.tokensUsed + used } };
+}
+
+/** The turn's work began (its first model call or runner status): it is no longer preparing. */
+function working(state: ThreadState, event: RuntimeEvent): ThreadState {
+  const turn = state.turns.find((t) => t.turnId === event.turnId);
+  if (!turn || turn.workingSince !== undefined || turn.status !== 'running') return state;
+  return updateTurn(state, event.turnId, (t) => ({ ...t, workingSince: event.timestamp }));
 }
 
 function applyRunStatus(state: ThreadState, event: RuntimeEvent, payload: Payload): ThreadState {

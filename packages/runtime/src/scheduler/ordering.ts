@@ -1,4 +1,4 @@
-import type { Action, Declaration } from '@oar/protocol';
+import { type Declaration, isBarrierAction } from '@oar/protocol';
 
 /**
  * The order a graph's execution adds to its declared dependencies (docs/protocol.md "Execution strategy"). A declared
@@ -18,15 +18,6 @@ export interface GraphOrder {
   concurrency: number;
 }
 
-const BARRIERS = new Set(['wait', 'checkpoint']);
-
-/** A runtime `wait` or `checkpoint` declared without dependencies. */
-export function isBarrier(action: Action): boolean {
-  if (action.executor.type !== 'runtime' || action.dependsOn.length > 0) return false;
-  const operation = action.executor.target === 'auto' ? action.operation : action.executor.target;
-  return operation !== undefined && BARRIERS.has(operation);
-}
-
 export function graphOrder(declaration: Pick<Declaration, 'actions' | 'execution'>, maxParallel: number): GraphOrder {
   const { actions, execution } = declaration;
   const after = new Map<string, string[]>(actions.map((a) => [a.id, []]));
@@ -37,7 +28,7 @@ export function graphOrder(declaration: Pick<Declaration, 'actions' | 'execution
   actions.forEach((action, index) => {
     const previous = actions[index - 1];
     if (execution.strategy === 'sequential' && previous) add(action.id, previous.id);
-    if (!isBarrier(action)) return;
+    if (!isBarrierAction(action)) return;
     for (const earlier of actions.slice(0, index)) add(action.id, earlier.id);
     for (const later of actions.slice(index + 1)) add(later.id, action.id);
   });

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import type { Insertable } from 'kysely';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
+import type { Redactor } from '../redaction/redactor.js';
+import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import type { ArtifactsTable } from './schema.js';
 import type { Db } from './store.js';
 
@@ -40,6 +42,27 @@ export function artifactIdFromRef(ref: string): string | undefined {
 export interface PendingArtifact {
   row: Insertable<ArtifactsTable>;
   stored: StoredArtifact;
+}
+
+/**
+ * An output redacted before it is described as an artifact (and hashed): the artifact never holds what the log may
+ * not. `redaction` is the `output.redacted` payload when anything was found.
+ */
+export function prepareRedactedArtifact(
+  sessionId: string,
+  content: ArtifactContent,
+  redactor: Pick<Redactor, 'redactText' | 'redactBytes'>,
+  maxBytes?: number,
+): { pending: PendingArtifact; redaction?: NonNullable<ReturnType<typeof redactionFact>> } {
+  const tally = new RedactionTally();
+  const clean = {
+    ...content,
+    ...(content.text !== undefined ? { text: redactor.redactText(content.text, tally) } : {}),
+    ...(content.bytes !== undefined ? { bytes: redactor.redactBytes(content.bytes, tally) } : {}),
+  };
+  const pending = prepareArtifact(sessionId, clean, maxBytes);
+  const redaction = redactionFact(tally, { sink: 'artifact', artifactId: pending.stored.artifactId });
+  return { pending, ...(redaction ? { redaction } : {}) };
 }
 
 /** Describe one full output as an artifact (bytes, mime, size, hash, preview) without storing it yet. */

@@ -250,6 +250,28 @@ export async function sessionLeases(
 }
 
 /**
+ * The threads of a session whose lease ran out while held: their worker stopped renewing (crashed, stalled, cut off)
+ * and nobody has taken them over yet — what the log says of them may not be what is happening (`stale`).
+ */
+export async function silentHolders(
+  db: Db,
+  sessionId: string,
+  now = Date.now(),
+): Promise<Map<string, { owner: string; since: string }>> {
+  const rows = await db
+    .selectFrom('oar_thread_leases')
+    .select(['thread_id', 'owner', 'expires_at'])
+    .where('session_id', '=', sessionId)
+    .where('owner', 'is not', null)
+    .execute();
+  return new Map(
+    rows
+      .filter((r) => r.owner !== null && Number(r.expires_at) < now)
+      .map((r) => [r.thread_id, { owner: r.owner as string, since: new Date(Number(r.expires_at)).toISOString() }]),
+  );
+}
+
+/**
  * Threads a worker should take over: a lease that ran out while held (its worker stopped renewing: crashed,
  * paused, cut off), one given up before the work was done (released with no idle sequence: a closing worker), or
  * one held by a process of this machine that no longer exists.

@@ -4,9 +4,10 @@ import type { EventLog } from '../log/event-log.js';
 import { loadReadModels } from '../log/read-model-rows.js';
 import type { SessionState } from '../read-models/session.js';
 import type { ProcessRequest, ProcessState, ThreadState } from '../read-models/thread-state.js';
-import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import type { BoundConfig } from '../scheduler/engine.js';
-import { type PendingArtifact, prepareArtifact } from '../store/artifacts.js';
+import { type PendingArtifact, prepareRedactedArtifact } from '../store/artifacts.js';
+import { dropProcessInput, dropProcessInputs, processInput } from '../store/process-input.js';
+import type { Db } from '../store/store.js';
 import type { ProcessEnd } from '../tools/exec/process-group.js';
 import { recordEnd } from '../tools/exec/process-tool.js';
 import { type BackgroundProcess, backgroundProcesses, foregroundProcesses } from '../tools/exec/processes.js';
@@ -25,24 +26,70 @@ export interface ProcessRequestDeps {
   configFor(session: SessionState | undefined, hash: string | undefined): Promise<BoundConfig>;
 }
 
-/** Requests being carried out now in this OS process (a second look while one runs leaves it alone). */
-const acting = new Set<string>();
+/**
+ * Sessions whose requests are being carried out now in this OS process, and whether another look asked meanwhile:
+ * one pass at a time per session, each reading the requests afresh — so a request is acted on once, and a process's
+ * requests in the order they were made (a second write never overtakes the first).
+ */
+const passes = new Map<string, { again: boolean; done: Promise<void> }>();
 
-export async function actOnProcessRequests(deps: ProcessRequestDeps, sessionId: string): Promise<void> {
-  if (!backgroundProcesses.runsFor(sessionId)) return;
-  const models = await deps.log.allReadModels(sessionId);
-  for (const thread of models.threads.values()) {
+/** Carry out the session's pending requests for processes this OS process runs (at most one pass at a time). */
+export function actOnProcessRequests(deps: ProcessRequestDeps, sessionId: string): Promise<void> {
+  if (!backgroundProcesses.runsFor(sessionId)) return Promise.resolve();
+  const running = passes.get(sessionId);
+  if (running) {
+    running.again = true;
+    return running.done;
+  }
+  const pass = { again: false, done: Promise.resolve() };
+  pass.done = (async () => {
+    try {
+      do {
+        pass.again = false;
+        await onePass(deps, sessionId);
+      } while (pass.again);
+    } finally {
+      passes.delete(sessionId);
+    }
+  })();
+  passes.set(sessionId, pass);
+  return pass.done;
+}
+
+async function onePass(deps: ProcessRequestDeps, sessionId: string): Promise<void> {
+  const threads = await threadsWithRequests(deps.log.store.db, sessionId);
+  // Texts of requests no longer pending (answered by a process's end, or never recorded) are not kept.
+  const pending = threads.flatMap((t) => (t.processRequests ?? []).map((r) => r.requestId));
+  await dropProcessInputs(deps.log.store.db, sessionId, pending);
+  if (pending.length === 0) return;
+  const { session } = await deps.log.readModels(sessionId, []);
+  // A request that could not be carried out (the store failed) is tried again by the next look; the later requests
+  // of its process wait for it, the other processes' go on.
+  const stuck = new Set<string>();
+  for (const thread of threads) {
     for (const request of thread.processRequests ?? []) {
       const process = thread.processes?.find((p) => p.processId === request.processId);
-      if (!process || acting.has(request.requestId) || !runsHere(sessionId, thread, request.processId)) continue;
-      acting.add(request.requestId);
-      try {
-        await carryOut(deps, models.session, thread, process, request);
-      } finally {
-        acting.delete(request.requestId);
-      }
+      if (!process || stuck.has(request.processId) || !runsHere(sessionId, thread, request.processId)) continue;
+      await carryOut(deps, session, thread, process, request).catch(() => stuck.add(request.processId));
     }
   }
+}
+
+/**
+ * The session's threads with process requests pending, read from their stored rows (a pass runs on every change
+ * of a session whose processes run here: the rows without a request are not even parsed).
+ */
+async function threadsWithRequests(db: Db, sessionId: string): Promise<ThreadState[]> {
+  const rows = await db
+    .selectFrom('oar_read_models')
+    .select('body')
+    .where('session_id', '=', sessionId)
+    .where('kind', '=', 'thread')
+    .execute();
+  return rows
+    .filter((row) => row.body.includes('"processRequests":[{'))
+    .map((row) => JSON.parse(row.body) as ThreadState)
+    .filter((thread) => (thread.processRequests?.length ?? 0) > 0);
 }
 
 function runsHere(sessionId: string, thread: ThreadState, processId: string): boolean {
@@ -80,20 +127,29 @@ async function carryOut(
     await recordOnce(entry, ended, out, answer);
     return;
   }
-  const text = request.input ?? '';
-  if (!entry.group.write(text, request.closeStdin === true)) {
-    await out.append([
+  const db = deps.log.store.db;
+  // The text waits in the store, never in the log (store/process-input.ts); gone, the request cannot be done.
+  const text = request.inputBytes ? await processInput(db, thread.sessionId, request.requestId) : '';
+  const refuse = (code: string, message: string) =>
+    out.append([
       {
         type: 'runtime.warning',
         ...out.ids,
         payload: {
-          code: 'process_input_closed',
-          message: `process ${process.processId} has closed its input: the text was not written`,
+          code,
+          message,
           retryable: false,
           details: { processId: process.processId, requestId: request.requestId },
         },
       } as EventDraft,
     ]);
+  if (text === undefined) {
+    await refuse('process_input_unavailable', `the text for process ${process.processId} is no longer in the store`);
+    return;
+  }
+  if (!entry.group.write(text, request.closeStdin === true)) {
+    await refuse('process_input_closed', `process ${process.processId} has closed its input: the text was not written`);
+    await dropProcessInput(db, thread.sessionId, request.requestId);
     return;
   }
   await out.append([
@@ -108,11 +164,13 @@ async function carryOut(
       },
     } as EventDraft,
   ]);
+  await dropProcessInput(db, thread.sessionId, request.requestId);
 }
 
 /**
- * At a runtime's close: the background processes it stopped are recorded as ended (`process.terminated`, reason
- * `runtime_closing`, with their output), so no session lists them as running until its thread is next claimed.
+ * At a runtime's close: the background processes it stopped (or that exited unobserved) are recorded as ended
+ * (`process.terminated` with reason `runtime_closing`, or their own end, with their output), so no session lists
+ * them as running until its thread is next claimed.
  */
 export async function recordStopped(deps: ProcessRequestDeps, stopped: readonly BackgroundProcess[]): Promise<void> {
   for (const entry of stopped) {
@@ -121,8 +179,14 @@ export async function recordStopped(deps: ProcessRequestDeps, stopped: readonly 
     const thread = models.threads.get(entry.threadId);
     const process = thread?.processes?.find((p) => p.processId === entry.processId);
     if (!thread || !process) continue;
-    const out = await outsideWriter(deps, models.session, thread, process);
-    await recordOnce(entry, await entry.group.ended, out, {});
+    // Only while it is still listed: another runtime may have recorded it lost meanwhile (its leases are released).
+    const out = await outsideWriter(deps, models.session, thread, process, async (tx) => {
+      const now = await loadReadModels(tx, entry.sessionId, [{ kind: 'thread', key: entry.threadId }]);
+      if (!now.threads.get(entry.threadId)?.processes?.some((p) => p.processId === entry.processId)) {
+        throw new Error(`process ${entry.processId} is no longer listed`);
+      }
+    });
+    await recordOnce(entry, await entry.group.ended, out, {}).catch(() => undefined);
   }
 }
 
@@ -173,19 +237,18 @@ async function outsideWriter(
   const append = (drafts: EventDraft[]) =>
     deps.log.append(sessionId, drafts, { redactor: config.redactor, artifacts: pending, ...(guard ? { guard } : {}) });
   const recorder = {
-    // The output is redacted before it is stored, as a call's is (worker/thread-engine.ts).
+    // The output is redacted before it is stored, as a call's is.
     artifact: async (content: { name: string; mime: string; text?: string; bytes?: Uint8Array }) => {
-      const tally = new RedactionTally();
-      const clean = {
-        ...content,
-        ...(content.text !== undefined ? { text: config.redactor.redactText(content.text, tally) } : {}),
-        ...(content.bytes !== undefined ? { bytes: config.redactor.redactBytes(content.bytes, tally) } : {}),
-      };
-      const prepared = prepareArtifact(sessionId, clean, config.limits.maxArtifactBytes);
-      pending.push(prepared);
-      const fact = redactionFact(tally, { sink: 'artifact', artifactId: prepared.stored.artifactId });
-      if (fact) redactions.push({ type: 'output.redacted', threadId: thread.threadId, payload: fact } as EventDraft);
-      return prepared.stored;
+      const prepared = prepareRedactedArtifact(sessionId, content, config.redactor, config.limits.maxArtifactBytes);
+      pending.push(prepared.pending);
+      if (prepared.redaction) {
+        redactions.push({
+          type: 'output.redacted',
+          threadId: thread.threadId,
+          payload: prepared.redaction,
+        } as EventDraft);
+      }
+      return prepared.pending.stored;
     },
     facts: async (facts: { type: string; payload: Record<string, unknown> }[]) => {
       const created = pending.map((p) => artifactCreated(ids, p.stored));

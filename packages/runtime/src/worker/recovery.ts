@@ -106,10 +106,16 @@ function endedProcess(thread: ThreadView, process: ProcessState, known: Backgrou
  * them). Recorded as lost, never re-attached (docs/commands.md "After a crash").
  */
 function lostProcesses(thread: ThreadView): EventDraft[] {
+  // Only this thread's own process is "known" here: an id seen under another session (a fork copies its source's
+  // history) is not this thread's to report on.
+  const own = (processId: string) => {
+    const entry = backgroundProcesses.get(processId);
+    return entry?.sessionId === thread.sessionId && entry.threadId === thread.threadId ? entry : undefined;
+  };
   return (thread.processes ?? [])
-    .filter((process) => !backgroundProcesses.get(process.processId)?.group.running)
+    .filter((process) => !own(process.processId)?.group.running)
     .map((process) => {
-      const known = backgroundProcesses.get(process.processId);
+      const known = own(process.processId);
       if (known) return endedProcess(thread, process, known);
       const error = oarError(
         'lost',

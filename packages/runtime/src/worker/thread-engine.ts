@@ -9,9 +9,14 @@ import { RevealedObservations } from '../policy/revealed.js';
 import { bindingOf } from '../read-models/session.js';
 import { nextTurn, type ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
-import { RedactionTally, redactionFact } from '../redaction/tally.js';
 import type { BoundConfig, Engine } from '../scheduler/engine.js';
-import { getArtifact, getArtifactText, type PendingArtifact, prepareArtifact } from '../store/artifacts.js';
+import {
+  getArtifact,
+  getArtifactText,
+  type PendingArtifact,
+  type prepareArtifact,
+  prepareRedactedArtifact,
+} from '../store/artifacts.js';
 import type { Fence } from '../store/leases.js';
 import { RunnerStorage } from '../store/runner-storage.js';
 import type { Driver, WorkerDeps } from './deps.js';
@@ -221,14 +226,7 @@ export class ThreadEngine implements Engine {
   readonly artifacts = {
     // An output is redacted before it is stored (and hashed): the artifact never holds what the log may not.
     put: async (sessionId: string, content: Parameters<typeof prepareArtifact>[1], maxBytes?: number) => {
-      const tally = new RedactionTally();
-      const clean = {
-        ...content,
-        ...(content.text !== undefined ? { text: this.redactor.redactText(content.text, tally) } : {}),
-        ...(content.bytes !== undefined ? { bytes: this.redactor.redactBytes(content.bytes, tally) } : {}),
-      };
-      const pending = prepareArtifact(sessionId, clean, maxBytes);
-      const fact = redactionFact(tally, { sink: 'artifact', artifactId: pending.stored.artifactId });
+      const { pending, redaction: fact } = prepareRedactedArtifact(sessionId, content, this.redactor, maxBytes);
       this.pendingArtifacts.set(pending.stored.artifactId, {
         ...pending,
         ...(fact

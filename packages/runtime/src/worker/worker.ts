@@ -168,8 +168,9 @@ export class Worker {
    */
   async look(sessionId: string): Promise<void> {
     if (this.closed || !this.drives(sessionId)) return;
-    // Requests for the processes this OS process runs, whoever holds their thread (worker/process-requests.ts).
-    await actOnProcessRequests(this.deps, sessionId).catch(() => undefined);
+    // Requests for the processes this OS process runs, whoever holds their thread (worker/process-requests.ts): not
+    // waited for — a terminate waits out its grace period, which must not hold up driving the threads.
+    void actOnProcessRequests(this.deps, sessionId).catch(() => undefined);
     for (const { thread, holder } of await sessionWork(this.deps.log.store.db, sessionId)) {
       const driver = this.drivers.get(thread.threadId);
       if (driver) {

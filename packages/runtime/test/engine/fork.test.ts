@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Harness, harness } from './harness.js';
-import { act, allEvents, answer, errorCode, ofType } from './helpers.js';
+import { act, allEvents, answer, errorCode, ofType, waitForEvent } from './helpers.js';
 
 /**
  * fork_session (docs/engine.md "Forking a session"): a new session whose history is another's up to one of its
@@ -41,14 +41,21 @@ describe('fork_session', () => {
       sessionId: 'ses_fork1',
       forkedFrom: { sessionId, sequence: at, eventId: firstEnd?.eventId },
       events: at,
-      threadIds: [threadId],
     });
+    // The fork's thread has an id of its own: a worker must never take one for the other.
+    const forkThread = fork.threads[threadId] as string;
+    expect(forkThread).toMatch(/^thr_/);
+    expect(forkThread).not.toBe(threadId);
     expect(fork.artifacts).toBeGreaterThan(0);
     const copied = await allEvents(h, fork.sessionId);
     expect(copied).toHaveLength(at + 1);
-    expect(copied.slice(0, at).map((e) => [e.type, e.timestamp, e.threadId])).toEqual(
-      source.slice(0, at).map((e) => [e.type, e.timestamp, e.threadId]),
+    expect(copied.slice(0, at).map((e) => [e.type, e.timestamp, e.turnId])).toEqual(
+      source.slice(0, at).map((e) => [e.type, e.timestamp, e.turnId]),
     );
+    expect(copied.slice(0, at).map((e) => e.threadId)).toEqual(
+      source.slice(0, at).map((e) => (e.threadId ? fork.threads[e.threadId] : undefined)),
+    );
+    expect(JSON.stringify(copied)).not.toContain(threadId);
     expect(new Set(copied.map((e) => e.eventId)).size).toBe(copied.length);
     expect(copied.some((e) => source.some((s) => s.eventId === e.eventId))).toBe(false);
     expect(copied.at(-1)).toMatchObject({ type: 'session.updated', payload: { forkedFrom: fork.forkedFrom } });
@@ -78,7 +85,7 @@ describe('fork_session', () => {
     // It goes on by itself; the source is untouched.
     await rt.submitTurn({ sessionId: fork.sessionId, input: 'three' });
     await rt.settled(fork.sessionId);
-    const forkRead = await rt.getThreadRead({ sessionId: fork.sessionId, threadId });
+    const forkRead = await rt.getThreadRead({ sessionId: fork.sessionId, threadId: forkThread });
     expect(forkRead.turns?.map((t) => t.status)).toEqual(['completed', 'completed']);
     expect((await allEvents(h, sessionId)).length).toBe(source.length);
   });
@@ -112,6 +119,56 @@ describe('fork_session', () => {
     expect(forkThread?.turns.at(-1)?.status).toBe('completed');
     // The source's question is still open.
     expect((await rt.getSession({ sessionId })).snapshot.threads[0]?.pendingRequests).toHaveLength(1);
+  });
+
+  it('a fork of a running session is never taken for it: interrupting the fork leaves the source running', async () => {
+    h = await harness(
+      {
+        steps: [
+          act([
+            {
+              id: 'bg',
+              type: 'tool',
+              name: 'exec',
+              args: { command: ['node', '-e', 'setInterval(() => {}, 1000)'], background: true },
+            },
+          ]),
+          { ...answer('Source done.'), delayMs: 1_500 },
+        ],
+      },
+      {
+        exec: { sandbox: { profile: 'none', unsandboxed: 'allow' } },
+        permissions: { mode: 'accept-edits', rules: [{ decision: 'allow', tool: 'exec', command: 'node' }] },
+      },
+    );
+    const rt = h.runtime;
+    const { sessionId, threadId } = await rt.createSession();
+    await rt.submitTurn({ sessionId, input: 'start it, then think' });
+    const started = await waitForEvent(h, sessionId, 'process.started');
+    await waitForEvent(
+      h,
+      sessionId,
+      'model.requested',
+      (e) => (e.payload as { step?: number }).step !== 0 && e.sequence > started.sequence,
+    );
+    const fork = await rt.forkSession({ sessionId });
+    const forkThread = fork.threads[threadId] as string;
+    await rt.interruptTurn({ sessionId: fork.sessionId, threadId: forkThread, waitMs: 10_000 });
+    await rt.settled(fork.sessionId);
+    // In the fork: its copy of the process is its own id, and lost (this runtime never ran it); its turn cancelled.
+    const forkEvents = await allEvents(h, fork.sessionId);
+    const lost = ofType(forkEvents, 'process.failed');
+    expect(lost).toHaveLength(1);
+    expect(lost[0]?.processId).not.toBe(started.processId);
+    expect(ofType(forkEvents, 'turn.failed')[0]?.status).toBe('cancelled');
+    // The source went on untouched: its turn completed, its process still runs.
+    await rt.settled(sessionId);
+    const sourceEvents = await allEvents(h, sessionId);
+    expect(ofType(sourceEvents, 'turn.completed')).toHaveLength(1);
+    expect(ofType(sourceEvents, 'turn.failed')).toHaveLength(0);
+    const env = await rt.getExecutionEnvironment({ sessionId });
+    expect(env.activeProcesses.map((p) => p.processId)).toEqual([started.processId]);
+    await rt.terminateProcess({ sessionId, processId: started.processId as string });
   });
 
   it('refuses an event the session does not have, an unknown session and a taken id', async () => {

@@ -372,6 +372,27 @@ describe('the evidence summary', () => {
     expect(await x.runtime.replaySession(sessionId)).toMatchObject({ equal: true, differences: [] });
   });
 
+  it('an export of a session where nothing happened since its last record is not recorded again', async () => {
+    h = await harness({ steps: [answer('hi'), answer('again')] });
+    const rt = h.runtime;
+    const { sessionId } = await rt.createSession();
+    await rt.submitTurn({ sessionId, input: 'hi' });
+    await rt.settled(sessionId);
+    const records = async () => ofType(await allEvents(h as Harness, sessionId), 'evidence.changed').length;
+    await rt.exportReview({ sessionId });
+    await rt.exportReview({ sessionId });
+    await rt.exportReview({ sessionId, format: 'markdown' });
+    expect(await records()).toBe(1);
+    // Another kind of export is its own record; something new happening makes the next export a record again.
+    await rt.exportReplay(sessionId);
+    await rt.exportReplay(sessionId);
+    expect(await records()).toBe(2);
+    await rt.submitTurn({ sessionId, input: 'again' });
+    await rt.settled(sessionId);
+    await rt.exportReview({ sessionId });
+    expect(await records()).toBe(3);
+  });
+
   it('telemetry is available with the trace ids the facts carry when tracing is on', async () => {
     const exporter = new InMemorySpanExporter();
     const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });

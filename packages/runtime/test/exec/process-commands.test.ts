@@ -1,8 +1,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { PermissionsConfig } from '../../src/index.js';
-import { Runtime } from '../../src/index.js';
+import { type OarRuntimeError, Runtime } from '../../src/index.js';
 import { type Harness, harness } from '../engine/harness.js';
-import { act, allEvents, answer, errorCode, ofType, waitFor, waitForEvent } from '../engine/helpers.js';
+import { act, allEvents, answer, dsl, errorCode, ofType, sleep, waitFor, waitForEvent } from '../engine/helpers.js';
 import { assertEventsConform } from '../support/schemas.js';
 import { fields } from './support.js';
 
@@ -60,6 +60,18 @@ describe('write_process_stdin and terminate_process', () => {
     expect(fields(input)).toMatchObject({ processId, bytes: 4, closed: false, requestId: written.requestId });
     expect(fields(input).requestedBy).toBe('user:ada');
 
+    // A text is handed to the process outside the log: the process gets all of it, the record only its size.
+    const typed = await h.runtime.writeProcessStdin({ sessionId, processId, input: 'password=hunter2\n' });
+    expect(typed).toMatchObject({ status: 'written', bytes: 17 });
+    expect(JSON.stringify(await allEvents(h, sessionId))).not.toContain('hunter2');
+    const leftover = await h.store.db
+      .selectFrom('oar_state')
+      .selectAll()
+      .where('scope', 'like', 'process-input:%')
+      .execute();
+    expect(leftover).toEqual([]);
+    await sleep(300);
+
     const stopped = await h.runtime.terminateProcess({ sessionId, processId, reason: 'done with it' });
     expect(stopped).toMatchObject({ processId, status: 'terminated' });
     const events = await allEvents(h, sessionId);
@@ -72,13 +84,20 @@ describe('write_process_stdin and terminate_process', () => {
       sessionId,
       artifactId: String(end.outputRef).replace('artifact://', ''),
     });
-    expect(new TextDecoder().decode(artifact.bytes)).toBe('ABC\n');
+    // The process got the password itself (it echoed it upper-cased: a redacted text would read `[REDACTED:PASSWORD]`),
+    // and its stored output is redacted, as every output is.
+    expect(new TextDecoder().decode(artifact.bytes)).toBe('ABC\nPASSWORD=[REDACTED:password]\n');
     // The requests are recorded on the thread, and gone from it once answered, as the process is.
     const requests = ofType(events, 'thread.updated').filter((e) => fields(e).processRequest);
     expect(requests.map((e) => (fields(e).processRequest as { action: string }).action)).toEqual([
       'write',
+      'write',
       'terminate',
     ]);
+    expect(fields(requests[1]).processRequest).toMatchObject({
+      inputBytes: 17,
+      inputDigest: expect.stringMatching(/^sha256:/),
+    });
     const read = await h.runtime.getThreadRead({ sessionId, threadId });
     expect((read as { processes?: unknown[] }).processes).toBeUndefined();
     const thread = await h.runtime.log.thread(sessionId, threadId);
@@ -111,7 +130,14 @@ describe('write_process_stdin and terminate_process', () => {
 
   it('stops a foreground command mid-call: the call fails with process_terminated and the turn goes on', async () => {
     const h = await opened([
-      act([{ id: 'hang', type: 'tool', name: 'exec', args: { command: IDLE } }]),
+      dsl([
+        {
+          id: 'hang',
+          executor: { type: 'tool', target: 'exec' },
+          input: { command: IDLE },
+          failure_policy: { on_failure: 'continue', max_attempts: 3 },
+        },
+      ]),
       answer('it was stopped'),
     ]);
     const { sessionId } = await h.runtime.createSession();
@@ -127,8 +153,11 @@ describe('write_process_stdin and terminate_process', () => {
     await h.runtime.settled(sessionId);
     const events = await allEvents(h, sessionId);
     expect(fields(ofType(events, 'process.terminated')[0])).toMatchObject({ processId, reason: 'terminated' });
-    const failed = fields(ofType(events, 'tool.failed')[0]);
-    expect((failed.error as { code: string }).code).toBe('process_terminated');
+    const failed = ofType(events, 'tool.failed')[0];
+    expect((fields(failed).error as { code: string }).code).toBe('process_terminated');
+    // Cancelled by a person, not failed: a failure policy with attempts to spare does not run it again.
+    expect(failed?.status).toBe('cancelled');
+    expect(ofType(events, 'process.started')).toHaveLength(1);
     expect(ofType(events, 'turn.completed')).toHaveLength(1);
   });
 
@@ -156,6 +185,8 @@ describe('write_process_stdin and terminate_process', () => {
   it('closing the runtime stops its processes and records their end: no session lists them as running', async () => {
     const { h, sessionId, processId } = await backgroundSession(['node', '-e', ECHO_UPPER]);
     await h.runtime.writeProcessStdin({ sessionId, processId, input: 'kept\n' });
+    // Time for it to echo the line before the runtime closes.
+    await sleep(300);
     await h.runtime.close();
     const reopened = await Runtime.create({
       store: h.store,
@@ -176,6 +207,39 @@ describe('write_process_stdin and terminate_process', () => {
     expect(new TextDecoder().decode(artifact.bytes)).toBe('KEPT\n');
     expect((await reopened.getExecutionEnvironment({ sessionId })).activeProcesses).toEqual([]);
     expect(await errorCode(reopened.terminateProcess({ sessionId, processId }))).toBe('process_not_found');
+  });
+
+  it('requests for a process no runtime here runs wait on record, at most 16 of them', async () => {
+    const h = await opened([answer('ok')]);
+    const { sessionId, threadId } = await h.runtime.createSession();
+    // A process another runtime process started (and runs): its start is on record, nobody here has it.
+    await h.runtime.log.append(sessionId, [
+      {
+        type: 'process.started',
+        threadId,
+        processId: 'proc_elsewhere',
+        payload: { processId: 'proc_elsewhere', command: 'npm run dev', background: true },
+      },
+    ]);
+    for (let i = 0; i < 16; i++) {
+      const asked = await h.runtime.writeProcessStdin({
+        sessionId,
+        processId: 'proc_elsewhere',
+        input: `${i}\n`,
+        waitMs: 0,
+      });
+      expect(asked.status).toBe('requested');
+    }
+    const error = await h.runtime
+      .terminateProcess({ sessionId, processId: 'proc_elsewhere', waitMs: 0 })
+      .catch((e: unknown) => e as OarRuntimeError);
+    expect((error as OarRuntimeError).error).toMatchObject({
+      code: 'too_many_process_requests',
+      retryable: true,
+      details: { pending: 16, max: 16 },
+    });
+    const thread = await h.runtime.log.thread(sessionId, threadId);
+    expect(thread.processRequests).toHaveLength(16);
   });
 
   it('refuses bad requests with structured errors and records nothing for them', async () => {

@@ -73,6 +73,9 @@ describe('evaluate_permission', () => {
     expect(payload(recorded[1]).requestedBy).toBe('user:ada');
     expect(recorded[1]?.eventId).toBe(ask.recorded.eventId);
     assertEventsConform(events);
+    // A review counts what the policy decided about the work, not what a client asked about.
+    const review = await h.runtime.exportReview({ sessionId });
+    expect(Object.keys(review.policyDecisions).some((k) => k.startsWith('deny'))).toBe(false);
 
     // An evaluation changes nothing: the call still waits for its answer; a session grant then allows it.
     await h.runtime.respondAction({ sessionId, actionId: asked?.actionId as string, decision: 'approve_for_session' });

@@ -109,22 +109,32 @@ export const sessionRoutes: Route[] = [
       method: 'get',
       path: '/v1/sessions/{sessionId}',
       operationId: 'getSession',
-      summary: 'The durable session snapshot and a window of its history',
+      summary: 'The durable session snapshot and a window of its history, recent first',
       description:
-        '`snapshot` is the session as of event `sequence`; `events` are the events after `cursor` (at most `limit`), and `nextCursor` continues the window.',
+        '`snapshot` is the session as of event `sequence`, with `historySummary` (how many events there are). `events` is a window of at most `limit`: the most recent events by default; with `before`, the events just before that sequence (pass `previousCursor` back as `before` for the next older page: null at the first event); with `cursor`, the events after it (forward, `nextCursor` continues).',
       tag: 'sessions',
       scope: 'viewer',
       params: SessionParams,
-      query: z.object({ cursor: Cursor.optional(), limit: z.coerce.number().int().min(0).max(1000).default(100) }),
+      query: z.object({
+        cursor: Cursor.optional(),
+        before: Cursor.optional(),
+        limit: z.coerce.number().int().min(0).max(1000).default(100),
+      }),
       response: z.object({
         snapshot: SessionSnapshotSchema,
         sequence: z.number(),
         events: z.array(z.looseObject({ type: z.string(), sequence: z.number() })),
         nextCursor: z.number(),
+        previousCursor: z.number().nullable(),
       }),
     },
     async ({ deps, params, query }) => {
-      return deps.runtime.getSession({ sessionId: params.sessionId, cursor: query.cursor, limit: query.limit });
+      return deps.runtime.getSession({
+        sessionId: params.sessionId,
+        ...(query.cursor !== undefined ? { cursor: query.cursor } : {}),
+        ...(query.before !== undefined ? { before: query.before } : {}),
+        limit: query.limit,
+      });
     },
   ),
   route(
@@ -160,7 +170,7 @@ export const sessionRoutes: Route[] = [
       operationId: 'forkSession',
       summary: "A new session whose history is this one's up to event `at` (default: its last)",
       description:
-        'The fork has its own id (in the same workspace), the binding in force at that event, and the artifacts the copied history refers to (under new ids). What was in progress there goes on in the fork alone: a question waits for its answer, a call that was running is re-run if idempotent and `lost` otherwise. The source is not touched. Its last event is `session.updated` with `forkedFrom`.',
+        "The fork has its own id (in the same workspace), the binding in force at that event, and the artifacts the copied history refers to (under new ids). What was in progress there goes on in the fork alone: a question waits for its answer, a call that was running is re-run if idempotent and `lost` otherwise. The source is not touched. Its last event is `session.updated` with `forkedFrom`. Thread and process ids are the fork's own (`threads` maps the source's to the fork's).",
       tag: 'sessions',
       scope: 'operator',
       params: SessionParams,
@@ -176,7 +186,7 @@ export const sessionRoutes: Route[] = [
         forkedFrom: z.object({ sessionId: z.string(), sequence: z.number(), eventId: z.string() }),
         events: z.number(),
         artifacts: z.number(),
-        threadIds: z.array(z.string()),
+        threads: z.record(z.string(), z.string()).describe("the fork's thread for each thread of the source"),
       }),
     },
     async ({ deps, params, body }) => deps.runtime.forkSession({ ...body, sessionId: params.sessionId }),

@@ -77,11 +77,14 @@ class BackgroundProcesses {
     return false;
   }
 
-  /** Stop every running process a runtime started (it closes); the ones it stopped. */
+  /**
+   * Stop every running process a runtime started (it closes); those whose end is not recorded yet (stopped now, or
+   * exited by themselves unobserved).
+   */
   async stopAll(owner: string, reason: string): Promise<BackgroundProcess[]> {
-    const running = [...this.byId.values()].filter((e) => e.owner === owner && e.group.running);
-    await Promise.all(running.map((e) => e.group.stop(reason)));
-    return running;
+    const unrecorded = [...this.byId.values()].filter((e) => e.owner === owner && !e.recorded);
+    await Promise.all(unrecorded.filter((e) => e.group.running).map((e) => e.group.stop(reason)));
+    return unrecorded;
   }
 }
 
