@@ -10,16 +10,10 @@ export async function sessionWork(
   db: Db,
   sessionId: string,
 ): Promise<{ threadId: string; thread: ThreadState; holder?: LeaseHolder }[]> {
-  const rows = await db
-    .selectFrom('oar_read_models')
-    .select('body')
-    .where('session_id', '=', sessionId)
-    .where('kind', '=', 'thread')
-    .execute();
+  const threads = await storedThreads(db, sessionId);
   const leases = await sessionLeases(db, sessionId);
   const work: { threadId: string; thread: ThreadState; holder?: LeaseHolder }[] = [];
-  for (const row of rows) {
-    const thread = JSON.parse(row.body) as ThreadState;
+  for (const thread of threads) {
     const lease = leases.get(thread.threadId);
     // A holder that was a process of this machine and has exited holds nothing: its lease is taken over on claim.
     if (lease?.holder && !ownerIsGone(lease.holder.owner))
@@ -39,4 +33,22 @@ export function needsDrive(thread: ThreadState, idleSequence: number | undefined
   if (thread.activeTurnId !== undefined || thread.compactionRequest !== undefined) return true;
   // A turn held by its task's dependencies is no work until the last of them completed (which moves the sequence).
   return nextTurn(thread) !== undefined;
+}
+
+/**
+ * The session's threads as stored (committed state), read from their rows; `worth` picks the rows worth parsing by
+ * their text (a caller that looks for one field need not parse every thread).
+ */
+export async function storedThreads(
+  db: Db,
+  sessionId: string,
+  worth: (body: string) => boolean = () => true,
+): Promise<ThreadState[]> {
+  const rows = await db
+    .selectFrom('oar_read_models')
+    .select('body')
+    .where('session_id', '=', sessionId)
+    .where('kind', '=', 'thread')
+    .execute();
+  return rows.filter((row) => worth(row.body)).map((row) => JSON.parse(row.body) as ThreadState);
 }

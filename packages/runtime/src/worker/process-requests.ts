@@ -4,6 +4,7 @@ import type { EventLog } from '../log/event-log.js';
 import { loadReadModels } from '../log/read-model-rows.js';
 import type { SessionState } from '../read-models/session.js';
 import type { ProcessRequest, ProcessState, ThreadState } from '../read-models/thread-state.js';
+import { storedThreads } from '../read-models/work.js';
 import type { BoundConfig } from '../scheduler/engine.js';
 import { type PendingArtifact, prepareRedactedArtifact } from '../store/artifacts.js';
 import { dropProcessInput, dropProcessInputs, processInput } from '../store/process-input.js';
@@ -75,21 +76,10 @@ async function onePass(deps: ProcessRequestDeps, sessionId: string): Promise<voi
   }
 }
 
-/**
- * The session's threads with process requests pending, read from their stored rows (a pass runs on every change
- * of a session whose processes run here: the rows without a request are not even parsed).
- */
+/** The session's threads with process requests pending (the rows without one are not even parsed). */
 async function threadsWithRequests(db: Db, sessionId: string): Promise<ThreadState[]> {
-  const rows = await db
-    .selectFrom('oar_read_models')
-    .select('body')
-    .where('session_id', '=', sessionId)
-    .where('kind', '=', 'thread')
-    .execute();
-  return rows
-    .filter((row) => row.body.includes('"processRequests":[{'))
-    .map((row) => JSON.parse(row.body) as ThreadState)
-    .filter((thread) => (thread.processRequests?.length ?? 0) > 0);
+  const threads = await storedThreads(db, sessionId, (body) => body.includes('"processRequests":[{'));
+  return threads.filter((thread) => (thread.processRequests?.length ?? 0) > 0);
 }
 
 function runsHere(sessionId: string, thread: ThreadState, processId: string): boolean {
