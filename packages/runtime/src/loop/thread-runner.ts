@@ -78,6 +78,7 @@ async function observeRun(engine: Engine, thread: ThreadView, run: RunState): Pr
   const ids = { threadId: thread.threadId, turnId: run.turnId, taskId: run.taskId, runId: run.runId };
   const failed = result.status === 'failed';
   const summary = `${results.filter((r) => r.status === 'completed').length}/${results.length} actions completed`;
+  const lost = results.filter((r) => r.status === 'lost').map((r) => r.id);
   await engine.append(thread.sessionId, [
     {
       type: 'run.status',
@@ -89,11 +90,18 @@ async function observeRun(engine: Engine, thread: ThreadView, run: RunState): Pr
       ? {
           type: 'task.attempt.failed',
           ...ids,
-          payload: { retryable: true, error: oarError('actions_failed', summary), failureCategory: 'action_failure' },
+          payload: {
+            retryable: true,
+            error: oarError('actions_failed', summary),
+            failureCategory: lost.length > 0 ? 'lost' : 'action_failure',
+          },
         }
       : { type: 'task.attempt.completed', ...ids, payload: { summary } },
-    failed
-      ? { type: 'task.failed', ...ids, payload: { error: oarError('actions_failed', summary) } }
-      : { type: 'task.completed', ...ids, payload: { summary } },
+    // An action the runtime lost (it cannot tell whether it took effect) leaves its task lost, not failed.
+    failed && lost.length > 0
+      ? { type: 'task.lost', ...ids, payload: { reason: 'lost', lostActions: lost, error: oarError('lost', summary) } }
+      : failed
+        ? { type: 'task.failed', ...ids, payload: { error: oarError('actions_failed', summary) } }
+        : { type: 'task.completed', ...ids, payload: { summary } },
   ]);
 }

@@ -65,7 +65,9 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
               : 'waiting_permission'
             : turn.status === 'running' && turn.workingSince === undefined && turn.runIds.length === 0
               ? 'preparing'
-              : turn.status) as TurnStatus,
+              : turn.status === 'failed' && timedOut(turn.error)
+                ? 'timed_out'
+                : turn.status) as TurnStatus,
         ...(turn.spend
           ? {
               costState: {
@@ -404,4 +406,15 @@ export function toExecutionEnvironment(
       : { status: 'unavailable', reason: 'the binding runs no commands (exec is off)' },
     activeProcesses,
   };
+}
+
+/**
+ * A turn a time budget ended is `timed_out` (the standard's status), not merely `failed`: its wall-time budget ran
+ * out (`budget_exceeded` on `wallTimeMs`), or its runner run passed its deadline (`runner_timeout`).
+ */
+function timedOut(error: { code: string; details?: Record<string, unknown> } | undefined): boolean {
+  if (!error) return false;
+  return (
+    error.code === 'runner_timeout' || (error.code === 'budget_exceeded' && error.details?.dimension === 'wallTimeMs')
+  );
 }

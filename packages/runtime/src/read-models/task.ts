@@ -177,7 +177,11 @@ function taskChange(state: Task | undefined, event: RuntimeEvent): Task | undefi
     case 'task.cancelled':
       return set({ status: 'cancelled', endedAt: event.timestamp, ...ownReason(next, reason) });
     case 'task.lost':
-      return set({ status: 'lost', endedAt: event.timestamp });
+      return set({
+        status: 'lost',
+        endedAt: event.timestamp,
+        ...(payload.error ? { lastError: payload.error as Task['lastError'] } : {}),
+      });
     case 'task.blocked':
       return set({
         status: 'blocked',

@@ -98,8 +98,22 @@ describe('budgets', () => {
     // Pending work kept: the completed reads stay completed.
     const readModel = await h?.runtime.getThreadRead({ sessionId, threadId });
     expect(readModel?.actions?.map((a) => a.status)).toEqual(['completed', 'completed']);
+    expect(readModel?.turns?.[0]?.status).toBe('failed');
     assertEventsConform(events);
     expect((await h?.runtime.replaySession(sessionId))?.differences).toEqual([]);
+  });
+
+  it('a turn whose wall-time budget ran out is timed_out, not merely failed', async () => {
+    // The first call takes longer than the turn may: the next call is stopped by the time budget.
+    const slowRead = { ...read('r1'), delayMs: 300 };
+    const { sessionId, threadId, turnId } = await start({ turn: { wallTimeMs: 200 }, onExceeded: 'fail' }, [
+      slowRead,
+      answer('never'),
+    ]);
+    const failed = payload(ofType(await allEvents(h as Harness, sessionId), 'turn.failed')[0]);
+    expect(failed.error).toMatchObject({ code: 'budget_exceeded', details: { dimension: 'wallTimeMs' } });
+    const turn = (await h?.runtime.getThreadRead({ sessionId, threadId }))?.turns?.find((t) => t.turnId === turnId);
+    expect(turn?.status).toBe('timed_out');
   });
 
   it('onExceeded wait: waiting_resource with the spend; raising the limit continues the same turn', async () => {

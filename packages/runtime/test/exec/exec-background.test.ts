@@ -222,6 +222,12 @@ describe('exec: after a crash', () => {
       expect(fields(lost[0])).toMatchObject({ processId: started.processId, reason: 'lost', error: { code: 'lost' } });
       expect(ofType(events, 'process.started')).toHaveLength(1);
       expect(ofType(events, 'tool.failed').map((e) => e.status)).toEqual(['lost']);
+      // Its action's task is lost too, not failed: nobody can tell whether the command did its work.
+      const taskLost = ofType(events, 'task.lost');
+      expect(taskLost.map((e) => fields(e).lostActions)).toEqual([['long']]);
+      expect(ofType(events, 'task.failed')).toHaveLength(0);
+      const { snapshot } = await second.runtime.getSession({ sessionId, limit: 0 });
+      expect(snapshot.tasks.find((t) => t.taskId === taskLost[0]?.taskId)?.status).toBe('lost');
       const read = await second.runtime.getThreadRead({ sessionId, threadId });
       expect((read as { processes?: unknown[] }).processes).toBeUndefined();
       expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'after restart' });

@@ -87,4 +87,57 @@ describe('acceptance scenario 13: process stdin and output spill', () => {
     const read = await h.runtime.getThreadRead({ sessionId, threadId });
     expect(read.lastOutcome).toMatchObject({ status: 'completed', answer: 'generated' });
   });
+
+  it('a long-running process that needs stdin gets it from a client: write_process_stdin emits process.input', async (t) => {
+    if (skip) t.skip();
+    h = await harness(
+      {
+        steps: [
+          act([
+            {
+              id: 'gen',
+              type: 'tool',
+              name: 'exec',
+              args: { command: ['node', '-e', PROGRAM], background: true },
+            },
+          ]),
+          answer('started; it waits for its seed'),
+        ],
+      },
+      { exec: {}, permissions: { mode: 'default', rules: [{ decision: 'allow', tool: 'exec', command: 'node' }] } },
+    );
+    const { sessionId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'start the generator' });
+    await h.runtime.settled(sessionId);
+    const started = fields(ofType(await allEvents(h, sessionId), 'process.started')[0]);
+    const processId = started.processId as string;
+    const fed = await h.runtime.writeProcessStdin({ sessionId, processId, input: 'seed-7\n', closeStdin: true });
+    expect(fed).toMatchObject({ status: 'written', bytes: 7 });
+    const input = (await allEvents(h, sessionId)).find((e) => e.eventId === fed.eventId);
+    expect(input?.type).toBe('process.input');
+    expect(fields(input)).toMatchObject({ processId, bytes: 7, closed: true, requestId: fed.requestId });
+    // It runs to its end on that input (its OS process is gone then); asked to stop, it answers with the end it had,
+    // its whole output kept.
+    const gone = () => {
+      try {
+        process.kill(started.pid as number, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    };
+    for (let i = 0; i < 200 && !gone(); i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    // …and this runtime has read the rest of its output (its pipes close after it exits).
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const ended = await h.runtime.terminateProcess({ sessionId, processId, waitMs: 5_000 });
+    expect(ended).toMatchObject({ status: 'ended', exitCode: 7 });
+    const end = fields((await allEvents(h, sessionId)).find((e) => e.eventId === ended.eventId));
+    const artifact = await h.runtime.getArtifact({
+      sessionId,
+      artifactId: String(end.outputRef).replace('artifact://', ''),
+    });
+    expect(new TextDecoder().decode(artifact.bytes).split('\n')).toHaveLength(3001);
+    assertEventsConform(await allEvents(h, sessionId));
+    expect((await h.runtime.replaySession(sessionId)).differences).toEqual([]);
+  });
 });
