@@ -166,6 +166,7 @@ export type ToolFactType =
   | 'process.terminated'
   | 'sandbox.applied'
   | 'sandbox.violation'
+  | 'output.truncated'
   | 'runtime.warning';
 
 /** One fact a tool records: carries the call's ids; redacted like every event. */

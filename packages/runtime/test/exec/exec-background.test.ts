@@ -5,6 +5,7 @@ import type { ModelScript, PermissionsConfig } from '../../src/index.js';
 import { Store } from '../../src/index.js';
 import { type Harness, harness } from '../engine/harness.js';
 import { act, allEvents, answer, ofType, payload, recordingModel, waitFor, waitForEvent } from '../engine/helpers.js';
+import { assertEventsConform } from '../support/schemas.js';
 import { fields } from './support.js';
 
 /**
@@ -374,5 +375,35 @@ describe('the execution environment of a session', () => {
     await expect(h.runtime.getExecutionEnvironment({ sessionId: '' })).rejects.toMatchObject({
       code: 'invalid_input',
     });
+  });
+});
+
+describe('exec: output over maxArtifactBytes', () => {
+  it('keeps the head and records output.truncated with what was written and what was kept', async () => {
+    const write = "process.stdout.write('x'.repeat(5000))";
+    const script: ModelScript = {
+      steps: [
+        act([
+          { id: 'fg', type: 'tool', name: 'exec', args: { command: ['node', '-e', write] } },
+          { id: 'bg', type: 'tool', name: 'exec', args: { command: ['node', '-e', write], background: true } },
+        ]),
+        answer('done'),
+      ],
+    };
+    const h = await harness(script, { exec, permissions, limits: { maxArtifactBytes: 1000 } });
+    open.push(h);
+    const { sessionId } = await h.runtime.createSession();
+    await h.runtime.submitTurn({ sessionId, input: 'go' });
+    await h.runtime.settled(sessionId);
+    const started = ofType(await allEvents(h, sessionId), 'process.started').map((e) => fields(e));
+    const background = started.find((p) => p.background === true)?.processId as string;
+    // The background one's end (and its truncation) is recorded when it is next looked at.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await h.runtime.terminateProcess({ sessionId, processId: background });
+    const truncated = ofType(await allEvents(h, sessionId), 'output.truncated').map((e) => fields(e));
+    expect(truncated).toHaveLength(2);
+    for (const t of truncated) expect(t).toMatchObject({ originalBytes: 5000, keptBytes: 1000, strategy: 'head' });
+    expect(truncated.find((t) => t.processId === background)?.artifactId).toMatch(/^art_/);
+    assertEventsConform(await allEvents(h, sessionId));
   });
 });

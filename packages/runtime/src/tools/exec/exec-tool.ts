@@ -367,6 +367,9 @@ async function finishForeground(run: {
   }
   const output = group.output();
   const binary = isBinary(output);
+  // More than maxOutputBytes: the rest was counted, not kept (the whole kept part is the call's output).
+  const truncated = group.truncation(processId);
+  if (truncated.length > 0) await recorder.facts(truncated);
   const facts = { exitCode: end.exitCode, signal: end.signal, totalBytes: group.totalBytes, keptBytes: output.length };
   const shared = {
     processId,

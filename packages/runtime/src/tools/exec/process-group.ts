@@ -108,6 +108,22 @@ export class ProcessGroup {
     return this.totalBytes > this.kept;
   }
 
+  /**
+   * `output.truncated` for a process whose output went over `maxBytes` (what was written, what was kept: its head),
+   * with the artifact that holds the kept part when there is one; none when nothing was dropped.
+   */
+  truncation(processId: string, artifactId?: string) {
+    if (!this.truncated) return [];
+    const payload = {
+      processId,
+      originalBytes: this.totalBytes,
+      keptBytes: this.kept,
+      strategy: 'head',
+      ...(artifactId ? { artifactId } : {}),
+    };
+    return [{ type: 'output.truncated' as const, processId, payload }];
+  }
+
   /** The last lines of stderr, the unfinished one included (the sandbox's refusals are read from them). */
   stderrLines(): string[] {
     return this.stderrPartial.trim() === '' ? [...this.stderrTail] : [...this.stderrTail, this.stderrPartial];

@@ -193,7 +193,10 @@ export async function recordEnd(
   };
   const type =
     ended.stoppedBy === 'timeout' ? 'process.failed' : ended.stoppedBy ? 'process.terminated' : 'process.completed';
-  await recorder.facts([{ type, processId: entry.processId, payload }]);
+  await recorder.facts([
+    ...entry.group.truncation(entry.processId, stored?.artifactId),
+    { type, processId: entry.processId, payload },
+  ]);
 }
 
 function endText(end: ProcessEnd): string {
