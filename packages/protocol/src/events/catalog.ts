@@ -3,7 +3,7 @@ import { z } from 'zod';
 /**
  * The closed list of event types of the Agent Runtime standard, in the order of the published core schema
  * (`agentruntime-event.schema.json`). Only these go on the public stream: protocol-specific facts ride in the
- * payloads of standard events (`run.status`, `runtime.warning`, `snapshot.updated`) instead of inventing types,
+ * payloads of standard events (`run.status`, `runtime.warning`, `thread.updated`) instead of inventing types,
  * so that every portable consumer understands every event OAR emits.
  */
 export const EVENT_TYPES = [
