@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import type { RuntimeEvent } from '@oar/protocol';
+import { type RuntimeEvent, validateEventProfile } from '@oar/protocol';
 import type { ModelScript } from '@oar/runtime';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createApp, createLogger } from '../src/index.js';
@@ -116,6 +116,9 @@ describe('the session event stream', () => {
         payload: { requestedCursor: unknown; resumedAfter: number };
       };
       expect(repaired.payload.resumedAfter).toBe(2);
+      // A whole event of the profile (ids, time, runtime, sequence), like every other on the stream.
+      expect(validateEventProfile(repaired)).toEqual([]);
+      expect(repaired).toMatchObject({ type: 'snapshot.repaired', sessionId, sequence: 2 });
       expect(String(repaired.payload.requestedCursor)).toBe(lastEventId);
       expect(messages[1]?.id).toBe('2');
     }

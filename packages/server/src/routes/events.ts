@@ -1,4 +1,4 @@
-import type { RuntimeEvent } from '@oar/protocol';
+import { createEvent, type RuntimeEvent } from '@oar/protocol';
 import { isLiveEvent } from '@oar/runtime';
 import type { Context } from 'hono';
 import { z } from 'zod';
@@ -43,9 +43,11 @@ function sessionStream(
     if (cursor === undefined || cursor > last) {
       const { snapshot, sequence } = await deps.runtime.getSession({ sessionId, limit: 0 });
       if (requested.cursor !== undefined || requested.malformed !== undefined) {
-        await send('snapshot.repaired', {
-          type: 'snapshot.repaired',
+        // A whole envelope (live only: never stored), in the position of the snapshot it announces.
+        const repaired = createEvent('snapshot.repaired', {
           sessionId,
+          runtimeId: deps.runtime.runtimeId,
+          sequence,
           payload: {
             reason:
               requested.malformed !== undefined
@@ -55,6 +57,7 @@ function sessionStream(
             resumedAfter: sequence,
           },
         });
+        await send('snapshot.repaired', repaired);
       }
       await send('snapshot', snapshot, sequence);
       cursor = sequence;
