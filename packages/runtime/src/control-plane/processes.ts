@@ -5,7 +5,7 @@ import { newId } from '../kernel/ids.js';
 import { loadReadModels } from '../log/read-model-rows.js';
 import { threadViews } from '../read-models/project.js';
 import type { ProcessRequest, ProcessState, ThreadView } from '../read-models/thread-state.js';
-import { putProcessInput } from '../store/process-input.js';
+import { dropProcessInput, putProcessInput } from '../store/process-input.js';
 import type { CommandContext } from './command-context.js';
 
 /**
@@ -131,7 +131,7 @@ async function request(
   }
   const requestId = newId('preq');
   if (text) await putProcessInput(ctx.log.store.db, sessionId, requestId, text);
-  const [recorded] = await ctx.append(
+  const recording = ctx.append(
     sessionId,
     [
       {
@@ -160,6 +160,11 @@ async function request(
       },
     },
   );
+  // Not recorded (the process ended meanwhile, the store failed): its text is not kept either.
+  const [recorded] = await recording.catch(async (error: unknown) => {
+    if (text) await dropProcessInput(ctx.log.store.db, sessionId, requestId).catch(() => undefined);
+    throw error;
+  });
   const base = { sessionId, threadId: thread.threadId, processId, requestId };
   const pending = async () =>
     (await ctx.log.thread(sessionId, thread.threadId)).processRequests?.some((r) => r.requestId === requestId) === true;

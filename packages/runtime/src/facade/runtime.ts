@@ -195,10 +195,10 @@ export class Runtime {
    * progress there goes on in the fork, under its own id and binding.
    */
   forkSession(input: ForkSessionInput) {
-    return this.command('forkSession', input, (i) => this.commands.forkSession(i)).then(async (fork) => {
-      // The fork's work (a turn in progress at the fork point) is this worker's to look at, as after any command.
-      await this.worker?.look(fork.sessionId).catch(() => undefined);
-      return fork;
+    return this.checked('forkSession', 'forkSession', input, async (i) => {
+      const fork = await this.commands.forkSession(i);
+      // The source is untouched: what this worker looks at is the fork (a turn in progress at the fork point).
+      return this.afterCommand(fork.sessionId, Promise.resolve(fork));
     });
   }
 

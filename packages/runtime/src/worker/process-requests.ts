@@ -59,10 +59,11 @@ export function actOnProcessRequests(deps: ProcessRequestDeps, sessionId: string
 
 async function onePass(deps: ProcessRequestDeps, sessionId: string): Promise<void> {
   const threads = await threadsWithRequests(deps.log.store.db, sessionId);
-  // Texts of requests no longer pending (answered by a process's end, or never recorded) are not kept.
   const pending = threads.flatMap((t) => (t.processRequests ?? []).map((r) => r.requestId));
-  await dropProcessInputs(deps.log.store.db, sessionId, pending);
   if (pending.length === 0) return;
+  // Texts of requests no longer pending (answered by a process's end; one whose command died before recording it)
+  // are not kept: looked for only in a pass with work, never on every change of the session.
+  await dropProcessInputs(deps.log.store.db, sessionId, pending);
   const { session } = await deps.log.readModels(sessionId, []);
   // A request that could not be carried out (the store failed) is tried again by the next look; the later requests
   // of its process wait for it, the other processes' go on.
