@@ -22,6 +22,8 @@ export interface ControlOptions extends GlobalOptions {
   forSession?: boolean;
   close?: boolean;
   wait?: string;
+  keepFiles?: boolean;
+  dryRun?: boolean;
 }
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -58,6 +60,36 @@ export async function forkSession(sessionId: string, options: ControlOptions): P
     );
     return EXIT.ok;
   });
+}
+
+/** `oar rollback`: records the rollback (or plans it with --dry-run) and prints what it did to the files. */
+export async function rollbackThread(sessionId: string, turnId: string, options: ControlOptions): Promise<number> {
+  const result = await recording(options, (runtime) =>
+    runtime.rollbackThread({
+      sessionId,
+      turnId,
+      ...(options.thread ? { threadId: options.thread } : {}),
+      ...(options.keepFiles ? { files: 'keep' as const } : {}),
+      ...(options.dryRun ? { dryRun: true } : {}),
+      requestedBy: 'cli',
+    }),
+  );
+  if (options.json) {
+    printJson(result);
+    return EXIT.ok;
+  }
+  const planned = result.status === 'planned';
+  out(
+    `${planned ? 'would remove' : 'removed'} ${result.removedTurns.length} turn(s) of ${result.threadId}: ${result.removedTurns.join(', ')}`,
+  );
+  out(`  the thread ${planned ? 'would go' : 'goes'} on after ${result.keptThroughTurnId ?? 'its start'}`);
+  for (const file of result.files) out(`  ${file.action.padEnd(9)} ${file.path}`);
+  for (const conflict of result.conflicts) out(`  conflict  ${conflict.path}: ${conflict.message}`);
+  const { commands, subagentThreads, runningProcesses } = result.affected;
+  if (commands > 0) out(`  not undone: what ${commands} command(s) did (only OAR’s write and edit are versioned)`);
+  if (subagentThreads.length > 0) out(`  sub-agent threads of the removed turns: ${subagentThreads.join(', ')}`);
+  if (runningProcesses.length > 0) out(`  still running: ${runningProcesses.join(', ')} (oar process terminate)`);
+  return planned && result.conflicts.length > 0 ? EXIT.failed : EXIT.ok;
 }
 
 export async function evaluatePermission(sessionId: string, toolName: string, options: ControlOptions) {

@@ -3,8 +3,8 @@ import type { ControlOptions } from './control-actions.js';
 import { globals } from './runtime-commands.js';
 
 /**
- * `oar fork`, `oar permission …` and `oar process …`: commands on a session's history, its policy and its processes
- * (docs/engine.md "Forking a session", docs/permissions.md "Permission commands", docs/commands.md "Feeding and
+ * `oar fork`, `oar rollback`, `oar permission …` and `oar process …`: commands on a session's history, its policy and its processes
+ * (docs/engine.md "Forking a session" and "Rolling back a thread", docs/permissions.md "Permission commands", docs/commands.md "Feeding and
  * stopping a process by hand"). What each does is in control-actions.ts, imported when it runs.
  */
 const actions = () => import('./control-actions.js');
@@ -19,6 +19,20 @@ export function registerControlCommands(program: Command, setExit: (code: number
     .option('--json', 'print JSON')
     .action(async (sessionId: string, options: ControlOptions) =>
       setExit(await (await actions()).forkSession(sessionId, options)),
+    );
+
+  globals(program.command('rollback'))
+    .description(
+      'return a thread to the boundary before TURN: later turns leave its history, OAR’s file changes undone',
+    )
+    .argument('<session>', 'session id')
+    .argument('<turn>', 'the first turn to remove (oar inspect lists them)')
+    .option('--thread <id>', 'the thread (default: the main thread)')
+    .option('--keep-files', 'roll back the history only: leave the files as they are')
+    .option('--dry-run', 'show what would be removed and restored, and any conflict; change nothing')
+    .option('--json', 'print JSON')
+    .action(async (sessionId: string, turnId: string, options: ControlOptions) =>
+      setExit(await (await actions()).rollbackThread(sessionId, turnId, options)),
     );
 
   const permission = program.command('permission').description('evaluate a call against the policy, answer approvals');

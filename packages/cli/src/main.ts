@@ -1,6 +1,7 @@
 import { SCHEMA_NAMES } from '@oar/protocol/schema-names';
 import { EXIT } from '@oar/runtime/constants';
 import { Command, CommanderError } from 'commander';
+import { registerArtifactCommands } from './artifact-commands.js';
 import { registerControlCommands } from './control-commands.js';
 import { registerDemoCommand } from './demo.js';
 import { registerInitCommand } from './init-command.js';
@@ -79,6 +80,7 @@ async function run(argv: string[]): Promise<number> {
   registerServeCommands(program, setExit);
   registerWorkerCommands(program, setExit);
   registerRunnerCommands(program, setExit);
+  registerArtifactCommands(program, setExit);
   program
     .command('schema')
     .description(`print a JSON Schema (2020-12): ${SCHEMA_NAMES.join(' | ')}`)

@@ -821,10 +821,21 @@ export async function inspect(sessionId: string, options: GlobalOptions & { json
   });
 }
 
-/** `oar replay`: rebuild every read model from the log and diff it with the stored one (exit 1 on a difference). */
-export async function replaySession(sessionId: string, options: GlobalOptions): Promise<number> {
+/**
+ * `oar replay`: rebuild every read model from the log and diff it with the stored one (exit 1 on a difference).
+ * `--repair`: the report as found, plus `repair` — what was rewritten and recorded; exit 0 once the stored read
+ * models equal the rebuild, 1 while the log holds a contradiction (a repair then rewrites nothing).
+ */
+export async function replaySession(sessionId: string, options: GlobalOptions & { repair?: boolean }): Promise<number> {
   const opened = await openForReading(options);
   return withRuntime(opened, async (runtime) => {
+    if (options.repair) {
+      // A control-plane command: unlike the check, it writes (the rows, and two facts).
+      const result = await runtime.commands.repairSession(sessionId);
+      printJson(result);
+      // Repaired or not needed, the read models now equal the rebuild; a contradiction stays (and blocks a repair).
+      return result.contradictions.length > 0 ? EXIT.failed : EXIT.ok;
+    }
     const result = await runtime.replaySession(sessionId);
     printJson(result);
     return result.equal ? EXIT.ok : EXIT.failed;

@@ -171,7 +171,11 @@ export function registerRuntimeCommands(program: Command, setExit: (code: number
   globals(program.command('replay'))
     .description('rebuild every read model of a session from its event log and diff with the stored ones')
     .argument('<session>', 'session id')
-    .action(async (sessionId: string, options: GlobalOptions) =>
+    .option(
+      '--repair',
+      'rewrite the stored read models that differ from the rebuild, recorded as history.reconstructed and snapshot.repaired',
+    )
+    .action(async (sessionId: string, options: GlobalOptions & { repair?: boolean }) =>
       setExit(await (await actions()).replaySession(sessionId, options)),
     );
 

@@ -81,7 +81,15 @@ async function serve(options: ServeOptions): Promise<number> {
         cwd,
         env: process.env,
         // A store that goes away later is ridden out as long as one that is not there yet.
-        worker: options.worker === false ? false : { sessions: 'all', storeGiveUpMs: storeWaitSeconds * 1000 },
+        worker:
+          options.worker === false
+            ? false
+            : {
+                sessions: 'all',
+                storeGiveUpMs: storeWaitSeconds * 1000,
+                // A long-lived worker sweeps artifacts by the configured retention policy (docs/reliability.md).
+                ...(setup.config.retention.artifacts ? { artifactRetention: setup.config.retention.artifacts } : {}),
+              },
         ...(store ? { store } : {}),
         ...(options.model ? { model: options.model } : {}),
         ...(setup.workspace ? { workspace: setup.workspace } : {}),
@@ -116,6 +124,12 @@ async function serve(options: ServeOptions): Promise<number> {
   ];
   lines.push(`  store:   ${runtime.store.location}`);
   if (options.worker === false) lines.push('  worker:  none (--no-worker): turns run on workers elsewhere');
+  const retention = options.worker === false ? undefined : setup.config.retention.artifacts;
+  if (retention) {
+    lines.push(
+      `  retention: artifacts older than ${retention.maxAgeDays} d expire (swept every ${retention.sweepEveryMinutes} min)`,
+    );
+  }
   if (demo) {
     lines.push(
       `  mode:    demo (no ${CONFIG_FILE}): new sessions use the bundled scripted model over ${setup.workspace}`,

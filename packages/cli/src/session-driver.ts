@@ -7,7 +7,7 @@ import {
   type ThreadReadModel,
   uiSchemaOfToolAgentOutput,
 } from '@oar/protocol';
-import { type AskedWatch, isTransientStoreFault, OarRuntimeError, type Runtime } from '@oar/runtime';
+import { type AskedWatch, isLiveEvent, isTransientStoreFault, OarRuntimeError, type Runtime } from '@oar/runtime';
 import { renderEvent } from './render.js';
 
 export type ApprovalMode = 'ask' | 'approve' | 'deny' | 'leave';
@@ -115,7 +115,8 @@ export async function requestDetails(runtime: Runtime, sessionId: string): Promi
  *
  * `stream`: also print the model's output as it arrives (the live-only `model.delta` events of the calls this
  * process makes): the main agent's text, and the `message` of its `AgentProtocolOutput` arguments while they are
- * written. With `json` the deltas are NDJSON lines of their own, between the events.
+ * written. With `json` the deltas — and the other live-only events, `tool.args` and `reasoning.delta` — are NDJSON
+ * lines of their own, between the events.
  */
 export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean, after = 0, stream = false): Printer {
   const agents = new Map<string, string>();
@@ -133,6 +134,12 @@ export function attachPrinter(runtime: Runtime, sessionId: string, json: boolean
       else if (!event.threadId || !agents.has(event.threadId) || agents.get(event.threadId) === 'main') {
         live.delta(event);
       }
+      return;
+    }
+    // The other live-only events (a tool call's streamed arguments, the provider's reasoning): NDJSON only, and
+    // never a cursor (they are not in the log).
+    if (isLiveEvent(event)) {
+      if (json) process.stdout.write(`${JSON.stringify(event)}\n`);
       return;
     }
     if (event.sequence <= cursor) return;

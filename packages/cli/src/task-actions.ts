@@ -15,6 +15,7 @@ export interface TaskOptions extends GlobalOptions {
   reason?: string;
   children?: boolean;
   thread?: string;
+  archived?: boolean;
 }
 
 const out = (line: string) => process.stdout.write(`${line}\n`);
@@ -67,9 +68,9 @@ function describeStart(result: Record<string, unknown>): string {
   return JSON.stringify(result);
 }
 
+/** The task by id, archived or not (get_task). */
 async function taskOf(runtime: Runtime, sessionId: string, taskId: string): Promise<Task | undefined> {
-  const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
-  return snapshot.tasks.find((t) => t.taskId === taskId);
+  return (await runtime.listTasks({ sessionId, archived: true })).find((t) => t.taskId === taskId);
 }
 
 function number(flag: string, value: string | undefined): number | undefined {
@@ -221,8 +222,26 @@ export function failTask(sessionId: string, taskId: string, options: TaskOptions
 export function cancelTask(sessionId: string, taskId: string, options: TaskOptions) {
   return recording(
     options,
-    (runtime) => runtime.cancelTask({ sessionId, taskId, ...(options.reason ? { reason: options.reason } : {}) }),
-    () => `task ${taskId}: cancelled`,
+    (runtime) =>
+      runtime.cancelTask({
+        sessionId,
+        taskId,
+        ...(options.reason ? { reason: options.reason } : {}),
+        ...(options.children ? { propagate: 'children' as const } : {}),
+      }),
+    // A task whose work runs is `cancelling` until the worker holding it stopped the work (oar task show).
+    (r: { tasks: { taskId: string; status: string }[] }) =>
+      r.tasks
+        .map((t) => `task ${t.taskId}: ${t.status === 'cancelling' ? 'cancelling (its work is stopping)' : t.status}`)
+        .join('\n'),
+  );
+}
+
+export function archiveTask(sessionId: string, taskId: string, options: TaskOptions) {
+  return recording(
+    options,
+    (runtime) => runtime.updateTask({ sessionId, taskId, archived: true }),
+    (r: { changed: string[] }) => `task ${taskId}: ${r.changed.length > 0 ? 'archived' : 'already archived'}`,
   );
 }
 
@@ -245,10 +264,10 @@ export function unlinkTasks(sessionId: string, taskId: string, kind: string, tar
 
 export async function listTasks(sessionId: string, options: TaskOptions): Promise<number> {
   return withRuntime(await openForSessions(options, false), async (runtime) => {
-    const { snapshot } = await runtime.getSession({ sessionId, limit: 0 });
-    if (options.json) printJson(snapshot.tasks);
-    else if (snapshot.tasks.length === 0) out('no tasks');
-    else for (const task of snapshot.tasks) out(taskLine(task));
+    const tasks = await runtime.listTasks({ sessionId, ...(options.archived ? { archived: true } : {}) });
+    if (options.json) printJson(tasks);
+    else if (tasks.length === 0) out('no tasks');
+    else for (const task of tasks) out(taskLine(task));
     return EXIT.ok;
   });
 }
@@ -279,5 +298,6 @@ export async function showTask(sessionId: string, taskId: string, options: TaskO
 
 function taskLine(task: Task): string {
   const edges = (task.relationships ?? []).filter((r) => r.kind !== 'parent').length;
-  return `${task.taskId}  ${task.status}  ${task.taskKind ?? ''}  ${task.title ?? task.objective ?? ''}${task.attempts?.length ? `  attempts ${task.attempts.length}` : ''}${edges ? `  edges ${edges}` : ''}`;
+  const status = task.archivedFrom ? `${task.status} (ended ${task.archivedFrom})` : task.status;
+  return `${task.taskId}  ${status}  ${task.taskKind ?? ''}  ${task.title ?? task.objective ?? ''}${task.attempts?.length ? `  attempts ${task.attempts.length}` : ''}${edges ? `  edges ${edges}` : ''}`;
 }

@@ -90,7 +90,10 @@ export function registerTaskCommands(program: Command, setExit: (code: number) =
       .requiredOption('--message <text>', 'why it failed')
       .option('--code <code>', 'an error code of your own (default task_failed)'),
   );
-  onTask('cancel', 'cancel a task', (c) => c.option('--reason <text>', 'why (recorded)'));
+  onTask('cancel', 'cancel a task: running work of it is asked to stop (cancelling), then it ends cancelled', (c) =>
+    c.option('--children', 'cancel its open descendants too').option('--reason <text>', 'why (recorded)'),
+  );
+  onTask('archive', 'archive an ended task (update_task archived): out of the lists, still shown by id');
 
   for (const name of ['link', 'unlink'] as const) {
     const edge = globals(task.command(name))
@@ -108,8 +111,9 @@ export function registerTaskCommands(program: Command, setExit: (code: number) =
   }
 
   globals(task.command('list'))
-    .description("list a session's tasks with their status, attempts and edges")
+    .description("list a session's tasks with their status, attempts and edges (archived ones with --archived)")
     .argument('<session>', 'session id')
+    .option('--archived', 'list the archived tasks too')
     .option('--json', 'print the tasks as JSON')
     .action(async (sessionId: string, options: GlobalOptions & { json?: boolean }) =>
       setExit(await (await actions()).listTasks(sessionId, options)),

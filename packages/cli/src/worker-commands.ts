@@ -56,6 +56,8 @@ async function worker(options: WorkerCommandOptions): Promise<number> {
           storeGiveUpMs: storeWaitSeconds * 1000,
           // Still `NAME@host:pid`: a lease of this worker is taken over at once when its process is seen gone.
           ...(options.id ? { owner: ownerName(options.id) } : {}),
+          // A long-lived worker sweeps artifacts by the configured retention policy (docs/reliability.md).
+          ...(config.retention.artifacts ? { artifactRetention: config.retention.artifacts } : {}),
         },
         ...(store ? { store } : {}),
       }),

@@ -234,7 +234,7 @@ const COMMANDS: { command: string[]; positionals: [number, number]; options: str
   { command: ['events'], positionals: [1, 1], options: [...STORE, '--json', '--after'] },
   { command: ['inspect'], positionals: [1, 1], options: [...STORE, '--json'] },
   { command: ['environment'], positionals: [1, 1], options: [...STORE, '--json', '--thread'] },
-  { command: ['replay'], positionals: [1, 1], options: STORE },
+  { command: ['replay'], positionals: [1, 1], options: [...STORE, '--repair'] },
   {
     command: ['permission', 'evaluate'],
     positionals: [2, 2],

@@ -54,10 +54,15 @@ describe('oar run --stream', () => {
     for (const delta of deltas) expect(eventProblems(delta)).toEqual([]);
     const text = deltas.filter((d) => (d.payload as { channel?: string }).channel === 'text');
     expect(text.map((d) => (d.payload as { delta: string }).delta).join('')).toBe('Some text. ');
+    // The tool call's arguments as they stream (`tool.args`), the last one whole: NDJSON too, never a cursor.
+    const args = events.filter((e) => e.type === 'tool.args') as unknown as RuntimeEvent[];
+    expect(args.length).toBeGreaterThan(1);
+    for (const piece of args) expect(eventProblems(piece)).toEqual([]);
+    expect(args.at(-1)?.payload).toMatchObject({ complete: true, input: { kind: 'act', message: MESSAGE } });
     // Never stored: the log has no deltas.
     const sessionId = (events.at(-1) as { result: { sessionId: string } }).result.sessionId;
     const log = ndjson(oarIn(cwd, ['events', sessionId, '--json']).stdout);
-    expect(log.filter((e) => e.type === 'model.delta')).toEqual([]);
+    expect(log.filter((e) => e.type === 'model.delta' || e.type === 'tool.args')).toEqual([]);
     expect(log.some((e) => e.type === 'model.completed')).toBe(true);
   });
 

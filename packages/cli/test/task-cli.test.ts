@@ -267,6 +267,39 @@ describe('oar task', { timeout: 300_000 }, () => {
     expect(errorOf(cycle)).toMatchObject({ code: 'task_cycle', details: { taskId: 'next', targetId: 'after' } });
   });
 
+  it('cancel --children reaches the descendants; archive files an ended task out of the list, still shown by id', () => {
+    const { cwd, sessionId } = sessionIn();
+    taskJson(cwd, 'create', sessionId, '--id', 'lead', '--objective', 'Lead', '--external', 'ada');
+    taskJson(cwd, 'create', sessionId, '--id', 'help', '--objective', 'Help', '--external', 'bob', '--parent', 'lead');
+    taskJson(cwd, 'create', sessionId, '--id', 'keep', '--objective', 'Keep', '--external', 'ada');
+    expect(taskJson(cwd, 'start', sessionId, 'lead', '--detach')).toMatchObject({ status: 'running' });
+    const notEnded = task(cwd, 'archive', sessionId, 'lead');
+    expect(notEnded.code).toBe(2);
+    expect(errorOf(notEnded)).toMatchObject({ code: 'task_not_ended', details: { status: 'running' } });
+
+    // Nothing of them runs here (external work): both are cancelled at once, the open attempt with the lead.
+    const cancelled = task(cwd, 'cancel', sessionId, 'lead', '--children', '--reason', 'scrapped');
+    expect([cancelled.code, cancelled.stdout]).toEqual([0, 'task lead: cancelled\ntask help: cancelled\n']);
+    expect(show(cwd, sessionId, 'lead')).toMatchObject({ status: 'cancelled', attempts: [{ status: 'failed' }] });
+    expect(show(cwd, sessionId, 'help')).toMatchObject({ status: 'cancelled', statusReason: 'scrapped' });
+    expect(show(cwd, sessionId, 'keep').status).toBe('accepted');
+
+    const archived = task(cwd, 'archive', sessionId, 'lead');
+    expect([archived.code, archived.stdout]).toEqual([0, 'task lead: archived\n']);
+    expect(task(cwd, 'archive', sessionId, 'lead').stdout).toBe('task lead: already archived\n');
+    const ids = (...args: string[]) =>
+      taskJson<Task[]>(cwd, 'list', sessionId, ...args)
+        .map((t) => t.taskId)
+        .sort();
+    expect(ids()).toEqual(['help', 'keep']);
+    expect(ids('--archived')).toEqual(['help', 'keep', 'lead']);
+    expect(task(cwd, 'list', sessionId, '--archived').stdout).toContain('lead  archived (ended cancelled)');
+    expect(show(cwd, sessionId, 'lead')).toMatchObject({ status: 'archived', archivedFrom: 'cancelled' });
+    const retry = task(cwd, 'retry', sessionId, 'lead', '--detach');
+    expect(retry.code).toBe(2);
+    expect(errorOf(retry).code).toBe('task_not_retryable');
+  });
+
   it('refuses bad input: an unknown edge kind, an unknown task, a missing objective, exclusive options', () => {
     const { cwd, sessionId } = sessionIn();
     taskJson(cwd, 'create', sessionId, '--id', 'a', '--objective', 'Build A');

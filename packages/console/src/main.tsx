@@ -76,7 +76,7 @@ function App() {
     });
   }, []);
   if (!key) return <Login onKey={(k) => setState(k)} reason={reason} />;
-  const m = path.match(/^\/sessions\/([^/]+)(?:\/(events|time|tasks))?\/?$/);
+  const m = path.match(/^\/sessions\/([^/]+)(?:\/(events|time|tasks|files))?\/?$/);
   let screen = null;
   if (m?.[1]) {
     screen = <SessionScreen key={m[1]} sessionId={decodeURIComponent(m[1])} tab={m[2] ?? 'timeline'} params={params} />;

@@ -49,6 +49,8 @@ export interface RunGraph {
 export interface TurnView {
   turnId: string;
   threadId: string;
+  /** The sequence of the first event about the turn: where it stands among the thread's rollbacks. */
+  firstSeq: number;
   input?: string;
   inputRef?: string;
   source?: string;
@@ -72,6 +74,33 @@ export interface ThreadView {
   streaming: string;
   /** Characters of tool-call arguments streamed so far (an action graph being declared). */
   streamingCall: number;
+  /** The thread's rollbacks (`history.rollback.*`), oldest first: their turns are gone from `turns`. */
+  rollbacks: RollbackView[];
+}
+
+/** What a rollback does to one file: written back, removed (OAR created it), already as before, left as it is. */
+export type RollbackFileAction = 'restore' | 'delete' | 'unchanged' | 'keep';
+
+/**
+ * A rollback of the thread (docs/engine.md "Rolling back a thread"), from `history.rollback.started` and
+ * `.completed`: the turns it removed (their inputs, to say which), the files and what each became, and what it does
+ * not undo. `started` alone: under way (or cut short by a crash; running it again finishes it).
+ */
+export interface RollbackView {
+  rollbackId: string;
+  status: 'started' | 'completed';
+  /** The sequence of its first event: where it stands among the turns. */
+  sequence: number;
+  targetTurnId: string;
+  keptThroughTurnId: string | null;
+  removedTurns: string[];
+  /** The removed turns' inputs, while the fold still had them. */
+  removedInputs: Record<string, string>;
+  files: { path: string; action: RollbackFileAction | string }[];
+  affected?: { commands?: number; fileCalls?: number; subagentThreads?: string[]; runningProcesses?: string[] };
+  requestedBy?: string;
+  startedAt?: string;
+  completedAt?: string;
 }
 
 export interface SessionModel {
@@ -91,16 +120,16 @@ const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object'
 function thread(model: SessionModel, threadId: string): ThreadView {
   let t = model.threads.get(threadId);
   if (!t) {
-    t = { threadId, status: 'unknown', turns: [], streaming: '', streamingCall: 0 };
+    t = { threadId, status: 'unknown', turns: [], streaming: '', streamingCall: 0, rollbacks: [] };
     model.threads.set(threadId, t);
   }
   return t;
 }
 
-function turn(t: ThreadView, turnId: string): TurnView {
+function turn(t: ThreadView, turnId: string, sequence: number): TurnView {
   let u = t.turns.find((x) => x.turnId === turnId);
   if (!u) {
-    u = { turnId, threadId: t.threadId, status: 'unknown', runs: [] };
+    u = { turnId, threadId: t.threadId, firstSeq: sequence, status: 'unknown', runs: [] };
     t.turns.push(u);
   }
   return u;
@@ -160,9 +189,13 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
       t.streamingCall = 0;
       return;
     }
+    case 'history.rollback.started':
+    case 'history.rollback.completed':
+      applyRollback(t, e, p);
+      return;
   }
   if (!e.turnId) return;
-  const u = turn(t, e.turnId);
+  const u = turn(t, e.turnId, e.sequence);
   switch (e.type) {
     case 'turn.submitted':
       u.input = str(p.input) ?? u.input;
@@ -330,6 +363,114 @@ export function applyEvent(model: SessionModel, e: OarEvent): void {
       return;
     }
   }
+}
+
+const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : []);
+
+function filesOf(v: unknown): RollbackView['files'] {
+  return (Array.isArray(v) ? v : [])
+    .map(obj)
+    .filter((f) => typeof f.path === 'string')
+    .map((f) => ({ path: f.path as string, action: str(f.action) ?? 'restore' }));
+}
+
+/**
+ * A rollback started holds the thread; completed, its turns leave the thread as they leave the read model (the log
+ * keeps them: time travel before it still shows them). A rollback resumed after a crash has no second `started`.
+ */
+function applyRollback(t: ThreadView, e: OarEvent, p: Record<string, unknown>) {
+  const rollbackId = str(p.rollbackId);
+  if (!rollbackId) return;
+  let r = t.rollbacks.find((x) => x.rollbackId === rollbackId);
+  if (!r) {
+    r = {
+      rollbackId,
+      status: 'started',
+      sequence: e.sequence,
+      targetTurnId: str(p.targetTurnId) ?? '',
+      keptThroughTurnId: str(p.keptThroughTurnId) ?? null,
+      removedTurns: [],
+      removedInputs: {},
+      files: [],
+    };
+    t.rollbacks.push(r);
+  }
+  r.targetTurnId = str(p.targetTurnId) ?? r.targetTurnId;
+  if (p.keptThroughTurnId !== undefined) r.keptThroughTurnId = str(p.keptThroughTurnId) ?? null;
+  r.removedTurns = strings(p.removedTurns);
+  if (Array.isArray(p.files)) r.files = filesOf(p.files);
+  r.requestedBy = str(p.requestedBy) ?? r.requestedBy;
+  if (e.type === 'history.rollback.started') {
+    r.startedAt = e.timestamp;
+    return;
+  }
+  r.status = 'completed';
+  r.completedAt = e.timestamp;
+  const affected = obj(p.affected);
+  r.affected = {
+    ...(typeof affected.commands === 'number' ? { commands: affected.commands } : {}),
+    ...(typeof affected.fileCalls === 'number' ? { fileCalls: affected.fileCalls } : {}),
+    subagentThreads: strings(affected.subagentThreads),
+    runningProcesses: strings(affected.runningProcesses),
+  };
+  const removed = new Set(r.removedTurns);
+  for (const u of t.turns) if (removed.has(u.turnId) && u.input !== undefined) r.removedInputs[u.turnId] = u.input;
+  t.turns = t.turns.filter((u) => !removed.has(u.turnId));
+}
+
+const FILE_DONE: Record<string, string> = {
+  restore: 'restored',
+  delete: 'deleted',
+  unchanged: 'already as before',
+  keep: 'kept as it is',
+};
+const FILE_PLANNED: Record<string, string> = {
+  restore: 'to restore',
+  delete: 'to delete (created in these turns)',
+  unchanged: 'already as before',
+  keep: 'kept as it is',
+};
+
+/** A file's fate in words: `planned` for a plan (a dry run, a rollback under way), else what it became. */
+export function fileActionText(action: string, planned = false): string {
+  return (planned ? FILE_PLANNED : FILE_DONE)[action] ?? action;
+}
+
+const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? '' : 's'}`;
+
+/** What a rollback did not undo (`affected`), in words; empty when nothing. */
+export function notUndoneText(a: RollbackView['affected'] | undefined): string[] {
+  if (!a) return [];
+  const out: string[] = [];
+  if (a.commands) out.push(`the effects of ${plural(a.commands, 'command')}`);
+  if (a.subagentThreads?.length) out.push(`the history of ${plural(a.subagentThreads.length, 'sub-agent thread')}`);
+  if (a.runningProcesses?.length) out.push(`${plural(a.runningProcesses.length, 'background process')} still running`);
+  return out;
+}
+
+/**
+ * One line about an event that is not about an action, for the event explorer: a rollback's removed turns and
+ * files. Undefined for the others (their status and action say enough).
+ */
+export function eventSummary(e: OarEvent): string | undefined {
+  if (e.type !== 'history.rollback.started' && e.type !== 'history.rollback.completed') return undefined;
+  const p = obj(e.payload);
+  const removed = strings(p.removedTurns);
+  const files = filesOf(p.files);
+  const started = e.type === 'history.rollback.started';
+  const head = `${started ? 'rolling back' : 'rolled back'} ${plural(removed.length, 'turn')}${
+    removed.length ? ` (${removed.join(', ')})` : ''
+  }`;
+  const fileText = files.length
+    ? files.map((f) => `${f.path} ${fileActionText(f.action, started)}`).join(', ')
+    : 'no files';
+  const affected = obj(p.affected);
+  const notUndone = notUndoneText({
+    ...(typeof affected.commands === 'number' ? { commands: affected.commands } : {}),
+    subagentThreads: strings(affected.subagentThreads),
+    runningProcesses: strings(affected.runningProcesses),
+  });
+  return `${head} · files: ${fileText}${notUndone.length ? ` · not undone: ${notUndone.join(', ')}` : ''}`;
 }
 
 function noteToolOutput(a: ActionNode, e: OarEvent, p: Record<string, unknown>) {

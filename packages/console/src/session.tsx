@@ -1,4 +1,5 @@
 import { enc } from './api';
+import { FilesView } from './files';
 import { useSession } from './session-data';
 import { TasksView } from './tasks';
 import { Timeline } from './timeline';
@@ -8,7 +9,8 @@ import { EventsView, TimeTravelView } from './views';
 /**
  * One session: the thread's timeline (user messages, step messages, the answer as Markdown, model text streaming
  * in) with each step's action graph; a node opens its details (input, permission, attempts, observation,
- * artifacts). Tabs: Timeline, Tasks (the task graph), Events (the explorer), Time travel. Sub-agent threads open from their node and lead
+ * artifacts); a finished turn can be rolled back. Tabs: Timeline, Tasks (the task graph), Events (the explorer), Time
+ * travel, Files (the versions of the files OAR wrote). Sub-agent threads open from their node and lead
  * back to it.
  */
 
@@ -23,6 +25,7 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
     ['tasks', 'Tasks'],
     ['events', 'Events'],
     ['time', 'Time travel'],
+    ['files', 'Files'],
   ];
   const withThread = (path: string) => (params.get('thread') ? `${path}?thread=${enc(threadId)}` : path);
   return (
@@ -55,6 +58,8 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
           <EventsView sessionId={sessionId} />
         ) : tab === 'tasks' ? (
           <TasksView sessionId={sessionId} snapshot={snapshot} />
+        ) : tab === 'files' ? (
+          <FilesView sessionId={sessionId} threadId={params.get('thread') ?? undefined} model={model} />
         ) : tab === 'time' ? (
           <TimeTravelView sessionId={sessionId} events={data.events} threadId={threadId} version={data.version} />
         ) : (

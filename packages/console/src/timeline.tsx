@@ -4,6 +4,7 @@ import { Dag } from './dag';
 import { ExecutorIcon } from './icons';
 import { highlightJson } from './markdown.js';
 import { type ActionNode, actionStatus, type SessionModel, type ThreadView, type TurnView } from './model';
+import { RollbackNote, RollbackPanel, rollbackDoneText } from './rollback';
 import { ToolUiSection } from './tool-ui';
 import { Empty, ErrorBox, Json, Link, Loading, Markdown, navigate, Status } from './ui';
 
@@ -19,6 +20,9 @@ const TURN_WINDOW = 30;
 function turnStatus(u: TurnView, rm: ThreadRM | undefined) {
   return rm?.turns.find((t) => t.turnId === u.turnId)?.status ?? u.status;
 }
+
+/** A turn that ended: the thread can be rolled back to the boundary before it. */
+const FINISHED = new Set(['completed', 'failed', 'cancelled', 'timed_out', 'lost', 'stale']);
 
 export function Timeline(props: {
   sessionId: string;
@@ -48,6 +52,24 @@ export function Timeline(props: {
   const children = (rm?.subagents ?? []).filter((s) => s.childThreadId);
   const status = rm?.status ?? t?.status ?? 'unknown';
   const [shown, setShown] = useState(TURN_WINDOW);
+  // Rollback: the turn whose plan is open, and what the last rollback from here did.
+  const [rollbackOf, setRollbackOf] = useState<string | undefined>(undefined);
+  const [rolledBack, setRolledBack] = useState<string | undefined>(undefined);
+  const busy =
+    !!rm?.activeTurnId ||
+    (rm?.pendingRequests.length ?? 0) > 0 ||
+    (rm?.queuedTurns.length ?? 0) > 0 ||
+    rm?.status === 'running' ||
+    rm?.status === 'blocked';
+  const visible = t?.turns.slice(-shown) ?? [];
+  // The thread's rollbacks stand where they happened: between the turns they kept and the turns after them.
+  const notes = (t?.rollbacks ?? []).filter(
+    (r) => (t?.turns.length ?? 0) <= shown || r.sequence > (visible[0]?.firstSeq ?? 0),
+  );
+  const notesBetween = (from: number, to: number) =>
+    notes
+      .filter((r) => r.sequence > from && r.sequence < to)
+      .map((r) => <RollbackNote key={r.rollbackId} rollback={r} />);
   return (
     <div class={`timeline-layout${selectedNode ? ' with-detail' : ''}`}>
       <div class="timeline">
@@ -96,12 +118,44 @@ export function Timeline(props: {
             Show {Math.min(TURN_WINDOW, t.turns.length - shown)} earlier turns ({t.turns.length - shown} hidden)
           </button>
         ) : null}
-        {t?.turns.slice(-shown).map((u) => (
+        {visible.map((u, index) => [
+          ...notesBetween(visible[index - 1]?.firstSeq ?? Number.NEGATIVE_INFINITY, u.firstSeq),
           <article key={u.turnId} class="turn" data-turn={u.turnId}>
             <header class="turn-head">
               <Status status={turnStatus(u, rm)} small />
               <span class="muted mono small">{u.turnId}</span>
+              {props.readOnly || !FINISHED.has(turnStatus(u, rm)) ? null : (
+                <button
+                  type="button"
+                  class="link rollback"
+                  disabled={busy || rollbackOf === u.turnId}
+                  title={
+                    busy
+                      ? 'The thread has work in progress: wait or interrupt it first'
+                      : 'Remove this turn and every later one from the thread, and restore the files OAR wrote in them (rollbackThread)'
+                  }
+                  onClick={() => {
+                    setRolledBack(undefined);
+                    setRollbackOf(u.turnId);
+                  }}
+                >
+                  Roll back to before this turn
+                </button>
+              )}
             </header>
+            {rollbackOf === u.turnId && !props.readOnly ? (
+              <RollbackPanel
+                sessionId={sessionId}
+                threadId={threadId}
+                turnId={u.turnId}
+                onCancel={() => setRollbackOf(undefined)}
+                onDone={(r) => {
+                  setRollbackOf(undefined);
+                  setRolledBack(rollbackDoneText(r));
+                  props.onChanged?.();
+                }}
+              />
+            ) : null}
             {u.input !== undefined || u.inputRef ? (
               <div class="msg user">
                 <div class="who">{u.source === 'user' || !u.source ? 'You' : u.source}</div>
@@ -139,8 +193,14 @@ export function Timeline(props: {
                 <code>{u.error.code}</code> {u.error.message}
               </div>
             ) : null}
-          </article>
-        ))}
+          </article>,
+        ])}
+        {notesBetween(visible[visible.length - 1]?.firstSeq ?? Number.NEGATIVE_INFINITY, Number.POSITIVE_INFINITY)}
+        {rolledBack && !props.readOnly ? (
+          <div class="notice" role="status" data-rolled-back>
+            {rolledBack}
+          </div>
+        ) : null}
         {t?.streaming || t?.streamingCall ? (
           <div class="msg assistant streaming" data-streaming aria-live="polite">
             <div class="who">Agent · writing…</div>
@@ -445,6 +505,28 @@ export function ArtifactViewer(props: { sessionId: string; artifactId: string })
       setError(e);
     }
   };
+  // An artifact the retention policy expired (410): a fact about the past, not a failure — its tombstone is shown.
+  const expired =
+    error instanceof ApiError && error.code === 'artifact_expired'
+      ? ((error.details ?? {}) as { name?: string; size?: number; sha256?: string; expiredAt?: string })
+      : undefined;
+  if (expired) {
+    return (
+      <div class="artifact" data-artifact={props.artifactId} data-expired="true">
+        <div class="artifact-head">
+          <strong class="mono">{expired.name ?? props.artifactId}</strong>
+          <span class="muted small">
+            expired{expired.expiredAt ? ` ${new Date(expired.expiredAt).toLocaleString()}` : ''}
+            {expired.size !== undefined ? ` · ${expired.size.toLocaleString()} bytes` : ''}
+          </span>
+        </div>
+        <p class="muted">
+          The retention policy deleted this artifact's content; its name, size and SHA-256
+          {expired.sha256 ? <code class="mono small"> {expired.sha256.slice(0, 16)}…</code> : null} are kept.
+        </p>
+      </div>
+    );
+  }
   const mime = meta?.mime ?? meta?.mimeType ?? '';
   const size = meta?.size ?? meta?.sizeBytes;
   let body = text;

@@ -69,6 +69,61 @@ export interface ThreadRM {
   actions?: { runId: string; actionId: string; status: string; attempt?: number; summary?: string }[];
   subagents?: { subagentId: string; agent?: string; childThreadId?: string; status?: string }[];
   lastOutcome?: Record<string, unknown>;
+  /** The thread's history: a rollback recorded as started and not completed holds it until it is run again. */
+  history?: { rollbackInProgress?: { rollbackId: string; targetTurnId: string; removedTurns?: string[] } };
+}
+
+/** A file a rollback restores, deletes, finds unchanged or keeps (`rollbackThread`'s answer). */
+export interface RollbackFile {
+  path: string;
+  action: 'restore' | 'delete' | 'unchanged' | 'keep';
+  fromVersion?: number;
+  throughVersion?: number;
+  beforeRef?: string;
+}
+
+/** A file that cannot be rolled back: nothing is changed while there is one. */
+export interface RollbackConflict {
+  path: string;
+  reason: string;
+  message: string;
+}
+
+/** `POST /v1/sessions/{id}/rollback`: the plan (`dryRun`: `planned`) or what was done (`completed`). */
+export interface RollbackResult {
+  status: 'completed' | 'planned';
+  threadId?: string;
+  rollbackId?: string;
+  targetTurnId?: string;
+  keptThroughTurnId: string | null;
+  removedTurns: string[];
+  files: RollbackFile[];
+  conflicts: RollbackConflict[];
+  affected?: { commands?: number; fileCalls?: number; subagentThreads?: string[]; runningProcesses?: string[] };
+}
+
+/** One version of a workspace file (`GET /v1/sessions/{id}/artifact-checkpoints`). */
+export interface FileVersion {
+  path: string;
+  version: number;
+  threadId: string;
+  turnId?: string;
+  toolCallId: string;
+  tool: string;
+  sequence: number;
+  at: string;
+  created: boolean;
+  /** The content before the call: absent when the call created the file. */
+  before?: { sha256: string; size: number; restorable: boolean; artifactId?: string; uri?: string; reason?: string };
+  after: { sha256: string; size: number };
+}
+
+export interface ArtifactCheckpoints {
+  sessionId: string;
+  threadId?: string;
+  sequence: number;
+  versionCount: number;
+  files: { path: string; versions: FileVersion[]; latest: { sha256: string; size: number } }[];
 }
 
 /** A task of the session (the published task shape): the runtime's own and those made with createTask. */

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, type EventPage, enc, get, type OarEvent, post, qs, type Snapshot } from './api';
-import { foldEvents } from './model';
+import { eventSummary, foldEvents } from './model';
 import { Timeline } from './timeline';
 import { Empty, ErrorBox, Json, Loading, navigate, Status, shortId, usePath } from './ui';
 
@@ -147,6 +147,7 @@ export function EventsView(props: { sessionId: string }) {
                   <td class="small">
                     {e.status ?? (typeof p.status === 'string' ? p.status : '')}{' '}
                     {typeof p.graphActionId === 'string' ? <span class="mono">{p.graphActionId}</span> : null}
+                    {eventSummary(e) ? <span data-summary>{eventSummary(e)}</span> : null}
                   </td>
                   <td class="hide-narrow small">{new Date(e.timestamp).toLocaleTimeString()}</td>
                 </tr>,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { highlightJson, renderMarkdown } from '../src/markdown.js';
-import { actionStatus, foldEvents } from '../src/model.js';
+import { actionStatus, eventSummary, foldEvents } from '../src/model.js';
 import type { OarEvent } from '../src/types.js';
 
 /** The console's pure parts, in Node: the event fold behind the DAG and time travel, and safe text rendering. */
@@ -127,6 +127,63 @@ describe('the event fold', () => {
     expect(node(5)?.pendingActionId).toBeUndefined();
     expect(node(6)?.reconcileActionId).toBeUndefined();
     expect(node(6)?.decision).toMatchObject({ decision: 'happened', reason: 'in the outbox' });
+  });
+
+  it('folds a rollback: its turns leave the thread once completed, and the note says what it removed and restored', () => {
+    const at = { sessionId: 'ses_1', timestamp: T, threadId: 'thr_1' };
+    const turnEvents = (n: number, first: number): OarEvent[] => [
+      { ...at, sequence: first, type: 'turn.submitted', turnId: `turn_${n}`, payload: { input: `turn ${n}` } },
+      { ...at, sequence: first + 1, type: 'turn.completed', turnId: `turn_${n}`, status: 'completed', payload: {} },
+    ];
+    const facts = {
+      rollbackId: 'rbk_1',
+      targetTurnId: 'turn_2',
+      keptThroughTurnId: 'turn_1',
+      removedTurns: ['turn_2'],
+    };
+    const events: OarEvent[] = [
+      ...turnEvents(1, 1),
+      ...turnEvents(2, 3),
+      {
+        ...at,
+        sequence: 5,
+        type: 'history.rollback.started',
+        payload: { ...facts, files: [{ path: 'a.txt', action: 'restore' }], requestedBy: 'api_key:key_1' },
+      },
+      {
+        ...at,
+        sequence: 6,
+        type: 'history.rollback.completed',
+        payload: {
+          ...facts,
+          files: [{ path: 'a.txt', action: 'restore', fromVersion: 2, throughVersion: 2 }],
+          affected: { commands: 1, fileCalls: 1, subagentThreads: [], runningProcesses: [] },
+        },
+      },
+      ...turnEvents(3, 7),
+    ];
+    const thread = (upTo: number) => foldEvents(events, upTo).threads.get('thr_1');
+    // Under way: the thread still has both turns; the note says what is being removed.
+    expect(thread(5)?.turns.map((u) => u.turnId)).toEqual(['turn_1', 'turn_2']);
+    expect(thread(5)?.rollbacks[0]).toMatchObject({ status: 'started', requestedBy: 'api_key:key_1' });
+    // Completed: turn 2 is gone, remembered by its input; a later turn follows the note.
+    const after = thread(8);
+    expect(after?.turns.map((u) => u.turnId)).toEqual(['turn_1', 'turn_3']);
+    expect(after?.rollbacks).toHaveLength(1);
+    expect(after?.rollbacks[0]).toMatchObject({
+      status: 'completed',
+      sequence: 5,
+      removedTurns: ['turn_2'],
+      removedInputs: { turn_2: 'turn 2' },
+      files: [{ path: 'a.txt', action: 'restore' }],
+      affected: { commands: 1 },
+    });
+    expect(after?.turns.map((u) => u.firstSeq)).toEqual([1, 7]);
+    expect(eventSummary(events[4] as OarEvent)).toBe('rolling back 1 turn (turn_2) · files: a.txt to restore');
+    expect(eventSummary(events[5] as OarEvent)).toBe(
+      'rolled back 1 turn (turn_2) · files: a.txt restored · not undone: the effects of 1 command',
+    );
+    expect(eventSummary(events[0] as OarEvent)).toBeUndefined();
   });
 
   it('folds a 10,000-event session at any position: each position holds exactly the graphs declared by then', () => {

@@ -173,6 +173,9 @@ export const TaskSchema = z.object({
   pausedFrom: TaskStatusValueSchema.optional(),
   /** While paused by an ancestor's pause (`propagate: children`, OAR): that ancestor; its resume resumes this. */
   pausedWith: Id.optional(),
+  /** Once archived (OAR): how the task had ended, and when it was archived. */
+  archivedFrom: TaskStatusValueSchema.optional(),
+  archivedAt: Timestamp.optional(),
   createdAt: Timestamp.optional(),
   updatedAt: Timestamp.optional(),
   startedAt: Timestamp.optional(),
@@ -352,7 +355,10 @@ export const TaskSummarySchema = z.object({
   completed: Count.optional(),
   failed: Count.optional(),
   cancelled: Count.optional(),
+  timedOut: Count.optional(),
   lost: Count.optional(),
+  /** Ended tasks filed away: not in `tasks`, still fetched by id (`get_task`). */
+  archived: Count.optional(),
 });
 export type TaskSummary = z.infer<typeof TaskSummarySchema>;
 
@@ -364,6 +370,8 @@ export const RoutingLimitSummarySchema = z.object({
   taskKind: z.string().optional(),
   /** Why the model was chosen (e.g. the first usable candidate of a chain). */
   reason: z.string().optional(),
+  /** What the chosen model lacks of what the call needs (`none`). */
+  capabilityGap: z.string().optional(),
   /** The last fallback: from which model to which, on what failure class, after how many attempts. */
   fallback: z.object({ from: z.string(), to: z.string(), trigger: z.string(), attempts: Count.optional() }).optional(),
   costState: Bag.optional(),

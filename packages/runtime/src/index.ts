@@ -81,6 +81,13 @@ export {
 } from './config/pipelines.js';
 export { type ProviderLimit, type ProviderLimits, ProviderLimitsSchema } from './config/provider-limits.js';
 export {
+  type ArtifactRetention,
+  ArtifactRetentionSchema,
+  DEFAULT_ARTIFACT_KEEP,
+  type Retention,
+  RetentionSchema,
+} from './config/retention.js';
+export {
   checkAttachments,
   MAX_TURN_ATTACHMENT_BYTES,
   MAX_TURN_ATTACHMENTS,
@@ -102,8 +109,15 @@ export type {
   WriteProcessStdinInput,
 } from './control-plane/processes.js';
 export type { ThreadResumePoint } from './control-plane/queries.js';
+export {
+  type ArtifactRetentionPolicy,
+  type ExpireArtifactsReport,
+  expireArtifacts,
+  type KeepReason,
+} from './control-plane/retention.js';
 export type { ExportReviewInput, ReviewResult } from './control-plane/review.js';
 export type { FileChange, ReviewPack } from './control-plane/review-render.js';
+export type { RollbackConflict, RollbackFile, RollbackInput, RollbackResult } from './control-plane/rollback.js';
 export type {
   CloseSubagentInput,
   ResumeSubagentInput,
@@ -197,9 +211,12 @@ export {
 export type { BoundConfig, Engine } from './scheduler/engine.js';
 export {
   type ArtifactContent,
+  type ArtifactTombstone,
   artifactIdFromRef,
   artifactUri,
+  type ExpiryCandidate,
   getArtifact,
+  isArtifactExpired,
   putArtifact,
   type StoredArtifact,
 } from './store/artifacts.js';

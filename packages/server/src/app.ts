@@ -15,6 +15,7 @@ import { adminRoutes } from './routes/admin.js';
 import { aguiRoutes } from './routes/agui.js';
 import { artifactRoutes } from './routes/artifacts.js';
 import { eventRoutes } from './routes/events.js';
+import { historyRoutes } from './routes/history.js';
 import { permissionRoutes } from './routes/permissions.js';
 import { processRoutes } from './routes/processes.js';
 import { sessionRoutes } from './routes/sessions.js';
@@ -95,6 +96,7 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
     ...taskRoutes,
     ...subagentRoutes,
     ...permissionRoutes,
+    ...historyRoutes,
     ...processRoutes,
     ...artifactRoutes,
     ...eventRoutes({ ...options.streams, inflight }),

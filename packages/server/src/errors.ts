@@ -32,6 +32,9 @@ const CONFLICTS = new Set([
   'task_not_startable',
   'task_paused',
   'task_not_paused',
+  'task_cancelling',
+  'task_not_ended',
+  'task_not_running',
   'task_still_stopping',
   'task_changed',
   'subagent_not_closed',
@@ -41,6 +44,8 @@ const CONFLICTS = new Set([
   'process_input_closed',
   'too_many_process_requests',
   'not_a_permission_request',
+  'rollback_conflict',
+  'rollback_in_progress',
 ]);
 
 /** Codes that say the request itself is malformed (its JSON or its shape), rather than meaningless. */
@@ -61,6 +66,8 @@ export function statusOf(code: string): ContentfulStatusCode {
   if (code === 'unauthorized') return 401;
   if (code === 'forbidden') return 403;
   if (code.endsWith('_not_found')) return 404;
+  // It existed and is gone for good (the retention policy deleted its content): not "never was".
+  if (code === 'artifact_expired') return 410;
   if (code === 'payload_too_large' || code === 'input_too_large') return 413;
   if (code === 'range_not_satisfiable') return 416;
   if (code === 'too_many_requests') return 429;

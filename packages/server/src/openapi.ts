@@ -88,6 +88,11 @@ function responses(route: Route): Record<string, unknown> {
   }
   if (spec.method !== 'get') errors['429'] = errorResponse("over the key's write rate limit (too_many_requests)");
   if (spec.conflicts) errors['409'] = errorResponse('conflicts with the current state (e.g. thread_busy)');
+  if (spec.tag === 'artifacts') {
+    errors['410'] = errorResponse(
+      'the retention policy expired the artifact; details hold its tombstone (artifact_expired)',
+    );
+  }
   return { ...ok, ...errors };
 }
 

@@ -596,6 +596,8 @@ describe('the OpenAPI document', () => {
       'openapi',
       'getSessionAt',
       'forkSession',
+      'rollbackThread',
+      'getArtifactCheckpoints',
       'workspaceEvents',
       'listDecisions',
       'aguiRun',

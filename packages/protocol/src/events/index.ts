@@ -5,6 +5,8 @@
  */
 export * from './catalog.js';
 export * from './envelope.js';
+export * from './history-payloads.js';
+export * from './output-payloads.js';
 export * from './payloads.js';
 export * from './profile.js';
 export * from './rules.js';

@@ -11,6 +11,12 @@ import {
 import { UsageSchema } from '../usage.js';
 import { EVENT_TYPES, type EventType } from './catalog.js';
 import { JsonObjectSchema } from './envelope.js';
+import {
+  HistoryReconstructedPayloadSchema,
+  HistoryWindowLoadedPayloadSchema,
+  SnapshotRepairedPayloadSchema,
+} from './history-payloads.js';
+import { OutputExpiredPayloadSchema } from './output-payloads.js';
 
 /**
  * Typed payloads for the events the engine emits first. Every payload is a loose object on purpose: the published
@@ -136,6 +142,27 @@ export const ModelDeltaPayloadSchema = z.looseObject({
   channel: z.enum(['text', 'tool_call', 'structured']).optional(),
   index: Count.optional(),
 });
+/**
+ * A piece of a model call's reasoning (provider reasoning or thinking, outside the final text), live-only like
+ * `model.delta`: never stored; the call's `reasoning.summary` keeps the whole of it.
+ */
+export const ReasoningDeltaPayloadSchema = z.looseObject({
+  delta: z.string(),
+  index: Count.optional(),
+});
+/**
+ * The reasoning one model call produced, recorded once, with the call's end: its text as the provider sent it (a
+ * reasoning summary or thinking), capped by the runtime (`truncated` when cut) and redacted like every fact. Never
+ * replayed to a model and never executed.
+ */
+export const ReasoningSummaryPayloadSchema = z.looseObject({
+  summary: z.string(),
+  modelId: Id.optional(),
+  provider: Id.optional(),
+  /** The whole reasoning's length in characters (more than `summary`'s when it was cut). */
+  chars: Count.optional(),
+  truncated: z.boolean().optional(),
+});
 export const ModelCompletedPayloadSchema = z.looseObject({
   modelId: Id,
   provider: Id,
@@ -201,6 +228,10 @@ export const ToolArgsPayloadSchema = z.looseObject({
   delta: z.string().optional(),
   input: JsonObjectSchema.optional(),
   complete: z.boolean().optional(),
+  /** The tool the arguments are for (OAR). */
+  toolName: Id.optional(),
+  /** A live-only piece's sub-index after its durable sequence (OAR, as `model.delta`'s). */
+  index: Count.optional(),
 });
 export const ToolProgressPayloadSchema = z.looseObject({
   message: z.string().optional(),
@@ -502,7 +533,15 @@ export const TaskPausedPayloadSchema = z.looseObject({
   propagatedFrom: Id.optional(),
 });
 export const TaskResumedPayloadSchema = z.looseObject({ ...TaskFacts, propagatedFrom: Id.optional() });
-export const TaskCancelRequestedPayloadSchema = z.looseObject({ ...TaskFacts, requestedBy: z.string().optional() });
+/**
+ * The task is asked to stop: its running work (a turn, a runner run, a delegated child) is interrupted, and the task
+ * ends `task.cancelled` once that work stopped. Set `propagatedFrom` when the cancel came down from an ancestor.
+ */
+export const TaskCancelRequestedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  requestedBy: z.string().optional(),
+  propagatedFrom: Id.optional(),
+});
 /** A task graph edge changed: linked, unlinked, or the task it depends on ended (`dependencyStatus`). */
 export const TaskDependencyUpdatedPayloadSchema = z.looseObject({
   ...TaskFacts,
@@ -521,7 +560,20 @@ export const TaskCompletedPayloadSchema = z.looseObject({
   artifactIds: z.array(Id).optional(),
 });
 export const TaskFailedPayloadSchema = z.looseObject({ ...TaskFacts, error: OarErrorSchema });
-export const TaskCancelledPayloadSchema = z.looseObject({ ...TaskFacts, requestedBy: z.string().optional() });
+export const TaskCancelledPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  requestedBy: z.string().optional(),
+  propagatedFrom: Id.optional(),
+});
+/** A time budget ended the task's work: its turn's wall time (`budget_exceeded`), a runner's deadline. */
+export const TaskTimedOutPayloadSchema = z.looseObject({ ...TaskFacts, error: OarErrorSchema });
+/** An ended task filed away: it leaves the lists of recent tasks; fetched by id it is still all there. */
+export const TaskArchivedPayloadSchema = z.looseObject({
+  ...TaskFacts,
+  /** How the task had ended. */
+  archivedFrom: TaskStatusValueSchema,
+  requestedBy: z.string().optional(),
+});
 export const TaskLostPayloadSchema = z.looseObject({
   ...TaskFacts,
   /** Last moment the worker was known alive; after it nothing can be proven either way. */
@@ -686,6 +738,8 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'model.delta': ModelDeltaPayloadSchema,
   'model.completed': ModelCompletedPayloadSchema,
   'model.failed': ModelFailedPayloadSchema,
+  'reasoning.delta': ReasoningDeltaPayloadSchema,
+  'reasoning.summary': ReasoningSummaryPayloadSchema,
   'rate_limit.hit': RateLimitHitPayloadSchema,
   'tool.catalog.resolved': ToolCatalogResolvedPayloadSchema,
   'tool.started': ToolStartedPayloadSchema,
@@ -727,6 +781,8 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'task.completed': TaskCompletedPayloadSchema,
   'task.failed': TaskFailedPayloadSchema,
   'task.cancelled': TaskCancelledPayloadSchema,
+  'task.timed_out': TaskTimedOutPayloadSchema,
+  'task.archived': TaskArchivedPayloadSchema,
   'task.lost': TaskLostPayloadSchema,
   'task.retrying': TaskRetryingPayloadSchema,
   'task.waiting': TaskWaitingPayloadSchema,
@@ -738,10 +794,14 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'output.spilled': OutputSpilledPayloadSchema,
   'output.truncated': OutputTruncatedPayloadSchema,
   'output.redacted': OutputRedactedPayloadSchema,
+  'output.expired': OutputExpiredPayloadSchema,
   'evidence.changed': EvidenceChangedPayloadSchema,
   'run.status': RunStatusPayloadSchema,
   'queue.changed': QueueChangedPayloadSchema,
   'snapshot.updated': SnapshotUpdatedPayloadSchema,
+  'snapshot.repaired': SnapshotRepairedPayloadSchema,
+  'history.window.loaded': HistoryWindowLoadedPayloadSchema,
+  'history.reconstructed': HistoryReconstructedPayloadSchema,
   'runtime.warning': RuntimeWarningPayloadSchema,
   'runtime.error': RuntimeErrorPayloadSchema,
 } satisfies Partial<Record<EventType, z.ZodType>>;

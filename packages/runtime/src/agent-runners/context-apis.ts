@@ -9,6 +9,7 @@ import {
 } from '@oar/runner-sdk';
 import type { EventDraft } from '../log/draft.js';
 import type { ThreadState } from '../read-models/thread-state.js';
+import { isArtifactExpired } from '../store/artifacts.js';
 import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
 
@@ -138,10 +139,17 @@ export const MAX_READ_RANGE_BYTES = 1024 * 1024;
 /** The bytes of one artifacts.open_stream chunk (base64 on the wire: well under the transport's line limit). */
 export const ARTIFACT_STREAM_CHUNK_BYTES = 64 * 1024;
 
-/** An artifact of the run's session, text or binary, with its bytes; `not_found` for any other id. */
+/**
+ * An artifact of the run's session, text or binary, with its bytes; `not_found` for any other id. One the retention
+ * policy expired is `not_found` too (the Agent API has no other code for it) with `details.reason: artifact_expired`
+ * and its tombstone (name, size, sha256, expiredAt), so a runner can tell "gone" from "never was".
+ */
 async function sessionArtifact(session: RunSession, id: string) {
   // The store looks the artifact up in this session only: another session's id is simply not found.
-  const found = await session.engine.artifacts.read(session.sessionId, id);
+  const found = await session.engine.artifacts.read(session.sessionId, id).catch((error: unknown) => {
+    if (!isArtifactExpired(error)) throw error;
+    throw apiError('not_found', error.message, { reason: 'artifact_expired', ...error.error.details });
+  });
   if (!found) throw apiError('not_found', `no artifact ${id} in this session`);
   return {
     bytes: Buffer.from(found.bytes.buffer, found.bytes.byteOffset, found.bytes.byteLength),

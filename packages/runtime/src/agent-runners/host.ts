@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { oarError } from '@oar/protocol';
 import type { Runner } from '@oar/runner-sdk';
+import { failureOutcome, taskEnded } from '../facts/task-end.js';
 import { localActor } from '../kernel/actor.js';
 import { isClosing, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
@@ -168,7 +169,8 @@ export async function runnerTurn(
   await engine.append(thread.sessionId, [
     ended('failed', { code: error.code }),
     { type: 'task.attempt.failed', ...ids, payload: { retryable: error.retryable, failureCategory: 'runner', error } },
-    { type: 'task.failed', ...ids, payload: { error } },
+    // Past its deadline (`runner_timeout`) the run's task is timed out, not merely failed.
+    taskEnded(ids, failureOutcome(error)),
     stateFact(ids, null),
   ]);
   await failTurn(engine, thread, turn, error);

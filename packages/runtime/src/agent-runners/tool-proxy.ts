@@ -1,8 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Action, OarError } from '@oar/protocol';
 import { ToolCallArgsSchema, type ToolCallResult } from '@oar/runner-sdk';
+import { keepFileVersion } from '../executors/file-versions.js';
 import { pathsBeyondApproval } from '../executors/gate.js';
-import { invokeTool, toolPermissionRequest } from '../executors/tool.js';
+import { fileConfinement, invokeTool, toolPermissionRequest } from '../executors/tool.js';
 import { artifactCreated } from '../facts/action.js';
 import { toolFailed, toolResult } from '../facts/tool-call.js';
 import { toOarError } from '../kernel/errors.js';
@@ -142,6 +143,7 @@ export async function toolCall(
     sessionId: session.sessionId,
     ids,
     authorization: before,
+    ...fileConfinement(tool, input.input, request, engine.workspaceRoot),
     payload: {
       toolName: name,
       attempt: 1,
@@ -150,15 +152,8 @@ export async function toolCall(
       ...runnerFacts,
     },
   });
-  const ran = await invokeTool(
-    actionContext(session, toolCallId, signal),
-    tool,
-    input.input,
-    request,
-    ids,
-    { toolName: name },
-    bracket.idempotencyKey,
-  );
+  const context = actionContext(session, toolCallId, signal);
+  const ran = await invokeTool(context, tool, input.input, request, ids, { toolName: name }, bracket.idempotencyKey);
   if (ran.outcome !== 'completed') {
     const error: OarError =
       ran.outcome === 'failed' ? ran.error : { code: 'interrupted', message: 'the host is closing', retryable: true };
@@ -189,7 +184,10 @@ export async function toolCall(
     engine.limits.maxArtifactBytes,
   );
   session.artifactIds.add(stored.artifactId);
+  // A runner's write or edit keeps the file's version as the model's own calls do (rollback, review).
+  const version = output.fileVersion ? await keepFileVersion(context, output.fileVersion) : undefined;
   await bracket.end([
+    ...(version?.drafts ?? []),
     artifactCreated(session.ids, stored),
     toolResult(ids, {
       toolName: name,
@@ -198,6 +196,7 @@ export async function toolCall(
       artifactIds: [stored.artifactId],
       durationMs,
       ...runnerFacts,
+      ...(version ? { fileVersion: version.fileVersion } : {}),
     }),
   ]);
   return {

@@ -13,6 +13,7 @@ import { ModelChoiceSchema, ModelsConfigSchema } from './models.js';
 import { PermissionsConfigSchema } from './permissions.js';
 import { PipelinesSchema, ServicesSchema } from './pipelines.js';
 import { ProviderLimitsSchema } from './provider-limits.js';
+import { RetentionSchema } from './retention.js';
 import { NPM_ENTRY_PREFIX, NPM_PACKAGE_NAME } from './runner-binding.js';
 
 export { CONFIG_FILE };
@@ -76,6 +77,11 @@ export const OarConfigSchema = z.strictObject({
       pollMs: z.number().int().min(50).max(60_000).optional(),
     })
     .default({}),
+  /**
+   * How long stored outputs are kept: `artifacts` (`maxAgeDays`, `keep`, `sweepEveryMinutes`, `batchSize`), swept by
+   * `oar artifacts expire` and by long-lived workers; not part of a binding (docs/reliability.md "Artifact retention").
+   */
+  retention: RetentionSchema.default({}),
   onProtocolFailure: z.enum(['fail', 'plain_text']).default('fail'),
   /**
    * Environment variables (NAMES) whose values are secrets, beyond the provider keys which always are. Left out,

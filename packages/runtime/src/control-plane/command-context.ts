@@ -19,6 +19,19 @@ export interface CommandDeps {
   bindings: Bindings;
   /** How a call would be judged (`evaluate_permission`); absent: the command is unavailable. */
   judge?: PermissionJudge;
+  /** The sessions' workspace files (`rollback_thread` restores them); absent: only history can be rolled back. */
+  files?: WorkspaceFiles;
+}
+
+/**
+ * A session's workspace files, through a port the façade implements over the file tools' confined opens
+ * (facade/workspace-files.ts): a command names a file by its workspace path and never reaches outside the workspace.
+ */
+export interface WorkspaceFiles {
+  /** The sha256 of the file's bytes now; null when there is no such file. */
+  digest(workspaceRoot: string, path: string): Promise<string | null>;
+  /** Make `bytes` the file's whole content (creating it), or remove the file (`undefined`). */
+  restore(workspaceRoot: string, path: string, bytes: Uint8Array | undefined): Promise<void>;
 }
 
 /**

@@ -21,7 +21,9 @@ import {
   type WriteProcessStdinInput,
   writeProcessStdin,
 } from './processes.js';
+import { repairSession } from './replay.js';
 import { type ExportReviewInput, exportReview } from './review.js';
+import { type RollbackInput, rollbackThread } from './rollback.js';
 import {
   type CreateSessionInput,
   createSession,
@@ -99,6 +101,10 @@ export class Commands {
 
   forkSession(input: ForkSessionInput) {
     return forkSession(this.ctx, input);
+  }
+
+  rollbackThread(input: RollbackInput) {
+    return rollbackThread(this.ctx, input);
   }
 
   mainThreadId(sessionId: string) {
@@ -219,6 +225,14 @@ export class Commands {
 
   changeLimits(input: ChangeLimitsInput) {
     return changeLimits(this.ctx, input);
+  }
+
+  /**
+   * The stored read models rewritten from a replay of the log where they differ (`oar replay --repair`), recorded
+   * as `history.reconstructed` and `snapshot.repaired` (replay.ts).
+   */
+  repairSession(sessionId: string) {
+    return repairSession(this.ctx, sessionId);
   }
 
   /** The replay export (events and snapshot), recorded as `evidence.changed`. */

@@ -222,6 +222,40 @@ export function limitFacts(events: RuntimeEvent[]) {
 }
 
 /**
+ * The runtime summary of an evidence pack and its verification, from the session snapshot: each thread's status
+ * and last outcome, the turns by status, the task counts and the usage; the verification outcomes and the refs of
+ * the review and replay exports recorded before it (the standard's acceptance scenario 9).
+ */
+async function packSummary(ctx: CommandContext, sessionId: string, eventCount: number) {
+  const models = await loadAllReadModels(ctx.log.store.db, sessionId);
+  if (!models.session) throw notFound('session', sessionId);
+  const snapshot = toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]);
+  const turns: Record<string, number> = {};
+  for (const turn of snapshot.threads.flatMap((t) => t.turns)) turns[turn.status] = (turns[turn.status] ?? 0) + 1;
+  const unique = <T>(values: T[]) => [...new Map(values.map((v) => [JSON.stringify(v), v])).values()];
+  const summaries = snapshot.threads.map((t) => t.evidenceSummary);
+  return {
+    summary: {
+      threads: snapshot.threads.map((t) => ({
+        threadId: t.threadId,
+        status: t.status,
+        turns: t.turns.length,
+        ...(t.lastOutcome ? { lastOutcome: { turnId: t.lastOutcome.turnId, status: t.lastOutcome.status } } : {}),
+      })),
+      turns,
+      tasks: snapshot.taskSummary,
+      usage: snapshot.telemetrySummary.usage,
+      events: eventCount,
+    },
+    verification: {
+      outcomes: unique(summaries.flatMap((s) => s.verificationOutcomes ?? [])),
+      reviewRefs: unique(summaries.flatMap((s) => s.reviewRefs ?? [])),
+      replayRefs: unique(summaries.flatMap((s) => s.replayRefs ?? [])),
+    },
+  };
+}
+
+/**
  * The evidence pack of a session: the timeline, every failure with its structured error, the artifact refs and
  * the correlation ids that join them — derived from the same events as the UI and the read models. Exporting is
  * itself recorded as `evidence.changed`.
@@ -241,6 +275,7 @@ export async function exportEvidence(ctx: CommandContext, sessionId: string) {
           'model.failed',
           'runtime.error',
           'task.failed',
+          'task.timed_out',
           'subagent.failed',
           'sandbox.violation',
         ].includes(e.type) ||
@@ -264,6 +299,7 @@ export async function exportEvidence(ctx: CommandContext, sessionId: string) {
       return { artifactId: e.artifactId, uri: p.uri, mime: p.mime, size: p.size, hash: p.hash, name: p.name };
     });
   const { limits, byTurn } = limitFacts(events);
+  const { summary, verification } = await packSummary(ctx, sessionId, events.length);
   const evidenceId = newId('ev');
   const pack = {
     format: 'oar.evidence.v1',
@@ -284,6 +320,8 @@ export async function exportEvidence(ctx: CommandContext, sessionId: string) {
     artifacts,
     limits,
     turns: byTurn,
+    summary: { ...summary, failures: failures.length, artifacts: artifacts.length },
+    verification,
     // Every hook run with its decision and, for a rewrite, the change (docs/hooks.md; scenario 12).
     hooks: events
       .filter((e) => e.type === 'hook.completed' || e.type === 'hook.failed')

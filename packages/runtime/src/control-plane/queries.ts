@@ -1,19 +1,21 @@
-import type {
-  ExecutionEnvironment,
-  RuntimeEvent,
-  SessionSnapshot,
-  ThreadReadModel,
-  UnreconciledAction,
+import {
+  createEvent,
+  type ExecutionEnvironment,
+  type RuntimeEvent,
+  type SessionSnapshot,
+  type Task,
+  type ThreadReadModel,
+  type UnreconciledAction,
 } from '@oar/protocol';
 import type { AgentConfig } from '../config/binding.js';
 import type { PermissionsConfig } from '../config/permissions.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import type { EventLog } from '../log/event-log.js';
-import { loadAllReadModels } from '../log/read-model-rows.js';
-import { findContradictions } from '../read-models/contradictions.js';
-import { replay, threadView, threadViews } from '../read-models/project.js';
+import { fileCheckpoints, fileVersionsOf } from '../read-models/file-versions.js';
+import { threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import { toExecutionEnvironment, toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
+import { isListedTask } from '../read-models/task.js';
 import type { PendingDecision, ThreadState } from '../read-models/thread-state.js';
 import { TimeTravel } from '../read-models/time-travel.js';
 import { sessionWork } from '../read-models/work.js';
@@ -21,6 +23,7 @@ import { getArtifact } from '../store/artifacts.js';
 import { silentHolders } from '../store/leases.js';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import type { ToolRegistry } from '../tools/registry.js';
+import { type ReplayReport, replaySession } from './replay.js';
 import { subagentsOf } from './subagents.js';
 
 /** What the tool inventory shows of a session's bound configuration (the worker's `BoundConfig` is one). */
@@ -176,6 +179,17 @@ export class Queries {
   }
 
   /**
+   * The session's tasks (the standard's list_tasks; get_task is one of them), in the snapshot's order: its list —
+   * archived ones filed away — or, with `archived`, every task.
+   */
+  async listTasks(input: { sessionId: string; archived?: boolean }): Promise<Task[]> {
+    const models = await this.log.allReadModels(input.sessionId);
+    if (!models.session) throw notFound('session', input.sessionId);
+    const tasks = [...models.tasks.values()];
+    return input.archived ? tasks : tasks.filter(isListedTask);
+  }
+
+  /**
    * The session's shell and a window of its history (the standard's get_session; scenario 10, old session recovery):
    * the snapshot as of `sequence`, and — recent first — the last `limit` events, or the `limit` events before
    * `before` (older pages: pass `previousCursor` back as `before`), or those after `cursor` (forward, as a stream).
@@ -188,6 +202,8 @@ export class Queries {
     nextCursor: number;
     /** `before` for the page of older events; null when the window starts at the first event. */
     previousCursor: number | null;
+    /** With `before`: that page as a `history.window.loaded` event, live-only (never in the log). */
+    window?: RuntimeEvent;
   }> {
     const models = await this.log.allReadModels(input.sessionId);
     if (!models.session) throw notFound('session', input.sessionId);
@@ -213,6 +229,9 @@ export class Queries {
       events,
       nextCursor,
       previousCursor,
+      ...(input.cursor === undefined && input.before !== undefined
+        ? { window: windowEvent(this.log.runtimeId, input.sessionId, last, events, { before: input.before, limit }) }
+        : {}),
     };
   }
 
@@ -246,6 +265,23 @@ export class Queries {
     if (input.threadId !== undefined && !thread) throw notFound('thread', input.threadId);
     const threads = thread ? [thread] : [...models.threads.values()];
     return toExecutionEnvironment(models.session, threads, input.threadId);
+  }
+
+  /**
+   * The artifact checkpoint summary (the standard's `artifact_checkpoint_summary`): the workspace files OAR's
+   * `write` and `edit` changed, each with its versions — the call that made it, the ref of the content before it,
+   * the digests before and after — of the session, or of one thread.
+   */
+  async getArtifactCheckpoints(input: { sessionId: string; threadId?: string }) {
+    const last = await this.lastSequence(input.sessionId);
+    const events = await this.log.read(input.sessionId, input.threadId ? { threadId: input.threadId } : {});
+    const versions = fileVersionsOf(events);
+    return {
+      sessionId: input.sessionId,
+      ...(input.threadId ? { threadId: input.threadId } : {}),
+      sequence: last,
+      ...fileCheckpoints(versions),
+    };
   }
 
   /** Session- or thread-scoped state: one key, or all keys. */
@@ -352,36 +388,37 @@ export class Queries {
    * Rebuild every read model from the log and compare with the stored ones (`oar replay`). A log that holds a
    * contradiction (two endings of one turn, task or tool call) is reported as such, never as "equal".
    */
-  async replaySession(sessionId: string): Promise<{
-    equal: boolean;
-    differences: string[];
-    contradictions: { sequence: number; reason: string }[];
-    events: number;
-  }> {
-    const events = await this.log.read(sessionId);
-    if (events.length === 0) throw notFound('session', sessionId);
-    const rebuilt = replay(events);
-    const stored = await loadAllReadModels(this.log.store.db, sessionId);
-    const differences: string[] = [];
-    const compare = (name: string, a: unknown, b: unknown) => {
-      if (JSON.stringify(a) !== JSON.stringify(b)) differences.push(name);
-    };
-    compare('session', rebuilt.session, stored.session);
-    for (const [id, t] of rebuilt.threads) compare(`thread ${id}`, t, stored.threads.get(id));
-    for (const [id, t] of rebuilt.runs) compare(`run ${id}`, t, stored.runs.get(id));
-    for (const [id, t] of rebuilt.tasks) compare(`task ${id}`, t, stored.tasks.get(id));
-    for (const [id, t] of rebuilt.toolInventory) compare(`tool_inventory ${id}`, t, stored.toolInventory.get(id));
-    if (stored.threads.size !== rebuilt.threads.size) differences.push('thread count');
-    if (stored.runs.size !== rebuilt.runs.size) differences.push('run count');
-    if (stored.tasks.size !== rebuilt.tasks.size) differences.push('task count');
-    const contradictions = findContradictions(events);
-    return {
-      equal: differences.length === 0 && contradictions.length === 0,
-      differences,
-      contradictions,
-      events: events.length,
-    };
+  replaySession(sessionId: string): Promise<ReplayReport> {
+    return replaySession(this.log, sessionId);
   }
+}
+
+/**
+ * An older page of history served from the log (get_session with `before`), said in the standard's words:
+ * `history.window.loaded`, a whole envelope at the sequence the snapshot reflects (as the SSE stream's
+ * `snapshot.repaired`). Live-only, never appended: a read must not grow the log, and must work on a read-only
+ * replica — the answer carries it to the client that asked, and nobody else is concerned.
+ */
+function windowEvent(
+  runtimeId: string,
+  sessionId: string,
+  last: number,
+  events: readonly RuntimeEvent[],
+  asked: { before: number; limit: number },
+): RuntimeEvent {
+  const first = events[0]?.sequence;
+  return createEvent('history.window.loaded', {
+    sessionId,
+    runtimeId,
+    sequence: last,
+    payload: {
+      eventCount: events.length,
+      ...asked,
+      ...(first !== undefined ? { fromSequence: first, toSequence: events.at(-1)?.sequence ?? first } : {}),
+      previousCursor: first !== undefined && first > 1 ? first : null,
+      lastSequence: last,
+    },
+  });
 }
 
 /** Where a thread stands for a client resuming it (`resume_thread`). */

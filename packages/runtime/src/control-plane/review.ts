@@ -2,9 +2,11 @@ import { posix } from 'node:path';
 import type { OarError, RuntimeEvent, Task } from '@oar/protocol';
 import { notFound } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
+import { fileVersionsOf } from '../read-models/file-versions.js';
 import { type ReadModels, threadViews } from '../read-models/project.js';
 import { bindingOf } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
+import { storedArtifact } from '../store/artifacts.js';
 import type { CommandContext } from './command-context.js';
 import { digestOf, type ExportScope, limitFacts, recordExport } from './exports.js';
 import {
@@ -59,7 +61,7 @@ export async function exportReview(ctx: CommandContext, input: ExportReviewInput
   const events = (await ctx.log.read(input.sessionId)).filter((e) => e.sequence <= session.lastSequence);
   const scoped = events.filter(inScope);
   const root = bindingOf(session)?.workspaceRoot;
-  const changes = fileChanges(events, inScope, root);
+  const changes = fileChanges(events, inScope, root, await beforeImages(ctx, input.sessionId, scoped));
   const approvals = approvalsOf(scoped);
   const commands = commandsOf(scoped);
   const turnIds = [...new Set(scoped.flatMap((e) => (e.turnId ? [e.turnId] : [])))];
@@ -235,7 +237,12 @@ function applied(tool: string, input: Payload, summary: string, before: Known): 
  * recorded inputs (a write's content; an edit's replacement applied to the content known before it): a file OAR
  * created is known from its creation, one that existed before its first write or edit is not.
  */
-function fileChanges(events: RuntimeEvent[], inScope: (e: RuntimeEvent) => boolean, root: string | undefined) {
+function fileChanges(
+  events: RuntimeEvent[],
+  inScope: (e: RuntimeEvent) => boolean,
+  root: string | undefined,
+  befores: ReadonlyMap<string, string>,
+) {
   const started = new Map<string, RuntimeEvent>();
   const known = new Map<string, Known>();
   const entries = new Map<string, Entry>();
@@ -293,8 +300,14 @@ function fileChanges(events: RuntimeEvent[], inScope: (e: RuntimeEvent) => boole
       ...(summary ? { summary } : {}),
       ...(errorOf(result.error) ? { error: errorOf(result.error) } : {}),
     };
+    // The kept before-image (file versions) is the file as the call found it, whatever changed it before.
+    const image = befores.get(start.toolCallId as string);
     const before: Known =
-      tool === 'write' && summary?.startsWith('Created ') ? { content: '' } : (known.get(path) ?? firstSeen);
+      tool === 'write' && summary?.startsWith('Created ')
+        ? { content: '' }
+        : image !== undefined
+          ? { content: image }
+          : (known.get(path) ?? firstSeen);
     const after: Known =
       status === 'applied'
         ? applied(tool, input, summary ?? '', before)
@@ -314,6 +327,31 @@ function fileChanges(events: RuntimeEvent[], inScope: (e: RuntimeEvent) => boole
   }
   for (const start of started.values()) end(start, undefined);
   return [...entries.values()].map(toChange);
+}
+
+/** At most this many before-images are read for one review, each at most MAX_BEFORE_IMAGE_BYTES. */
+const MAX_BEFORE_IMAGES = 200;
+const MAX_BEFORE_IMAGE_BYTES = 1024 * 1024;
+
+/**
+ * The text of the scope's calls' kept before-images (read-models/file-versions.ts), by tool call id: exact ones only
+ * (not redacted), text, of a readable size. A file that existed before OAR's first change, or was changed outside
+ * OAR between two of its calls, then has a known content before each call, and a complete diff.
+ */
+async function beforeImages(
+  ctx: CommandContext,
+  sessionId: string,
+  scoped: RuntimeEvent[],
+): Promise<Map<string, string>> {
+  const images = new Map<string, string>();
+  const wanted = fileVersionsOf(scoped).filter(
+    (v) => v.before?.restorable && v.before.artifactId && v.before.size <= MAX_BEFORE_IMAGE_BYTES,
+  );
+  for (const version of wanted.slice(0, MAX_BEFORE_IMAGES)) {
+    const artifact = await storedArtifact(ctx.log.store.db, sessionId, version.before?.artifactId as string);
+    if (artifact?.mime.startsWith('text/')) images.set(version.toolCallId, new TextDecoder().decode(artifact.bytes));
+  }
+  return images;
 }
 
 function toChange(entry: Entry): FileChange {

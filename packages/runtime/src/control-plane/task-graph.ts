@@ -52,6 +52,11 @@ export interface CreateTaskInput extends TaskDefinition {
 export interface UpdateTaskInput extends TaskDefinition {
   sessionId: string;
   taskId: string;
+  /**
+   * `true` archives an ended task (`task.archived`), alone: the task leaves the lists of recent tasks and is still
+   * fetched by id. The standard has no archive command; filing a task away is this runtime's policy of update_task.
+   */
+  archived?: true;
 }
 
 export interface LinkTasksInput {
@@ -142,13 +147,22 @@ function sameRequest(existing: Task, input: CreateTaskInput, dependsOn: string[]
   );
 }
 
-/** Change what a task is: applies to its next attempt (a running one keeps what it started with). */
+/**
+ * Change what a task is: applies to its next attempt (a running one keeps what it started with). With `archived:
+ * true`, file an ended task away instead (`archiveTask`).
+ */
 export async function updateTask(
   ctx: CommandContext,
   input: UpdateTaskInput,
 ): Promise<{ taskId: string; changed: string[] }> {
-  checkAssignee(await ctx.session(input.sessionId), input.assignee);
   const definition = definitionOf(input);
+  if (input.archived === true) {
+    if (Object.keys(definition).length > 0) {
+      throw invalid('archived is given alone: an ended task is archived as it ended, its definition unchanged');
+    }
+    return archiveTask(ctx, input.sessionId, input.taskId);
+  }
+  checkAssignee(await ctx.session(input.sessionId), input.assignee);
   if (definition.objective !== undefined && definition.objective.trim() === '') {
     throw invalid('a task needs a non-empty objective');
   }
@@ -173,6 +187,43 @@ export async function updateTask(
       },
     );
     return { taskId: task.taskId, changed };
+  });
+}
+
+/**
+ * Archive an ended task of any kind (the runtime's own pile up most): `task.archived`, with the status it ended
+ * with. It leaves the snapshot's and threads' task lists (`list_tasks` shows it on request) and stays whole by id;
+ * archived is final — no retry. Archiving an archived task changes nothing (`changed: []`).
+ */
+async function archiveTask(
+  ctx: CommandContext,
+  sessionId: string,
+  taskId: string,
+): Promise<{ taskId: string; changed: string[] }> {
+  return retryOnTaskChange(async () => {
+    const task = (await ctx.tasks(sessionId, [taskId])).get(taskId);
+    if (!task) throw notFound('task', taskId);
+    if (task.status === 'archived') return { taskId, changed: [] };
+    if (!isTerminalTaskStatus(task.status)) {
+      throw new OarRuntimeError(
+        'task_not_ended',
+        `task "${taskId}" is ${task.status}: only an ended task is archived (complete, fail or cancel it first)`,
+        { details: { taskId, status: task.status } },
+      );
+    }
+    await ctx.append(
+      sessionId,
+      [
+        {
+          type: 'task.archived',
+          taskId,
+          ...(task.threadId ? { threadId: task.threadId } : {}),
+          payload: { archivedFrom: task.status, requestedBy: 'owner' },
+        },
+      ],
+      { guard: tasksUnchanged(sessionId, [task]) },
+    );
+    return { taskId, changed: ['archived'] };
   });
 }
 

@@ -12,7 +12,7 @@ import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { EventDraft } from '../log/draft.js';
 import { bindingOf } from '../read-models/session.js';
-import { isTerminalTaskStatus } from '../read-models/task.js';
+import { isTerminalTaskStatus, RETRYABLE_TASK_STATUSES } from '../read-models/task.js';
 import type { ThreadView, TurnState } from '../read-models/thread-state.js';
 import type { CommandContext } from './command-context.js';
 import { activeTask, notStartable, retryOnTaskChange, type TaskAssignee } from './task-graph.js';
@@ -20,9 +20,9 @@ import { interruptTurn, submitTurnWith } from './turns.js';
 
 /**
  * The commands that move a task made with create_task through its life (docs/tasks.md): `start_task`,
- * `append_task_progress`, `pause_task`, `resume_task`, `complete_task`, `fail_task`, and the cancel and retry of such
- * a task. An agent's task runs as turns of its thread, each turn one attempt; an external one is done outside the
- * runtime and reported through these commands.
+ * `append_task_progress`, `pause_task`, `resume_task`, `complete_task`, `fail_task`, and the retry of such a task
+ * (its cancel, for every kind of task, is in tasks.ts). An agent's task runs as turns of its thread, each turn one
+ * attempt; an external one is done outside the runtime and reported through these commands.
  */
 
 export interface StartTaskInput {
@@ -77,13 +77,13 @@ export interface FailTaskInput {
 
 /** A task whose work may be started: never started, ready after its dependencies, or ended and tried again. */
 const STARTABLE = new Set(['accepted', 'queued']);
-const RETRYABLE = new Set(['failed', 'cancelled', 'lost']);
+const RETRYABLE: ReadonlySet<string> = new Set(RETRYABLE_TASK_STATUSES);
 
 export function startTask(ctx: CommandContext, input: StartTaskInput): Promise<StartTaskResult> {
   return startAttempt(ctx, input, STARTABLE);
 }
 
-/** Retry a task made with create_task that failed, was cancelled or lost: a new attempt, the old ones kept. */
+/** Retry a task made with create_task that failed, timed out, was cancelled or lost: a new attempt, old ones kept. */
 export function retryOwnTask(ctx: CommandContext, input: { sessionId: string; taskId: string }) {
   return startAttempt(ctx, input, RETRYABLE);
 }
@@ -200,13 +200,8 @@ function notFrom(task: Task, from: ReadonlySet<string>): OarRuntimeError {
   if (task.status === 'paused') {
     return new OarRuntimeError('task_paused', `task "${task.taskId}" is paused: resume_task lets it go on`, details);
   }
-  if (from === RETRYABLE) {
-    return new OarRuntimeError(
-      'task_not_retryable',
-      `only failed, cancelled or lost tasks are retried (this one is ${task.status})`,
-      details,
-    );
-  }
+  if (task.status === 'cancelling') return cancelling(task);
+  if (from === RETRYABLE) return notRetryable(task);
   if (RETRYABLE.has(task.status)) {
     return new OarRuntimeError(
       'task_not_startable',
@@ -215,6 +210,24 @@ function notFrom(task: Task, from: ReadonlySet<string>): OarRuntimeError {
     );
   }
   return new OarRuntimeError('task_already_started', `task "${task.taskId}" has started (${task.status})`, details);
+}
+
+/** Only a task that ended without its work done is retried. */
+export function notRetryable(task: Task): OarRuntimeError {
+  return new OarRuntimeError(
+    'task_not_retryable',
+    `only failed, timed out, cancelled or lost tasks are retried (this one is ${task.status})`,
+    { details: { taskId: task.taskId, status: task.status } },
+  );
+}
+
+/** A task asked to cancel is neither paused nor started again: its work is stopping, then it ends cancelled. */
+function cancelling(task: Task): OarRuntimeError {
+  return new OarRuntimeError(
+    'task_cancelling',
+    `task "${task.taskId}" is being cancelled: its work is stopping and it ends cancelled (retry_task then starts it again)`,
+    { details: { taskId: task.taskId, status: task.status } },
+  );
 }
 
 /** Report progress of a task that has not ended: the latest report is the task's `progress`. */
@@ -242,9 +255,11 @@ export async function pauseTask(ctx: CommandContext, input: PauseTaskInput): Pro
     const root = await activeTask(ctx, input.sessionId, input.taskId);
     if (root.taskKind !== 'task') throw notStartable(root, 'paused');
     if (root.status === 'paused') return [];
+    if (root.status === 'cancelling') throw cancelling(root);
     const below = input.propagate === 'children' ? await descendants(ctx, input.sessionId, root) : [];
     const targets = [root, ...below].filter(
-      (t) => t.taskKind === 'task' && t.status !== 'paused' && !isTerminalTaskStatus(t.status),
+      (t) =>
+        t.taskKind === 'task' && t.status !== 'paused' && t.status !== 'cancelling' && !isTerminalTaskStatus(t.status),
     );
     await ctx.append(
       input.sessionId,
@@ -258,14 +273,13 @@ export async function pauseTask(ctx: CommandContext, input: PauseTaskInput): Pro
     );
     return targets;
   });
+  // The turn of each task that runs now (the pause held any other): only that one is stopped.
+  const running: RunningTurn[] = [];
   for (const task of targets) {
-    // The turn of this task that runs now (the pause held any other): only that one is stopped.
-    const running = await runningTurn(ctx, input.sessionId, task);
-    if (running) {
-      const turnId = running.turn.turnId;
-      await interruptTurn(ctx, { sessionId: input.sessionId, threadId: running.threadId, turnId, reason, waitMs: 0 });
-    }
+    const turn = await runningTurn(ctx, input.sessionId, task);
+    if (turn) running.push(turn);
   }
+  await stopTurns(ctx, input.sessionId, running, reason);
   return { paused: targets.map((t) => t.taskId) };
 }
 
@@ -335,20 +349,10 @@ export async function failTask(ctx: CommandContext, input: FailTaskInput) {
   return endOwnTask(ctx, input.sessionId, input.taskId, { status: 'failed', error });
 }
 
-/** Cancel a task made with create_task. */
-export async function cancelOwnTask(
-  ctx: CommandContext,
-  input: { sessionId: string; taskId: string; reason?: string },
-) {
-  const error = oarError('interrupted', input.reason ?? 'task cancelled');
-  const ended = await endOwnTask(ctx, input.sessionId, input.taskId, { status: 'cancelled', error });
-  return { interrupted: ended.interrupted, status: 'cancelled' as const };
-}
-
 /**
- * End a task by its owner, in one append: the open attempt ends with it, the tasks waiting for it are released when
- * it completed, and a turn of it not yet started is withdrawn (so no worker starts it after the end). A running one
- * is interrupted after; its end then records only the attempt's.
+ * End a task by its owner's word (`complete_task`, `fail_task`), in one append: the open attempt ends with it, the
+ * tasks waiting for it are released when it completed, and a turn of it not yet started is withdrawn (so no worker
+ * starts it after the end). A running one is interrupted after; its end then records only the attempt's.
  */
 async function endOwnTask(
   ctx: CommandContext,
@@ -366,52 +370,77 @@ async function endOwnTask(
       const attemptEnd =
         open?.status === 'running' && !running ? [attemptEnded({ taskId, runId: open.runId }, outcome)] : [];
       const end = await taskEnd(taskLoader(ctx), sessionId, task, outcome);
-      const withdrawn = thread ? withdrawal(thread, task, outcome) : [];
+      const withdrawn = thread ? withdrawal(thread, [task], outcome) : [];
       const guard = bothGuards(end.guard, withdrawn.length > 0 && thread ? threadUnchanged(thread) : undefined);
       await ctx.append(sessionId, [...attemptEnd, ...end.drafts, ...withdrawn], guard ? { guard } : {});
       return running;
     }),
   );
-  if (running) {
-    const reason = `task ${outcome.status}`;
-    await interruptTurn(ctx, { sessionId, threadId: running.threadId, turnId: running.turn.turnId, reason, waitMs: 0 });
-  }
+  await stopTurns(ctx, sessionId, running ? [running] : [], `task ${outcome.status}`);
   return { taskId, status: outcome.status, interrupted: running !== undefined };
 }
 
-/** The task's turns that have not started (held or queued) end with it, as cancelled. */
-function withdrawal(thread: ThreadView, task: Task, outcome: TaskOutcome): EventDraft[] {
+/** The tasks' turns on `thread` that have not started (held or queued) end with them, as cancelled. */
+export function withdrawal(thread: ThreadView, tasks: readonly Task[], outcome: TaskOutcome): EventDraft[] {
   const error =
-    outcome.status === 'completed'
-      ? oarError('interrupted', `task ${task.taskId} ended before this turn started`)
-      : outcome.error;
+    outcome.status === 'completed' ? oarError('interrupted', 'its task ended before this turn started') : outcome.error;
+  const ids = new Set(tasks.map((t) => t.taskId));
   return withdrawTurns(
     thread,
-    thread.turns.filter((t) => t.task?.taskId === task.taskId),
+    thread.turns.filter((t) => t.task !== undefined && ids.has(t.task.taskId)),
     error,
   );
 }
 
-const taskLoader = (ctx: CommandContext) => ({
+export const taskLoader = (ctx: CommandContext) => ({
   loadTasks: (sessionId: string, taskIds: readonly string[]) => ctx.tasks(sessionId, taskIds),
 });
 
+/** A turn doing a task's work now, on its thread. */
+export interface RunningTurn {
+  threadId: string;
+  turn: TurnState;
+}
+
 /** The task's turn running now, if one is. */
-async function runningTurn(
-  ctx: CommandContext,
-  sessionId: string,
-  task: Task,
-): Promise<{ threadId: string; turn: TurnState } | undefined> {
+async function runningTurn(ctx: CommandContext, sessionId: string, task: Task): Promise<RunningTurn | undefined> {
   return task.threadId ? runningTurnOf(await ctx.log.thread(sessionId, task.threadId), task) : undefined;
 }
 
-function runningTurnOf(thread: ThreadView, task: Task): { threadId: string; turn: TurnState } | undefined {
+/**
+ * The turn doing a task's work now, if one is: a client's task's turn (start_task); for the runtime's own, the turn
+ * it was created in (a delegation's or runner run's turn) or the one its action graph runs in (a retry's too).
+ */
+export function runningTurnOf(thread: ThreadView, task: Task): RunningTurn | undefined {
   const turn = thread.turns.find((t) => t.turnId === thread.activeTurnId);
-  return turn?.task?.taskId === task.taskId ? { threadId: thread.threadId, turn } : undefined;
+  if (!turn) return undefined;
+  const own =
+    task.taskKind !== 'task' &&
+    (turn.turnId === task.turnId || turn.runIds.some((runId) => thread.runs.get(runId)?.taskId === task.taskId));
+  return turn.task?.taskId === task.taskId || own ? { threadId: thread.threadId, turn } : undefined;
+}
+
+/**
+ * Interrupt the turns doing tasks' work (pause, cancel, an owner's end): each once — only that turn, never another
+ * of its thread — as a durable request the worker holding the thread acts on (the turns' ends then record what
+ * stopped). `waitMs: 0`: the command returns at once.
+ */
+export async function stopTurns(
+  ctx: CommandContext,
+  sessionId: string,
+  running: readonly RunningTurn[],
+  reason: string,
+): Promise<void> {
+  const seen = new Set<string>();
+  for (const { threadId, turn } of running) {
+    if (seen.has(turn.turnId)) continue;
+    seen.add(turn.turnId);
+    await interruptTurn(ctx, { sessionId, threadId, turnId: turn.turnId, reason, waitMs: 0 });
+  }
 }
 
 /** The task's descendants along its `child` edges (each once). */
-async function descendants(ctx: CommandContext, sessionId: string, root: Task): Promise<Task[]> {
+export async function descendants(ctx: CommandContext, sessionId: string, root: Task): Promise<Task[]> {
   const found = new Map<string, Task>();
   let frontier = childIds(root);
   while (frontier.length > 0) {
@@ -428,7 +457,7 @@ async function descendants(ctx: CommandContext, sessionId: string, root: Task): 
 
 const childIds = (task: Task) => (task.relationships ?? []).filter((r) => r.kind === 'child').map((r) => r.targetId);
 
-function ids(task: Task): { threadId?: string } {
+export function ids(task: Task): { threadId?: string } {
   return task.threadId ? { threadId: task.threadId } : {};
 }
 

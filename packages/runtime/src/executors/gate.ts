@@ -73,8 +73,16 @@ export async function gate(ctx: ExecutorContext, request: PermissionRequest, hoo
   const evaluated = permissionEvaluated(toolIds(ctx), evaluation, request, { graphActionId: ctx.action.id });
   if (evaluation.decision === 'allow') return { allowed: [evaluated], byRule: evaluation.source === 'rule' };
   if (evaluation.decision === 'deny') {
+    // What denied it (a rule, the mode, a hook, a default rule) in the error the read model shows, not only in its
+    // prose: the thread read model explains the cause (the standard's acceptance scenario 11).
+    const { rule } = evaluated.payload as { rule?: string };
     const error = oarError('permission_denied', `permission denied: ${evaluation.reason}`, {
-      details: { reason: evaluation.reason },
+      details: {
+        reason: evaluation.reason,
+        source: evaluation.source,
+        mode: evaluation.mode,
+        ...(rule ? { rule } : {}),
+      },
     });
     await ctx.record([evaluated, actionStatusEvent(ctx, 'denied', errorOutput(error))]);
     return { stopped: 'denied' };

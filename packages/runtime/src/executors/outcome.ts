@@ -162,13 +162,24 @@ export async function failAction(
   toolName: string,
   error: OarError,
   durationMs: number,
-  options: { durable: boolean; status?: 'failed' | 'cancelled'; before?: EventDraft[] },
+  options: {
+    durable: boolean;
+    status?: 'failed' | 'cancelled';
+    before?: EventDraft[];
+    extra?: Record<string, unknown>;
+  },
 ): Promise<RunActionStatus> {
   const status = options.status ?? 'failed';
   await ctx.record(
     [
       ...(options.before ?? []),
-      toolFailedEvent(ctx, { toolName, error, durationMs, ...(status === 'cancelled' ? { status } : {}) }),
+      toolFailedEvent(ctx, {
+        toolName,
+        error,
+        durationMs,
+        ...(status === 'cancelled' ? { status } : {}),
+        ...(options.extra ? { extra: options.extra } : {}),
+      }),
     ],
     { durable: options.durable },
   );

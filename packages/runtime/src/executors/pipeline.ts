@@ -11,9 +11,10 @@ import type { ExecutorContext } from '../scheduler/executor-context.js';
 import type { AnyTool } from '../tools/tool.js';
 import { callFacts } from '../tools/tool.js';
 import { type Executor, prepareNamed } from './executor.js';
+import { keepFileVersion } from './file-versions.js';
 import type { Authorized } from './gate.js';
 import { type ActionOutput, completeAction, failAction, storeOutput, summaryOf } from './outcome.js';
-import { invokeTool, toolPermissionRequest } from './tool.js';
+import { fileConfinement, invokeTool, toolPermissionRequest } from './tool.js';
 
 /**
  * The `pipeline` executor: a predefined, deterministic flow of tool calls from the binding, run as ONE graph action
@@ -206,6 +207,7 @@ async function runStep(
     sessionId,
     ids,
     authorization: [evaluated],
+    ...fileConfinement(tool, parsed.input, request, ctx.config.workspaceRoot),
     payload: { ...facts, attempt: 1, idempotent: callFacts(tool, parsed.input).isIdempotent, input: parsed.input },
   });
   const durable = { durable: bracket.durable };
@@ -231,8 +233,10 @@ async function runStep(
     ...(output.mime ? { mime: output.mime } : {}),
   });
   if ('code' in artifact) return failed(artifact, durable);
+  const version = output.fileVersion ? await keepFileVersion(ctx, output.fileVersion) : undefined;
   await ctx.record(
     [
+      ...(version?.drafts ?? []),
       artifactCreated(actionIds(ctx), artifact),
       toolResult(ids, {
         ...facts,
@@ -240,6 +244,7 @@ async function runStep(
         outputRef: artifact.uri,
         artifactIds: [artifact.artifactId],
         durationMs,
+        ...(version ? { fileVersion: version.fileVersion } : {}),
       }),
     ],
     durable,

@@ -8,7 +8,7 @@ import {
 } from '@oar/protocol';
 import type { RunState, ThreadView } from '../read-models/thread-state.js';
 import type { ExecutorContext } from '../scheduler/executor-context.js';
-import { artifactIdFromRef } from '../store/artifacts.js';
+import { artifactIdFromRef, isArtifactExpired } from '../store/artifacts.js';
 
 /**
  * References (docs/protocol.md "References"): what `context_refs`, a non-`md:` `prompt_ref` and `expand_ref` name,
@@ -30,7 +30,22 @@ export interface ReferenceScope {
   run: RunState;
 }
 
-export type ResolvedReference = { ok: true; text: string } | { ok: false; reason: string };
+/**
+ * A failure says why in words (`reason`); `error` is set when a stored thing answered with its own structured error
+ * — an artifact the retention policy expired (`artifact_expired`) — which the action then fails with, as is.
+ */
+export type ResolvedReference = { ok: true; text: string } | { ok: false; reason: string; error?: OarError };
+
+/** An artifact's text, or the structured error of one that expired (any other failure is thrown). */
+async function artifactText(scope: ReferenceScope, artifactId: string): Promise<{ text?: string; error?: OarError }> {
+  try {
+    const text = await scope.reader.artifacts.text(artifactId);
+    return text === undefined ? {} : { text };
+  } catch (error) {
+    if (isArtifactExpired(error)) return { error: error.error };
+    throw error;
+  }
+}
 
 const RUNTIME_REF = /^runtime:\/\/(?:runs\/)?([^/\s]+)\/actions\/([^/\s]+)(?:\/(output|summary))?\/?$/;
 
@@ -40,7 +55,7 @@ export async function resolveReference(scope: ReferenceScope, ref: string): Prom
     const [, id = '', part] = action;
     const result = actionResult(scope, id);
     if (!result) return { ok: false, reason: `action "${id}" has no result in this thread` };
-    return { ok: true, text: part === 'summary' ? summaryOf(result) : await outputOf(scope, result) };
+    return part === 'summary' ? { ok: true, text: summaryOf(result) } : outputOf(scope, result);
   }
   if (ref.startsWith('input:')) {
     if (ref !== 'input:user.goal') return { ok: false, reason: 'the only input reference is input:user.goal' };
@@ -51,11 +66,12 @@ export async function resolveReference(scope: ReferenceScope, ref: string): Prom
     const [, runId = '', id = '', part] = runtime;
     const result = scope.thread.runs.get(runId)?.actions[id]?.result;
     if (!result) return { ok: false, reason: `run "${runId}" has no result for action "${id}" in this thread` };
-    return { ok: true, text: part === 'summary' ? summaryOf(result) : await outputOf(scope, result) };
+    return part === 'summary' ? { ok: true, text: summaryOf(result) } : outputOf(scope, result);
   }
   const artifactId = artifactIdFromRef(ref);
   if (artifactId) {
-    const text = await scope.reader.artifacts.text(artifactId);
+    const { text, error } = await artifactText(scope, artifactId);
+    if (error) return { ok: false, reason: error.message, error };
     return text === undefined ? { ok: false, reason: `no artifact ${artifactId} in this session` } : { ok: true, text };
   }
   if (ref.startsWith('artifact:')) {
@@ -64,7 +80,7 @@ export async function resolveReference(scope: ReferenceScope, ref: string): Prom
     const result = scope.thread.runs.get(runId ?? '')?.actions[id ?? '']?.result;
     const stored = result?.artifacts.find((uri) => artifactIdFromRef(uri));
     if (!result || !stored) return { ok: false, reason: `no artifact named "${name}" in this run` };
-    return { ok: true, text: await outputOf(scope, result) };
+    return outputOf(scope, result);
   }
   return { ok: false, reason: 'not a reference the runtime resolves' };
 }
@@ -85,16 +101,22 @@ function summaryOf(result: ActionResult): string {
   return result.summary ?? result.content ?? (result.error ? result.error.message : '');
 }
 
-/** The full output: the stored artifact when there is one, else what the result itself carries. */
-async function outputOf(scope: ReferenceScope, result: ActionResult): Promise<string> {
+/**
+ * The full output: the stored artifact when there is one, else what the result itself carries. An artifact that
+ * expired is an error, not a fallback to the result's content: that content is the cut view the model already saw,
+ * and handing it over as "the full output" would be a silent lie.
+ */
+async function outputOf(scope: ReferenceScope, result: ActionResult): Promise<ResolvedReference> {
   for (const uri of result.artifacts) {
     const id = artifactIdFromRef(uri);
-    const text = id ? await scope.reader.artifacts.text(id) : undefined;
-    if (text !== undefined) return text;
+    if (!id) continue;
+    const { text, error } = await artifactText(scope, id);
+    if (error) return { ok: false, reason: error.message, error };
+    if (text !== undefined) return { ok: true, text };
   }
-  if (result.content !== undefined) return result.content;
-  if (result.structured !== undefined) return JSON.stringify(result.structured, null, 2);
-  return summaryOf(result);
+  if (result.content !== undefined) return { ok: true, text: result.content };
+  if (result.structured !== undefined) return { ok: true, text: JSON.stringify(result.structured, null, 2) };
+  return { ok: true, text: summaryOf(result) };
 }
 
 /** The user's request: of this thread's turn, or — for a child thread's delegated turn — of the turn above it. */
@@ -127,10 +149,14 @@ export interface ContextItem {
 
 export type ResolvedContext =
   | { ok: true; items: ContextItem[]; task?: string }
-  | { ok: false; ref: string; reason: string };
+  | { ok: false; ref: string; reason: string; error?: OarError };
 
-/** The action's error when one of its references resolves to nothing: it would otherwise work blind. */
-export function unresolvedReference(failure: { ref: string; reason: string }): OarError {
+/**
+ * The action's error when one of its references resolves to nothing: it would otherwise work blind. A reference
+ * that answered with its own error (`artifact_expired`) fails the action with that error, naming the ref.
+ */
+export function unresolvedReference(failure: { ref: string; reason: string; error?: OarError }): OarError {
+  if (failure.error) return { ...failure.error, details: { ...failure.error.details, ref: failure.ref } };
   return oarError('unresolved_reference', `cannot resolve "${failure.ref}": ${failure.reason}`, {
     details: { ref: failure.ref },
   });
@@ -154,13 +180,21 @@ export async function resolveActionContext(ctx: ExecutorContext, budgetTokens: n
   const each = Math.max(256, Math.floor(budgetTokens / Math.max(1, action.contextRefs.length)));
   for (const ref of action.contextRefs) {
     const resolved = await resolveReference(scope, ref);
-    if (!resolved.ok) return { ok: false, ref, reason: resolved.reason };
+    if (!resolved.ok)
+      return { ok: false, ref, reason: resolved.reason, ...(resolved.error ? { error: resolved.error } : {}) };
     items.push({ source: ref, text: boundedReference(resolved.text, each, ref) });
   }
   let task = action.prompt;
   if (task === undefined && action.promptRef !== undefined && !action.promptRef.startsWith('md:')) {
     const resolved = await resolveReference(scope, action.promptRef);
-    if (!resolved.ok) return { ok: false, ref: action.promptRef, reason: resolved.reason };
+    if (!resolved.ok) {
+      return {
+        ok: false,
+        ref: action.promptRef,
+        reason: resolved.reason,
+        ...(resolved.error ? { error: resolved.error } : {}),
+      };
+    }
     task = boundedReference(resolved.text, budgetTokens, action.promptRef);
   }
   return { ok: true, items, ...(task !== undefined ? { task } : {}) };

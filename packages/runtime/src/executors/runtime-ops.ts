@@ -135,10 +135,13 @@ async function runRuntimeOperation(ctx: ExecutorContext, gated: Authorized): Pro
     const scope = { reader: ctx, thread: await ctx.loadThread(ctx.thread.threadId), run: ctx.run };
     const resolved = ref ? await resolveReference(scope, ref) : undefined;
     if (ref === undefined || !resolved?.ok) {
-      const reason = resolved && !resolved.ok ? resolved.reason : 'no ref given';
-      const error = oarError('unknown_reference', `cannot expand "${ref ?? '(no ref)'}": ${reason}`, {
-        details: { ref },
-      });
+      const failure = resolved && !resolved.ok ? resolved : { reason: 'no ref given', error: undefined };
+      // A ref the store answered for itself (an expired artifact) fails with that answer; anything else is unknown.
+      const error = failure.error
+        ? { ...failure.error, details: { ...failure.error.details, ref } }
+        : oarError('unknown_reference', `cannot expand "${ref ?? '(no ref)'}": ${failure.reason}`, {
+            details: { ref },
+          });
       await ctx.record([actionStatusEvent(ctx, 'failed', { error })]);
       return 'failed';
     }

@@ -25,6 +25,7 @@ import type { AnyTool, ToolCallInfo, ToolOutput, ToolRecorder } from '../tools/t
 import { callFacts } from '../tools/tool.js';
 import { resolveWorkspacePath, toWorkspaceRelative } from '../tools/workspace.js';
 import type { Executor } from './executor.js';
+import { keepFileVersion } from './file-versions.js';
 import type { Authorized } from './gate.js';
 import { completeAction, failAction, storeOutput } from './outcome.js';
 import { afterToolCall, beforeToolCall, hasToolHooks } from './tool-hooks.js';
@@ -80,6 +81,21 @@ export async function toolPermissionRequest(
     paths: [...paths],
     input,
   };
+}
+
+/**
+ * The confinement of a call that changes workspace files (a tool with the `filesystem` capability whose call is not
+ * read-only): what its bracket records as `sandbox.applied` before it runs. Other calls record none here (`exec`
+ * records its own, with the command's sandbox).
+ */
+export function fileConfinement(
+  tool: AnyTool,
+  input: unknown,
+  request: PermissionRequest,
+  workspaceRoot: string,
+): { confinement?: { root: string; paths: readonly string[] } } {
+  if (!tool.capabilities.includes('filesystem') || callFacts(tool, input).isReadOnly) return {};
+  return { confinement: { root: workspaceRoot, paths: request.paths ?? [] } };
 }
 
 /**
@@ -333,6 +349,7 @@ async function runToolCall(
     // A call retried after a crash because the world deduplicates it by key: the key of the attempt it retries.
     ...(ctx.state.keyAttempt !== undefined ? { keyAttempt: ctx.state.keyAttempt } : {}),
     authorization: gated.allowed,
+    ...fileConfinement(tool, input, request, config.workspaceRoot),
     payload: {
       toolName: tool.name,
       attempt,
@@ -364,10 +381,13 @@ async function runToolCall(
     return status;
   }
   const { output, durationMs } = ran;
+  // The file it changed keeps its version whatever the model is shown: recorded with the call's end either way.
+  const version = output.fileVersion ? await keepFileVersion(ctx, output.fileVersion) : undefined;
+  const versioned = version ? { before: version.drafts, extra: { fileVersion: version.fileVersion } } : {};
   // after_tool_call hooks: a veto withholds the result from the model; the full output is still stored.
   if (hasToolHooks(ctx, 'after_tool_call', tool)) {
     const after = await afterToolCall(ctx, tool, input, output);
-    if (after.decision === 'deny') return withheld(ctx, tool.name, output, after, durationMs, durable);
+    if (after.decision === 'deny') return withheld(ctx, tool.name, output, after, durationMs, durable, versioned);
   }
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const shaped = tool.defaultResultPolicy ? withDefaultPolicy(ctx, tool.defaultResultPolicy) : ctx;
@@ -375,14 +395,14 @@ async function runToolCall(
   // Only when an allow rule is what let the call run: an ask rule a person answered, a grant or the mode never do.
   const reveal = gated.byRule && revealsOutput(config.permissions.rules, request) ? { reveal: { attempt } } : {};
   if (!output.agentOutput) {
-    return completeAction(shaped, tool.name, { ...output, text }, durationMs, { ...durable, ...reveal });
+    return completeAction(shaped, tool.name, { ...output, text }, durationMs, { ...durable, ...reveal, ...versioned });
   }
   const stored = await storeAgentOutput(ctx, output.agentOutput);
   return completeAction(shaped, tool.name, { ...output, text }, durationMs, {
     ...durable,
     ...reveal,
-    before: stored.drafts,
-    extra: { toolAgentOutput: stored.record, ...stored.ref },
+    before: [...(versioned.before ?? []), ...stored.drafts],
+    extra: { ...versioned.extra, toolAgentOutput: stored.record, ...stored.ref },
   });
 }
 
@@ -439,6 +459,7 @@ async function withheld(
   verdict: HookVerdict,
   durationMs: number,
   durable: { durable: boolean },
+  versioned: { before?: EventDraft[]; extra?: Record<string, unknown> },
 ): Promise<RunActionStatus> {
   const text = output.text ?? (output.structured ? JSON.stringify(output.structured, null, 2) : '');
   const stored = await storeOutput(ctx, `${ctx.run.runId}/${ctx.action.id}`, {
@@ -451,6 +472,7 @@ async function withheld(
   });
   return failAction(ctx, toolName, error, durationMs, {
     ...durable,
-    before: artifact ? [artifactCreated(actionIds(ctx), artifact)] : [],
+    before: [...(versioned.before ?? []), ...(artifact ? [artifactCreated(actionIds(ctx), artifact)] : [])],
+    ...(versioned.extra ? { extra: versioned.extra } : {}),
   });
 }

@@ -58,6 +58,14 @@ export const CONTROL_INPUTS = {
     forkId: Id.optional(),
     title: Text.max(500).optional(),
   }),
+  rollbackThread: z.strictObject({
+    sessionId: Id,
+    threadId: Id.optional(),
+    turnId: Id,
+    files: z.enum(['restore', 'keep']).optional(),
+    dryRun: z.boolean().optional(),
+    requestedBy: Id.optional(),
+  }),
   submitTurn: z.object({
     sessionId: Id,
     threadId: Id.optional(),
@@ -125,7 +133,7 @@ export const CONTROL_INPUTS = {
     ...TASK_DEFINITION,
     objective: Text.max(20_000),
   }),
-  updateTask: z.strictObject({ sessionId: Id, taskId: Id, ...TASK_DEFINITION }),
+  updateTask: z.strictObject({ sessionId: Id, taskId: Id, ...TASK_DEFINITION, archived: z.literal(true).optional() }),
   startTask: z.strictObject({ sessionId: Id, taskId: Id, threadId: Id.optional() }),
   appendTaskProgress: z.strictObject({
     sessionId: Id,
@@ -181,8 +189,15 @@ export const CONTROL_INPUTS = {
     requestedBy: Id.optional(),
     waitMs: z.number().min(0).max(600_000).optional(),
   }),
-  cancelTask: z.object({ sessionId: Id, taskId: Id, reason: Text.optional() }),
+  cancelTask: z.object({
+    sessionId: Id,
+    taskId: Id,
+    reason: Text.optional(),
+    propagate: z.enum(['none', 'children']).optional(),
+  }),
   retryTask: z.object({ sessionId: Id, taskId: Id }),
+  getTask: z.strictObject({ sessionId: Id, taskId: Id }),
+  listTasks: z.strictObject({ sessionId: Id, archived: z.boolean().optional() }),
   setState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text, value: z.unknown() }),
   // The limits' values are checked by the command (`invalid_limit`, naming the limit).
   changeLimits: z.object({ sessionId: Id, reason: Text.optional(), changedBy: Id.optional() }),

@@ -9,6 +9,7 @@ import type { EvaluatePermissionInput, ResolvePermissionInput } from '../control
 import type { ProcessRequestInput, WriteProcessStdinInput } from '../control-plane/processes.js';
 import { Queries } from '../control-plane/queries.js';
 import type { ExportReviewInput } from '../control-plane/review.js';
+import type { RollbackInput } from '../control-plane/rollback.js';
 import type {
   ResumeSubagentInput,
   SpawnSubagentInput,
@@ -51,6 +52,7 @@ import type { RuntimeOptions } from './options.js';
 import { type AskedWatch, settled } from './settle.js';
 import { subscription } from './subscribe.js';
 import { templateBinding } from './template.js';
+import { workspaceFiles } from './workspace-files.js';
 
 export type { AskedWatch, InterruptResult, RespondActionInput, SubmitTurnInput, SubmitTurnResult };
 
@@ -65,7 +67,7 @@ const DEFAULT_BOUND_CONFIGS = 64;
 export class Runtime {
   readonly log: EventLog;
   readonly notifier: Notifier;
-  /** Live-only events of this process's model calls (`model.delta`): `subscribe(…, { deltas: true })`. */
+  /** Live-only events of this process's model calls and commands (log/live.ts): `subscribe(…, { deltas: true })`. */
   readonly live: LiveChannel;
   readonly commands: Commands;
   readonly queries: Queries;
@@ -110,6 +112,7 @@ export class Runtime {
         redactor: bindingRedactor,
       },
       judge: permissionJudge((session) => this.configFor(session)),
+      files: workspaceFiles,
     });
     this.queries = new Queries({ log: this.log, configFor });
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
@@ -202,6 +205,13 @@ export class Runtime {
     });
   }
 
+  /** Return a thread to the boundary before one of its turns, its files too (docs/engine.md "Rolling back"). */
+  rollbackThread(input: RollbackInput) {
+    return this.checked('rollbackThread', 'rollbackThread', input, (i) =>
+      this.afterCommand(i.sessionId, this.commands.rollbackThread(i)),
+    );
+  }
+
   submitTurn(input: SubmitTurnInput): Promise<SubmitTurnResult> {
     return this.checked('submitTurn', 'submitTurn', input, (i) =>
       this.afterCommand(i.sessionId, this.commands.submitTurn(i)),
@@ -255,16 +265,12 @@ export class Runtime {
     );
   }
 
-  cancelTask(input: { sessionId: string; taskId: string; reason?: string }) {
-    return this.checked('cancelTask', 'cancelTask', input, (i) =>
-      this.afterCommand(i.sessionId, this.commands.cancelTask(i)),
-    );
+  cancelTask(input: { sessionId: string; taskId: string; reason?: string; propagate?: 'none' | 'children' }) {
+    return this.command('cancelTask', input, (i) => this.commands.cancelTask(i));
   }
 
   retryTask(input: { sessionId: string; taskId: string }) {
-    return this.checked('retryTask', 'retryTask', input, (i) =>
-      this.afterCommand(i.sessionId, this.commands.retryTask(i)),
-    );
+    return this.command('retryTask', input, (i) => this.commands.retryTask(i));
   }
 
   /** Start a sub-agent under a thread (docs/engine.md "Sub-agents"): a child thread of `agent` with a first turn. */
@@ -404,6 +410,11 @@ export class Runtime {
     return this.queries.listSessions(filter);
   }
 
+  /** list_tasks; get_task is one of them: `archived` lists the archived (filed away from the snapshot) too. */
+  listTasks(input: { sessionId: string; archived?: boolean }) {
+    return this.checked('listTasks', 'listTasks', input, (i) => this.queries.listTasks(i));
+  }
+
   getSession(input: { sessionId: string; cursor?: number; before?: number; limit?: number }) {
     return this.checked('getSession', 'getSession', input, (i) => this.queries.getSession(i));
   }
@@ -437,6 +448,11 @@ export class Runtime {
 
   getToolInventory(input: { sessionId: string; threadId?: string }) {
     return this.checked('getToolInventory', 'onThread', input, (i) => this.queries.getToolInventory(i));
+  }
+
+  /** The files OAR's write and edit changed, each with its versions (the artifact checkpoint summary). */
+  getArtifactCheckpoints(input: { sessionId: string; threadId?: string }) {
+    return this.checked('getArtifactCheckpoints', 'onThread', input, (i) => this.queries.getArtifactCheckpoints(i));
   }
 
   getExecutionEnvironment(input: { sessionId: string; threadId?: string }) {
@@ -518,8 +534,8 @@ export class Runtime {
    * The session's events after `after`, as they become durable — from this process or any other on the store —
    * until `signal` aborts. Catch-up comes from the log; notifications only say when to read again.
    *
-   * `deltas: true` adds the live-only events of this process's work for the session: `model.delta` of its model calls
-   * (streamed text and tool-call arguments) and `process.output` of its commands (docs/commands.md) — never stored,
+   * `deltas: true` adds the live-only events (`isLiveEvent`) of this process's work for the session: `model.delta`,
+   * `tool.args`, `reasoning.delta` of its model calls and `process.output` of its commands — never stored,
    * so never replayed (one published while nobody listened is
    * gone, and a subscriber more than `LIVE_BUFFER` deltas behind loses the newest). Each comes in its position: after
    * the durable event whose `sequence` it carries, ordered among the others by its `payload.index`.

@@ -52,6 +52,8 @@ function queueBasis(thread: ThreadState): string {
     thread.status === 'closed',
     thread.queue.map((q) => q.turnId),
     thread.turns.map((t) => t.turnId),
+    // A rollback under way holds the thread: one started meanwhile changes what may start or be rolled back.
+    thread.rollback?.rollbackId ?? null,
   ]);
 }
 

@@ -1,8 +1,8 @@
-import type { OarError, Task } from '@oar/protocol';
+import { type OarError, oarError, type Task } from '@oar/protocol';
 import { OarRuntimeError } from '../kernel/errors.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';
-import { isTerminalTaskStatus } from '../read-models/task.js';
+import { isTerminalTaskStatus, isTimeout } from '../read-models/task.js';
 import type { ThreadView, TurnState, TurnTask } from '../read-models/thread-state.js';
 import type { FactWriter } from './writer.js';
 
@@ -25,7 +25,45 @@ export class TaskChangedError extends OarRuntimeError {
 export type TaskOutcome =
   | { status: 'completed'; summary: string }
   | { status: 'failed'; error: OarError }
+  | { status: 'timed_out'; error: OarError }
   | { status: 'cancelled'; error: OarError };
+
+/**
+ * How work that ended with `error` ends its task: cancelled when an interrupt stopped it, timed out when a time
+ * budget did (the standard's terminal `timed_out`: `retry_task` starts it again), else failed.
+ */
+export function failureOutcome(error: OarError, cancelled = false): TaskOutcome {
+  return { status: cancelled ? 'cancelled' : isTimeout(error) ? 'timed_out' : 'failed', error };
+}
+
+/** Who cancelled a task: its owner's command (`cancel_task`, maybe via an ancestor), or an interrupt of its turn. */
+export type CancelledBy = 'owner' | 'interrupt';
+
+/**
+ * The fact of a task's end — `task.completed`, `.failed`, `.timed_out` or `.cancelled` — for the control plane and
+ * the loop alike (a graph's, a delegation's, a runner run's, a client's task).
+ */
+export function taskEnded(
+  ids: { taskId: string; threadId?: string; turnId?: string; runId?: string },
+  outcome: TaskOutcome,
+  requestedBy: CancelledBy = 'owner',
+  propagatedFrom?: string,
+): EventDraft {
+  switch (outcome.status) {
+    case 'completed':
+      return { type: 'task.completed', ...ids, payload: { summary: outcome.summary } };
+    case 'failed':
+      return { type: 'task.failed', ...ids, payload: { error: outcome.error } };
+    case 'timed_out':
+      return { type: 'task.timed_out', ...ids, payload: { error: outcome.error, reason: outcome.error.message } };
+    case 'cancelled':
+      return {
+        type: 'task.cancelled',
+        ...ids,
+        payload: { reason: outcome.error.message, requestedBy, ...(propagatedFrom ? { propagatedFrom } : {}) },
+      };
+  }
+}
 
 export interface TaskEnd {
   drafts: EventDraft[];
@@ -57,6 +95,13 @@ export async function taskTurnEnd(
   const attemptEnd = turn.startedAt !== undefined ? [attemptEnded(ids, outcome)] : [];
   // Ended meanwhile by its owner (fail_task, cancel_task): the attempt's end is all that is left to say.
   if (!task || isTerminalTaskStatus(task.status)) return { drafts: attemptEnd };
+  // Its owner asked to cancel it (task.cancel_requested): its work has stopped now, and the task ends cancelled —
+  // however the work ended (it may have finished just before the interrupt reached it: the attempt says so).
+  if (task.status === 'cancelling') {
+    const error = oarError('interrupted', task.statusReason ?? 'task cancelled');
+    const end = await taskEnd(writer, thread.sessionId, task, { status: 'cancelled', error }, ids, 'owner');
+    return { drafts: [...attemptEnd, ...end.drafts], ...(end.guard ? { guard: end.guard } : {}) };
+  }
   if (outcome.status === 'completed' && attempt.acceptance) {
     const waiting: EventDraft = {
       type: 'task.waiting',
@@ -77,8 +122,8 @@ export async function taskTurnEnd(
 }
 
 /**
- * A task's own end (`task.completed`, `task.failed`, `task.cancelled`) and, when it completed, the release of the
- * tasks that depend on it; everything is computed from `task` and its dependents as read, guarded as such.
+ * A task's own end (`taskEnded`) and the news of it on every task that depends on it (which a completion releases);
+ * everything is computed from `task` and its dependents as read, guarded as such.
  */
 export async function taskEnd(
   writer: TaskLoader,
@@ -87,15 +132,11 @@ export async function taskEnd(
   outcome: TaskOutcome,
   ids: { threadId?: string; turnId?: string; runId?: string } = {},
   /** Who cancelled it (a cancellation only): its owner's command, or an interrupt of its turn. */
-  requestedBy: 'owner' | 'interrupt' = 'owner',
+  requestedBy: CancelledBy = 'owner',
+  /** The ancestor whose cancel reached it (`propagate: children`). */
+  propagatedFrom?: string,
 ): Promise<TaskEnd> {
-  const at = { ...ids, taskId: task.taskId };
-  const end: EventDraft =
-    outcome.status === 'completed'
-      ? { type: 'task.completed', ...at, payload: { summary: outcome.summary } }
-      : outcome.status === 'failed'
-        ? { type: 'task.failed', ...at, payload: { error: outcome.error } }
-        : { type: 'task.cancelled', ...at, payload: { reason: outcome.error.message, requestedBy } };
+  const end = taskEnded({ ...ids, taskId: task.taskId }, outcome, requestedBy, propagatedFrom);
   const dependentIds = edges(task, DEPENDENT);
   const dependents = dependentIds.length > 0 ? await writer.loadTasks(sessionId, dependentIds) : new Map();
   const released: EventDraft[] = [];
@@ -116,7 +157,10 @@ export async function taskEnd(
 /** How often a task's end (or a task command) is computed again when a task it read changed before it wrote. */
 export const MAX_TASK_RETRIES = 10;
 
-/** An attempt's end: completed with a summary, or failed (a cancellation is a failed attempt of a cancelled task). */
+/**
+ * An attempt's end: completed with a summary, or failed (a cancellation or a timeout is a failed attempt, its
+ * `failureCategory` saying which).
+ */
 export function attemptEnded(
   ids: { taskId: string; runId: string; threadId?: string; turnId?: string },
   outcome: TaskOutcome,

@@ -29,6 +29,23 @@ export function toolStarted(ids: ToolCallIds, payload: Fields<'tool.started'>['p
   return { type: 'tool.started', ...ids, payload };
 }
 
+/**
+ * The confinement a file-changing call runs in (`sandbox.applied`), recorded with its start: the runtime's own
+ * confined opens (tools/workspace.ts) keep it inside the workspace root — no symlink or hard link out, no special
+ * file — which is the file tools' sandbox, as bubblewrap is a command's.
+ */
+export function workspaceConfinement(
+  ids: ToolCallIds,
+  call: { toolName: string; root: string; paths: readonly string[] },
+): EventDraft {
+  const profile = { profile: 'workspace', network: false, writable: [call.root], hidden: [] as string[] };
+  return {
+    type: 'sandbox.applied',
+    ...ids,
+    payload: { ...profile, toolName: call.toolName, paths: [...call.paths], sandboxProfile: { ...profile } },
+  };
+}
+
 /** A call's result: its stored output and, when it ends an action, the observation the model gets. */
 export function toolResult(ids: ToolCallIds, payload: Fields<'tool.result'>['payload']): EventDraft {
   return { type: 'tool.result', ...ids, payload };

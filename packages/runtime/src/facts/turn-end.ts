@@ -9,7 +9,14 @@ import {
 } from '../read-models/thread-state.js';
 import { delegationStructured } from './delegation-result.js';
 import { bothGuards, DelegationEndedError, delegationStillOpen, ThreadChangedError, turnStillActive } from './queue.js';
-import { MAX_TASK_RETRIES, TaskChangedError, type TaskOutcome, taskTurnEnd } from './task-end.js';
+import {
+  failureOutcome,
+  MAX_TASK_RETRIES,
+  TaskChangedError,
+  type TaskOutcome,
+  taskEnded,
+  taskTurnEnd,
+} from './task-end.js';
 import type { FactWriter } from './writer.js';
 
 /**
@@ -48,9 +55,8 @@ export async function endFailedTurn(
           status: 'cancelled',
           payload: { phase: 'cancelled', title: 'cancelled', reason: error.message },
         },
-        status === 'cancelled'
-          ? { type: 'task.cancelled', ...ids, payload: { reason: error.message, requestedBy: 'interrupt' } }
-          : { type: 'task.failed', ...ids, payload: { error } },
+        // A graph's task ends with its turn: cancelled by the interrupt, timed out by a time budget, else failed.
+        taskEnded(ids, failureOutcome(error, status === 'cancelled'), 'interrupt'),
       );
     }
   }
@@ -138,7 +144,7 @@ function otherThreads(drafts: readonly EventDraft[], own: string): Set<string> {
 
 function taskOutcome(end: DelegatedEnd): TaskOutcome {
   if (!end.error) return { status: 'completed', summary: (end.answer ?? '').slice(0, 500) };
-  return { status: end.cancelled ? 'cancelled' : 'failed', error: end.error };
+  return failureOutcome(end.error, end.cancelled);
 }
 
 /**
@@ -177,23 +183,12 @@ function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, p
           payload: { summary: (end.answer ?? '').slice(0, 500), graphActionId: parent.actionId, observation },
         },
   ];
-  // The delegation task ends with the child's turn either way; the parent's action only while it still waits (an
-  // interrupted parent already ended it, and a second ending would contradict the record).
+  // The delegation task ends with the child's turn either way — as that turn ended: completed, failed, timed out,
+  // cancelled —; the parent's action only while it still waits (an interrupted parent already ended it, and a
+  // second ending would contradict the record).
   return [
     ...(parentWaits ? delegation : []),
-    end.error
-      ? {
-          type: 'task.failed',
-          threadId: thread.threadId,
-          taskId: parent.delegationTaskId,
-          payload: { error: end.error },
-        }
-      : {
-          type: 'task.completed',
-          threadId: thread.threadId,
-          taskId: parent.delegationTaskId,
-          payload: { summary: (end.answer ?? '').slice(0, 500) },
-        },
+    taskEnded({ threadId: thread.threadId, taskId: parent.delegationTaskId }, taskOutcome(end), 'interrupt'),
   ];
 }
 

@@ -108,6 +108,9 @@ export const ERROR_CODES = {
   workspace_exists: usage('A workspace with this id already exists.'),
   api_key_not_found: usage('No API key of this workspace has this id. `oar keys list` lists them.'),
   artifact_not_found: usage('No artifact of this session has this id (an artifact never crosses sessions).'),
+  artifact_expired: usage(
+    'The artifact existed but the retention policy expired it: its content is deleted (details: name, size, sha256, expiredAt). Nothing brings it back; re-run what produced it if it is still needed.',
+  ),
   // The HTTP API (`oar serve`, docs/http-api.md): the status each code answers with is in that document.
   unauthorized: usage('No API key, or one that is unknown, revoked or expired. Send "Authorization: Bearer <key>".'),
   forbidden: usage(
@@ -161,7 +164,7 @@ export const ERROR_CODES = {
     'The thread has no finished turn after its last compaction boundary; nothing was requested. Compact after a turn ends.',
   ),
   task_not_active: usage('The task has ended (details: status): it cannot be changed, started or ended again.'),
-  task_not_retryable: usage('Only a failed, cancelled or lost task is retried (details: status).'),
+  task_not_retryable: usage('Only a failed, timed out, cancelled or lost task is retried (details: status).'),
   task_exists: usage('A task with this id exists with another definition (the same definition returns the first).'),
   task_cycle: usage('The edge would make a cycle of dependencies or parents (details: taskId, targetId, kind).'),
   task_not_linkable: usage('A dependency is added before the waiting task starts; this one has (details: status).'),
@@ -173,7 +176,22 @@ export const ERROR_CODES = {
   ),
   task_paused: usage('The task is paused: resume_task lets it go on.'),
   task_not_paused: usage('The task is not paused, so there is nothing to resume (details: status).'),
+  task_cancelling: usage(
+    'The task is being cancelled: its running work is stopping and the task then ends cancelled; retry_task starts it again after.',
+  ),
+  task_not_ended: usage('Only an ended task is archived (details: status): complete, fail or cancel it first.'),
+  task_not_running: usage(
+    "The runtime's own task (a graph, a delegation, a runner run) is cancelled by stopping its running work, and none runs now: it ends with the turn it belongs to.",
+  ),
   thread_closed: usage('The thread is closed and takes no new turns.'),
+  rollback_conflict: usage(
+    'A file the rollback would restore changed outside OAR since, or its content before is not stored (details: conflicts). Nothing was changed: restore the files by hand, or roll back with files: keep.',
+  ),
+  rollback_in_progress: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'Another rollback of the thread is under way (details: targetTurnId): run that rollback again to finish it.',
+  },
 
   // Conflicts: somebody else is acting (exit 75: try again later).
   thread_busy: { exit: EXIT.later, retryable: true, help: 'Another worker holds the thread. Wait, or queue.' },
@@ -202,6 +220,11 @@ export const ERROR_CODES = {
     exit: EXIT.later,
     retryable: true,
     help: "The session's limits changed while a limit change was prepared; it is retried internally, then reported.",
+  },
+  session_changed: {
+    exit: EXIT.later,
+    retryable: true,
+    help: "Events were appended while the session's read models were being repaired; it is retried internally, then reported. Run the repair again.",
   },
   lease_lost: {
     exit: EXIT.later,

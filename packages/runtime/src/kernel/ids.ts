@@ -18,7 +18,8 @@ export type IdKind =
   | 'key'
   | 'slot'
   | 'proc'
-  | 'preq';
+  | 'preq'
+  | 'rbk';
 
 export function newId(kind: IdKind): string {
   return `${kind}_${randomUUID().replace(/-/g, '').slice(0, 20)}`;

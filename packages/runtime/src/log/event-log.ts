@@ -8,7 +8,6 @@ import {
   applyEvent,
   createdKey,
   emptyReadModels,
-  type ReadModelKind,
   type ReadModels,
   threadRuns,
   touchedKeys,
@@ -34,7 +33,10 @@ import {
   type ModelKey,
   mapOf,
   modelOf,
+  type ReadModelRow,
+  readModelRow,
   setModel,
+  upsertReadModels,
 } from './read-model-rows.js';
 import { withActiveSpan } from './tracing.js';
 
@@ -72,6 +74,12 @@ export interface AppendOptions {
    * work): granted unless a fact in it must reach the disk (`needsFlush`). Default: every commit is flushed.
    */
   relaxed?: boolean;
+  /**
+   * Read the models these events touch from the store, inside the transaction, never from this process's cache, and
+   * keep only what this append wrote: the guard rewrote them (a repair: control-plane/replay.ts), so a copy cached
+   * before is older than the store even at the same sequence.
+   */
+  fromStore?: boolean;
 }
 
 /**
@@ -237,6 +245,8 @@ export class EventLog {
           () => tx.insertInto('oar_events').values(rows),
           rows.flatMap(eventRowParameters),
         );
+        // Dropped with no await before `project` reads the cache: nothing cached from the old rows can serve it.
+        if (options.fromStore) this.cache.delete(sessionId);
         const models = await this.project(tx, sessionId, built, timestamp);
         // Other processes are told on commit (PostgreSQL's NOTIFY); this one tells its listeners below.
         await this.store.sql.notifyOnCommit(
@@ -249,6 +259,7 @@ export class EventLog {
       { flush: flushed },
     );
     const { built: events, models, first } = written;
+    if (options.fromStore) this.cache.delete(sessionId);
     const keys = new Map<string, ModelKey>();
     for (const event of events) for (const k of touchedKeys(event)) keys.set(keyOf(k), k);
     this.remember(sessionId, first - 1, first + events.length - 1, models, [...keys.values()]);
@@ -320,33 +331,14 @@ export class EventLog {
     for (const k of wanted.values()) {
       const body = modelOf(models, k);
       if (body === undefined) continue;
-      rows.push({
-        session_id: sessionId,
-        kind: k.kind,
-        key: k.key,
-        status: 'status' in (body as object) ? String((body as { status: unknown }).status) : null,
-        sequence: last,
-        body: JSON.stringify(body),
-        updated_at: timestamp,
-      });
+      rows.push(readModelRow(sessionId, k, body as object, last, timestamp));
     }
     // One statement for every model the batch changed (a round trip each cost PostgreSQL a third of a commit).
     if (rows.length > 0) {
       await this.templates.execute(
         tx,
         `upsert read models ×${rows.length}`,
-        () =>
-          tx
-            .insertInto('oar_read_models')
-            .values(rows)
-            .onConflict((oc) =>
-              oc.columns(['session_id', 'kind', 'key']).doUpdateSet((eb) => ({
-                status: eb.ref('excluded.status'),
-                sequence: eb.ref('excluded.sequence'),
-                body: eb.ref('excluded.body'),
-                updated_at: eb.ref('excluded.updated_at'),
-              })),
-            ),
+        () => upsertReadModels(tx, rows),
         rows.flatMap((r) => [r.session_id, r.kind, r.key, r.status, r.sequence, r.body, r.updated_at]),
       );
     }
@@ -562,16 +554,5 @@ export function eventRow(sessionId: string, event: RuntimeEvent) {
 function eventRowParameters(row: ReturnType<typeof eventRow>): unknown[] {
   return [row.session_id, row.sequence, row.event_id, row.type, row.thread_id, row.turn_id, row.timestamp, row.body];
 }
-
-/** An `oar_read_models` row as the incremental projection writes it. */
-type ReadModelRow = {
-  session_id: string;
-  kind: ReadModelKind;
-  key: string;
-  status: string | null;
-  sequence: number;
-  body: string;
-  updated_at: string;
-};
 
 const MAX_CACHED_SESSIONS = 256;

@@ -78,3 +78,48 @@ function decodeReadModels(rows: { kind: string; key: string; body: string }[]): 
   }
   return models;
 }
+
+/** An `oar_read_models` row: the model's body, the status column queries filter on, the sequence it reflects. */
+export type ReadModelRow = {
+  session_id: string;
+  kind: ReadModelKind;
+  key: string;
+  status: string | null;
+  sequence: number;
+  body: string;
+  updated_at: string;
+};
+
+/** The row of one read model of a session, as of `sequence`. */
+export function readModelRow(
+  sessionId: string,
+  k: ModelKey,
+  body: object,
+  sequence: number,
+  updatedAt: string,
+): ReadModelRow {
+  return {
+    session_id: sessionId,
+    kind: k.kind,
+    key: k.key,
+    status: 'status' in body ? String((body as { status: unknown }).status) : null,
+    sequence,
+    body: JSON.stringify(body),
+    updated_at: updatedAt,
+  };
+}
+
+/** Insert or replace read model rows in one statement (the caller executes it, or hands it to a template). */
+export function upsertReadModels(db: Db, rows: ReadModelRow[]) {
+  return db
+    .insertInto('oar_read_models')
+    .values(rows)
+    .onConflict((oc) =>
+      oc.columns(['session_id', 'kind', 'key']).doUpdateSet((eb) => ({
+        status: eb.ref('excluded.status'),
+        sequence: eb.ref('excluded.sequence'),
+        body: eb.ref('excluded.body'),
+        updated_at: eb.ref('excluded.updated_at'),
+      })),
+    );
+}

@@ -482,7 +482,9 @@ export class Tracing {
     const candidates: (Span | SpanContext | undefined)[] = [];
     if (draft.toolCallId) candidates.push(this.tools.get(`${sessionId}\u0000${draft.toolCallId}`)?.span);
     else if (batchTool && draft.runId !== undefined) candidates.push(batchTool.span);
-    if (draft.threadId && (draft.type.startsWith('model.') || draft.type === 'rate_limit.hit')) {
+    // A call's reasoning (`reasoning.summary`, written with its `model.completed`) belongs to the call's span too.
+    const ofCall = draft.type.startsWith('model.') || draft.type.startsWith('reasoning.');
+    if (draft.threadId && (ofCall || draft.type === 'rate_limit.hit')) {
       candidates.push(this.chats.get(threadKey(sessionId, draft.threadId))?.span);
     }
     const threadId = draft.threadId ?? driven.threadId;

@@ -14,6 +14,7 @@ import { compactOnOverflow } from './compact.js';
 import { contextBudget } from './context/compaction.js';
 import { fallbackApplied, type ModelCandidate, nextCandidate } from './model/model-chain.js';
 import { providerSlot } from './model/provider-slot.js';
+import { streamingStarted } from './model/streaming-started.js';
 import { modelRequested } from './prepare-step.js';
 import type { PreparedStep } from './step.js';
 import { failTurn } from './turn-end.js';
@@ -46,6 +47,8 @@ export async function callStep(
     // This process's limits of the provider and model (concurrency, per minute, a 429's pause) come first.
     const slot = await providerSlot(engine, thread.sessionId, ids, model, signal);
     const idleTimeoutMs = model.idleTimeoutMs ?? engine.limits.modelIdleTimeoutMs;
+    // The call's first streamed piece is recorded once: the turn is `streaming` from it until the call ends.
+    const streaming = streamingStarted(engine, thread.sessionId, ids, model, attempt);
     const call =
       slot.cancelled ??
       (await callModel(model, {
@@ -55,12 +58,13 @@ export async function callStep(
         signal,
         modelCall: thread.modelCalls + calls,
         timeoutMs,
-        ...(engine.deltas ? { deltas: engine.deltas } : {}),
+        deltas: streaming.sink,
         // The answer's limit, reserved out of the context budget (the provider's default when nothing is known).
         ...maxOutputOf(engine, agent, model),
         ...(idleTimeoutMs !== undefined ? { idleTimeoutMs } : {}),
       }));
     if (slot.cancelled === undefined) slot.release();
+    await streaming.recorded();
     if (call.ok) {
       const output = call.output;
       await engine.append(

@@ -1,6 +1,7 @@
 import { costOf, DEFAULT_PRICES_AS_OF, priceOf } from '../config/prices.js';
 import type { EventDraft } from '../log/draft.js';
 import type { ModelHandle, ModelOutput } from './model-call.js';
+import { reasoningSummary } from './reasoning.js';
 
 /**
  * Cost facts of model calls (docs/models.md "Prices and cost"): `cost.estimated` before a call, from the estimated
@@ -45,9 +46,10 @@ export function costRecorded(ids: TurnIds, model: ModelHandle, usage: ModelOutpu
 }
 
 /**
- * A completed model call's facts: `model.completed` (the model, how it finished, its usage and output) and, when the
- * model has a price, its `cost.recorded`. The loop's steps, compaction and the runner host's model proxy all record a
- * call this way; `lead` and `trail` are their own fields (a compaction's purpose, a retry's attempt).
+ * A completed model call's facts: its `reasoning.summary` when the model reasoned (models/reasoning.ts),
+ * `model.completed` (the model, how it finished, its usage and output) and, when the model has a price, its
+ * `cost.recorded`. The loop's steps, compaction and the runner host's model proxy all record a call this way; `lead`
+ * and `trail` are their own fields (a compaction's purpose, a retry's attempt), on the reasoning's record too.
  */
 export function modelCompleted(
   ids: TurnIds,
@@ -56,6 +58,7 @@ export function modelCompleted(
   fields: { lead?: Record<string, unknown>; trail?: Record<string, unknown> } = {},
 ): EventDraft[] {
   return [
+    ...reasoningSummary(ids, model, output.reasoning, { ...fields.lead, ...fields.trail }),
     {
       type: 'model.completed',
       ...ids,

@@ -12,14 +12,21 @@ import {
 import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition } from '@oar/protocol';
 import type { ModelPrice } from '../config/prices.js';
 import { traceModelCall } from '../log/tracing.js';
-import { type ModelDelta, type ModelDeltaSink, PartialOutput, type PartialOutputFields } from './model-deltas.js';
+import {
+  type CompletedToolCall,
+  type ModelDelta,
+  type ModelDeltaSink,
+  PartialOutput,
+  type PartialOutputFields,
+} from './model-deltas.js';
 import { classifyModelError, type ModelFailure, type ModelRetryPolicy } from './model-errors.js';
 
 /**
  * One model call through the AI SDK provider interface (LanguageModelV3). The runner calls the provider directly
  * rather than `generateText` / `streamText`: the protocol package owns parsing and repair of the raw tool-call
  * arguments, and the raw output must be recorded exactly as the model produced it. The call streams (`doStream`)
- * so text and tool arguments reach live subscribers as they arrive (`model.delta`); a model that cannot stream
+ * so text, tool arguments and reasoning reach live subscribers as they arrive (`model.delta`, `tool.args`,
+ * `reasoning.delta`: worker/thread-deltas.ts); a model that cannot stream
  * (its `doStream` throws `UnsupportedFunctionalityError`, or its handle says `stream: false`) is called with
  * `doGenerate`. Either way the result is the whole output, assembled once the call has finished.
  */
@@ -118,6 +125,11 @@ export interface ModelOutput {
     reasoningTokens?: number;
   };
   durationMs: number;
+  /**
+   * The provider's reasoning (its reasoning parts in order, a blank line between two), when it sent any. Not
+   * output: never parsed, replayed to a model or executed; recorded as the call's `reasoning.summary` (cost.ts).
+   */
+  reasoning?: string;
 }
 
 export type ModelCallResult =
@@ -182,15 +194,21 @@ class StreamEndedEarly extends Error {
   }
 }
 
+/** Where a call's pieces go as they arrive: each delta, and each tool call once its arguments are complete. */
+interface CallSink {
+  emit(delta: ModelDelta): void;
+  toolCall(call: CompletedToolCall): void;
+}
+
 /**
- * `doStream`, read to its end: every text and tool-argument piece goes to `emit` as it arrives, and the parts are
- * assembled into what `doGenerate` would have returned. A model whose `doStream` is unsupported is called with
- * `doGenerate` instead (its output then arrives as one delta per part). An abort cancels the stream at once.
+ * `doStream`, read to its end: every text, tool-argument and reasoning piece goes to `out` as it arrives, and the
+ * parts are assembled into what `doGenerate` would have returned. A model whose `doStream` is unsupported is called
+ * with `doGenerate` instead (its output then arrives as one delta per part). An abort cancels the stream at once.
  */
 async function streamed(
   model: LanguageModelV3,
   options: LanguageModelV3CallOptions,
-  emit: (delta: ModelDelta) => void,
+  out: CallSink,
   /** Called for every part the stream yields (the idle-stream timeout starts over). */
   onPart?: () => void,
 ): Promise<CallResult> {
@@ -199,8 +217,9 @@ async function streamed(
     started = await model.doStream(options);
   } catch (error) {
     if (!UnsupportedFunctionalityError.isInstance(error)) throw error;
-    return generated(model, options, emit);
+    return generated(model, options, out);
   }
+  const emit = (delta: ModelDelta) => out.emit(delta);
   const reader = started.stream.getReader();
   const signal = options.abortSignal;
   const onAbort = () => void reader.cancel(signal?.reason).catch(() => undefined);
@@ -209,6 +228,15 @@ async function streamed(
   let text = '';
   /** Tool calls whose arguments are streaming, by id: name and arguments so far. */
   const inputs = new Map<string, { toolName: string; input: string }>();
+  /** Reasoning blocks streaming, by id: their text so far (a block becomes a content part at its end). */
+  const reasonings = new Map<string, string>();
+  /** Whether a reasoning piece came already (a later block is set apart from it). */
+  let anyReasoning = false;
+  const closeReasoning = (id: string) => {
+    const text = reasonings.get(id);
+    reasonings.delete(id);
+    if (text) content.push({ type: 'reasoning', text });
+  };
   let finish: { usage: LanguageModelV3Usage; finishReason: LanguageModelV3FinishReason } | undefined;
   let response: CallResult['response'];
   let ended = false;
@@ -245,6 +273,7 @@ async function streamed(
             emit({ channel: 'tool_call', delta: part.input, toolCallId: part.toolCallId, toolName: part.toolName });
           }
           inputs.delete(part.toolCallId);
+          out.toolCall({ toolCallId: part.toolCallId, toolName: part.toolName, input: part.input });
           if (text !== '') {
             content.push({ type: 'text', text });
             text = '';
@@ -252,6 +281,22 @@ async function streamed(
           content.push(part);
           break;
         }
+        case 'reasoning-start':
+          reasonings.set(part.id, '');
+          break;
+        case 'reasoning-delta': {
+          if (part.delta === '') break;
+          // A delta without its start (a lenient provider) opens its block.
+          const before = reasonings.get(part.id) ?? '';
+          reasonings.set(part.id, before + part.delta);
+          // A block after another starts with the blank line the whole reasoning has between them (`reasoning`).
+          emit({ channel: 'reasoning', delta: before === '' && anyReasoning ? `\n\n${part.delta}` : part.delta });
+          anyReasoning = true;
+          break;
+        }
+        case 'reasoning-end':
+          closeReasoning(part.id);
+          break;
         case 'response-metadata':
           response = { ...(part.id ? { id: part.id } : {}), ...(part.modelId ? { modelId: part.modelId } : {}) };
           break;
@@ -261,7 +306,7 @@ async function streamed(
         case 'error':
           throw part.error;
         default:
-          // Reasoning is deliberately dropped (never replayed or executed); files, sources and raw chunks too.
+          // Files, sources and raw chunks are dropped: OAR neither records nor replays them.
           break;
       }
     }
@@ -272,22 +317,30 @@ async function streamed(
     else void reader.cancel().catch(() => undefined);
   }
   if (!finish) throw new StreamEndedEarly();
+  // A block the stream never ended is kept as it stands: the call finished.
+  for (const id of [...reasonings.keys()]) closeReasoning(id);
   if (text !== '') content.push({ type: 'text', text });
   return { content, ...finish, ...(response ? { response } : {}) };
 }
 
-/** `doGenerate`: the whole output at once, handed to `emit` as one delta per part. */
+/** `doGenerate`: the whole output at once, handed to `out` as one delta per part. */
 async function generated(
   model: LanguageModelV3,
   options: LanguageModelV3CallOptions,
-  emit: (delta: ModelDelta) => void,
+  out: CallSink,
 ): Promise<CallResult> {
   const result = await model.doGenerate(options);
   if (!options.abortSignal?.aborted) {
+    let reasoned = false;
     for (const part of result.content) {
-      if (part.type === 'text' && part.text !== '') emit({ channel: 'text', delta: part.text });
-      else if (part.type === 'tool-call' && part.input !== '') {
-        emit({ channel: 'tool_call', delta: part.input, toolCallId: part.toolCallId, toolName: part.toolName });
+      if (part.type === 'text' && part.text !== '') out.emit({ channel: 'text', delta: part.text });
+      else if (part.type === 'reasoning' && part.text !== '') {
+        out.emit({ channel: 'reasoning', delta: reasoned ? `\n\n${part.text}` : part.text });
+        reasoned = true;
+      } else if (part.type === 'tool-call') {
+        const { toolCallId, toolName, input } = part;
+        if (input !== '') out.emit({ channel: 'tool_call', delta: input, toolCallId, toolName });
+        out.toolCall({ toolCallId, toolName, input });
       }
     }
   }
@@ -318,14 +371,24 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
   const sink = request.deltas;
   const partial = new PartialOutput();
   // Pieces of an abandoned attempt (a late answer after the abort) are dropped like its result.
-  const emit = (delta: ModelDelta) => {
-    if (signal.aborted) return;
-    partial.add(delta);
-    try {
-      sink?.delta(delta);
-    } catch {
-      // A failing live reader must not fail the call.
-    }
+  const out: CallSink = {
+    emit: (delta) => {
+      if (signal.aborted) return;
+      partial.add(delta);
+      try {
+        sink?.delta(delta);
+      } catch {
+        // A failing live reader must not fail the call.
+      }
+    },
+    toolCall: (call) => {
+      if (signal.aborted) return;
+      try {
+        sink?.toolCall?.(call);
+      } catch {
+        // As for a delta.
+      }
+    },
   };
   try {
     const options: LanguageModelV3CallOptions = {
@@ -355,16 +418,18 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
     const result = await settledUnlessAborted(
       // In the attempt's `chat` span (tracing.ts), which records the response's model and id.
       traceModelCall(request, () =>
-        handle.stream === false ? generated(handle.model, options, emit) : streamed(handle.model, options, emit, touch),
+        handle.stream === false ? generated(handle.model, options, out) : streamed(handle.model, options, out, touch),
       ),
       signal,
     );
     let text = '';
     const toolCalls: ModelOutput['toolCalls'] = [];
+    // Reasoning is kept apart from the output: it is recorded, never parsed, replayed or executed.
+    const reasoned: string[] = [];
     for (const part of result.content) {
-      // Reasoning parts are deliberately dropped: private reasoning is never replayed or executed.
       if (part.type === 'text') text += part.text;
       else if (part.type === 'tool-call') toolCalls.push({ name: part.toolName, arguments: part.input });
+      else if (part.type === 'reasoning' && part.text !== '') reasoned.push(part.text);
     }
     const input = result.usage.inputTokens.total ?? 0;
     const output = result.usage.outputTokens.total ?? 0;
@@ -386,6 +451,7 @@ export async function callModel(handle: ModelHandle, request: ModelRequest): Pro
           ...(reasoning !== undefined ? { reasoningTokens: reasoning } : {}),
         },
         durationMs: Date.now() - started,
+        ...(reasoned.length > 0 ? { reasoning: reasoned.join('\n\n') } : {}),
       },
     };
   } catch (error) {

@@ -1,20 +1,33 @@
 /**
- * Streamed model output as it arrives (`model.delta`). Deltas are live-only: the process that makes the call hands
- * them to the session's subscribers (log/live.ts) and never stores them; `model.completed` keeps the whole output.
+ * Streamed model output as it arrives (`model.delta`, `tool.args`, `reasoning.delta`). Deltas are live-only: the
+ * process that makes the call hands them to the session's subscribers (log/live.ts) and never stores them;
+ * `model.completed` keeps the whole output and `reasoning.summary` the whole reasoning.
  */
 
-/** One piece of streamed output: visible text, or a piece of a native tool call's JSON arguments. */
+/**
+ * One piece of streamed output: visible text, a piece of a native tool call's JSON arguments, or a piece of the
+ * provider's reasoning (never part of the output: not parsed, not replayed, not executed).
+ */
 export interface ModelDelta {
-  channel: 'text' | 'tool_call';
+  channel: 'text' | 'tool_call' | 'reasoning';
   delta: string;
   /** The provider's id of the tool call the arguments belong to (`tool_call` only). */
   toolCallId?: string;
   toolName?: string;
 }
 
+/** A tool call whose arguments are complete: the provider's id, the tool, the whole arguments as the model sent them. */
+export interface CompletedToolCall {
+  toolCallId: string;
+  toolName: string;
+  input: string;
+}
+
 /** Where `callModel` puts the deltas of a call. `end` says the call's stream is over (flush what is held back). */
 export interface ModelDeltaSink {
   delta(delta: ModelDelta): void;
+  /** A tool call's arguments are complete (after its last `tool_call` delta); optional: a sink may not care. */
+  toolCall?(call: CompletedToolCall): void;
   end(): void;
 }
 
@@ -38,6 +51,8 @@ export class PartialOutput {
   private truncated = false;
 
   add(delta: ModelDelta): void {
+    // Reasoning is not output: a failed call's partial output is what it said, not what it thought.
+    if (delta.channel === 'reasoning') return;
     const room = PARTIAL_OUTPUT_LIMIT - this.size;
     if (room <= 0) {
       if (delta.delta.length > 0) this.truncated = true;

@@ -48,13 +48,19 @@ const STEP_FIELDS = {
   protocol: z.record(z.string(), z.unknown()).optional(),
   /** Raw assistant text: the full DSL in text, pseudo tool calls in text, cut-off output, plain prose. */
   text: z.string().optional(),
+  /**
+   * The model's reasoning before its answer, as a provider sends it apart from the output (reasoning parts): streamed
+   * as `reasoning-start` / `reasoning-delta` / `reasoning-end`, a `reasoning` content part when not streamed. Not
+   * content on its own: a step with reasoning still needs its answer.
+   */
+  reasoning: z.string().min(1).optional(),
   /** Arbitrary native tool calls, including unknown tools and malformed arguments. */
   toolCalls: z.array(ScriptToolCallSchema).min(1).optional(),
   /** The call fails with a provider error (APICallError). */
   error: ScriptErrorSchema.optional(),
   /** Wait before answering; an aborted signal ends the wait at once. */
   delayMs: z.number().int().nonnegative().optional(),
-  /** Streaming only: how many pieces each text and each tool call's arguments arrive in (default 3). */
+  /** Streaming only: how many pieces each text, reasoning and tool call's arguments arrive in (default 3). */
   chunks: z.number().int().min(1).max(100_000).optional(),
   /** Streaming only: the wait before each piece, like a model producing tokens; an abort ends it at once. */
   chunkDelayMs: z.number().int().nonnegative().optional(),
@@ -66,15 +72,16 @@ const STEP_FIELDS = {
 
 /** A step has content or an error, never both. */
 function checkStep(
-  step: { protocol?: unknown; text?: unknown; toolCalls?: unknown; error?: unknown },
+  step: { protocol?: unknown; text?: unknown; toolCalls?: unknown; reasoning?: unknown; error?: unknown },
   ctx: z.RefinementCtx,
 ): void {
   const content = ['protocol', 'text', 'toolCalls'].filter((key) => step[key as keyof typeof step] !== undefined);
-  if (step.error !== undefined && content.length > 0) {
+  const output = step.reasoning !== undefined ? [...content, 'reasoning'] : content;
+  if (step.error !== undefined && output.length > 0) {
     ctx.addIssue({
       code: 'custom',
       path: ['error'],
-      message: `an error step takes no content (found ${content.join(', ')})`,
+      message: `an error step takes no content (found ${output.join(', ')})`,
     });
   }
   if (step.error === undefined && content.length === 0) {

@@ -144,7 +144,12 @@ export class ScriptedModel implements LanguageModelV3 {
     ];
     const pieces = response.step.chunks ?? 3;
     response.content.forEach((part, index) => {
-      if (part.type === 'text') {
+      if (part.type === 'reasoning') {
+        const id = `reasoning-${index}`;
+        parts.push({ type: 'reasoning-start', id });
+        for (const delta of chunks(part.text, pieces)) parts.push({ type: 'reasoning-delta', id, delta });
+        parts.push({ type: 'reasoning-end', id });
+      } else if (part.type === 'text') {
         const id = `text-${index}`;
         parts.push({ type: 'text-start', id });
         for (const delta of chunks(part.text, pieces)) parts.push({ type: 'text-delta', id, delta });
@@ -171,7 +176,10 @@ export class ScriptedModel implements LanguageModelV3 {
             controller.close();
             return;
           }
-          if (pause > 0 && (part.type === 'text-delta' || part.type === 'tool-input-delta')) {
+          if (
+            pause > 0 &&
+            (part.type === 'text-delta' || part.type === 'tool-input-delta' || part.type === 'reasoning-delta')
+          ) {
             try {
               await delay(pause, signal);
             } catch (error) {
@@ -236,8 +244,11 @@ export class ScriptedModel implements LanguageModelV3 {
     const content = this.content(step, index);
     const hasToolCalls = content.some((part) => part.type === 'tool-call');
     const unified = step.finishReason ?? (hasToolCalls ? 'tool-calls' : 'stop');
+    // Reasoning is output the model produced (and a provider bills) too.
     const outputText = content
-      .map((part) => (part.type === 'text' ? part.text : part.type === 'tool-call' ? part.input : ''))
+      .map((part) =>
+        part.type === 'text' || part.type === 'reasoning' ? part.text : part.type === 'tool-call' ? part.input : '',
+      )
       .join('');
     const inputTokens = step.usage?.inputTokens ?? estimateTokens(JSON.stringify(options.prompt));
     const outputTokens = step.usage?.outputTokens ?? estimateTokens(outputText);
@@ -267,6 +278,8 @@ export class ScriptedModel implements LanguageModelV3 {
     const content: LanguageModelV3Content[] = [];
     // Ids derive from the step index so a replay after resume produces the same ids as the first run.
     const callId = (n: number) => `call_${index}_${n}`;
+    // Reasoning first, as a model thinks before it answers.
+    if (step.reasoning !== undefined) content.push({ type: 'reasoning', text: step.reasoning });
     if (step.text !== undefined && step.text !== '') content.push({ type: 'text', text: step.text });
     if (step.protocol !== undefined) {
       content.push({

@@ -12,7 +12,7 @@ import { isTerminalActionStatus, isTerminalTurnStatus } from './thread-state.js'
  * and replay uses it to call a log that holds one contradictory instead of "equal".
  */
 
-const TASK_ENDINGS = new Set(['task.completed', 'task.failed', 'task.cancelled', 'task.lost']);
+const TASK_ENDINGS = new Set(['task.completed', 'task.failed', 'task.cancelled', 'task.timed_out', 'task.lost']);
 
 /** Whether `contradiction` looks at what the models already record for this event (it is an ending). */
 export function isEnding(event: RuntimeEvent): boolean {

@@ -51,6 +51,7 @@ export const SessionStateSchema = z.object({
       provider: z.string().optional(),
       candidateCount: z.number(),
       reason: z.string().optional(),
+      capabilityGap: z.string().optional(),
       fallback: z.object({ from: z.string(), to: z.string(), trigger: z.string(), attempts: z.number() }).optional(),
     })
     .optional(),
@@ -336,6 +337,7 @@ function routed(next: SessionState, payload: Payload): SessionState {
       ...(typeof payload.provider === 'string' ? { provider: payload.provider } : {}),
       candidateCount: typeof payload.candidateCount === 'number' ? payload.candidateCount : 1,
       ...(typeof payload.reason === 'string' ? { reason: payload.reason } : {}),
+      ...(typeof payload.capabilityGap === 'string' ? { capabilityGap: payload.capabilityGap } : {}),
     },
   };
 }

@@ -13,6 +13,7 @@ import {
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { effectiveBudgets, hasBudgets } from './budgets.js';
 import { bindingOf, type SessionState } from './session.js';
+import { isListedTask, isTimeout } from './task.js';
 import type { ThreadState, ThreadView } from './thread-state.js';
 
 /**
@@ -46,6 +47,7 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
   }
   const waiting = thread.pending.length > 0;
   const queued = thread.queue.length > 0 && !thread.activeTurnId;
+  const turnIds = new Set(thread.turns.map((turn) => turn.turnId));
   return {
     threadId: thread.threadId,
     status: queued ? 'queued' : THREAD_STATUS[thread.status],
@@ -63,11 +65,14 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
             ? thread.pending[0]?.actionType === 'user_input'
               ? 'waiting_input'
               : 'waiting_permission'
-            : turn.status === 'running' && turn.workingSince === undefined && turn.runIds.length === 0
-              ? 'preparing'
-              : turn.status === 'failed' && timedOut(turn.error)
-                ? 'timed_out'
-                : turn.status) as TurnStatus,
+            : turn.status === 'running' && turn.streamingSince !== undefined && thread.activeTurnId === turn.turnId
+              ? // Its model call's output arrives (thread-state.ts, `streamingChange`); the thread stays running.
+                'streaming'
+              : turn.status === 'running' && turn.workingSince === undefined && turn.runIds.length === 0
+                ? 'preparing'
+                : turn.status === 'failed' && isTimeout(turn.error)
+                  ? 'timed_out'
+                  : turn.status) as TurnStatus,
         ...(turn.spend
           ? {
               costState: {
@@ -139,21 +144,24 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
           },
         }
       : {}),
-    actions: [...thread.runs.values()].flatMap((run) =>
-      run.order.map((id) => {
-        const action = run.actions[id];
-        return {
-          runId: run.runId,
-          actionId: id,
-          status: action?.status ?? 'unknown',
-          attempt: action?.attempt ?? 0,
-          ...(action?.result?.error ? { error: action.result.error } : {}),
-          ...(action?.result?.summary ? { summary: action.result.summary } : {}),
-        };
-      }),
-    ),
+    // The runs of the thread's turns: a rollback's removed turns take their runs with them.
+    actions: [...thread.runs.values()]
+      .filter((run) => turnIds.has(run.turnId))
+      .flatMap((run) =>
+        run.order.map((id) => {
+          const action = run.actions[id];
+          return {
+            runId: run.runId,
+            actionId: id,
+            status: action?.status ?? 'unknown',
+            attempt: action?.attempt ?? 0,
+            ...(action?.result?.error ? { error: action.result.error } : {}),
+            ...(action?.result?.summary ? { summary: action.result.summary } : {}),
+          };
+        }),
+      ),
     subagents: thread.subagents.map((s) => ({ ...s })),
-    tasks: threadTasks,
+    tasks: threadTasks.filter(isListedTask),
     ...contextHistory(thread),
   };
 }
@@ -207,11 +215,13 @@ function verificationOutcomes(tasks: Task[]): VerificationOutcome[] {
     completed: 'passed',
     failed: 'failed',
     cancelled: 'cancelled',
+    timed_out: 'timed_out',
     lost: 'lost',
   };
+  // An archived task's verification is how it had ended: filing it away changes no outcome.
   return checked.map((t) => ({
     name: `task ${t.taskId} acceptance`,
-    status: outcome[t.status] ?? 'pending',
+    status: outcome[t.archivedFrom ?? t.status] ?? 'pending',
     detail: `${t.acceptance?.length} criteria; task ${t.status}${t.statusReason ? `: ${t.statusReason}` : ''}`,
   }));
 }
@@ -245,7 +255,7 @@ function auditNotes(thread: ThreadView, session: SessionState | undefined, expor
  */
 function contextHistory(thread: ThreadView): Pick<ThreadReadModel, 'history'> {
   const boundary = thread.compaction;
-  if (!boundary && !thread.compactionRequest) return {};
+  if (!boundary && !thread.compactionRequest && !thread.rollback) return {};
   return {
     history: {
       ...(boundary
@@ -267,6 +277,8 @@ function contextHistory(thread: ThreadView): Pick<ThreadReadModel, 'history'> {
         : {}),
       compactions: thread.compactionCount ?? 0,
       ...(thread.compactionRequest ? { compactionRequested: { ...thread.compactionRequest } } : {}),
+      // A rollback recorded as started and not completed: the thread is held until it is run again to its end.
+      ...(thread.rollback ? { rollbackInProgress: { ...thread.rollback } } : {}),
     },
   };
 }
@@ -320,20 +332,25 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
     threads: [...threads]
       .sort((a, b) => session.threadIds.indexOf(a.threadId) - session.threadIds.indexOf(b.threadId))
       .map((thread) => toThreadReadModel(thread, tasks, session)),
-    tasks,
+    // Archived tasks are filed away: counted below, fetched by id (`get_task`), not listed.
+    tasks: tasks.filter(isListedTask),
     // How much history there is behind the shell: get_session pages it recent first (`before` / `previousCursor`).
     historySummary: { eventCount: session.lastSequence, firstSequence: 1, lastSequence: session.lastSequence },
     // Where the session's work runs (the standard's execution_environment_snapshot, also get_execution_environment).
     executionEnvironment: toExecutionEnvironment(session, threads),
     taskSummary: {
       total: tasks.length,
-      active: tasks.filter((t) => ['running', 'accepted', 'preparing', 'retrying'].includes(t.status)).length,
+      // A task being cancelled is still active: its work runs until it stopped.
+      active: tasks.filter((t) => ['running', 'accepted', 'preparing', 'retrying', 'cancelling'].includes(t.status))
+        .length,
       waiting: tasks.filter((t) => t.status.startsWith('waiting')).length,
       blocked: count('blocked'),
       completed: count('completed'),
       failed: count('failed'),
       cancelled: count('cancelled'),
+      timedOut: count('timed_out'),
       lost: count('lost'),
+      archived: count('archived'),
     },
     routingLimitSummary: {
       ...budgetSummary(session, threads),
@@ -345,6 +362,7 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
             selectedModel: session.routing.selectedModel,
             ...(session.routing.provider ? { provider: session.routing.provider } : {}),
             ...(session.routing.reason ? { reason: session.routing.reason } : {}),
+            ...(session.routing.capabilityGap ? { capabilityGap: session.routing.capabilityGap } : {}),
             ...(session.routing.fallback ? { fallback: session.routing.fallback } : {}),
           }
         : {}),
@@ -406,15 +424,4 @@ export function toExecutionEnvironment(
       : { status: 'unavailable', reason: 'the binding runs no commands (exec is off)' },
     activeProcesses,
   };
-}
-
-/**
- * A turn a time budget ended is `timed_out` (the standard's status), not merely `failed`: its wall-time budget ran
- * out (`budget_exceeded` on `wallTimeMs`), or its runner run passed its deadline (`runner_timeout`).
- */
-function timedOut(error: { code: string; details?: Record<string, unknown> } | undefined): boolean {
-  if (!error) return false;
-  return (
-    error.code === 'runner_timeout' || (error.code === 'budget_exceeded' && error.details?.dimension === 'wallTimeMs')
-  );
 }

@@ -10,11 +10,33 @@ import { memberOf } from './thread-state.js';
 type Payload = Record<string, unknown>;
 
 /**
- * The statuses that end a task: it is never active again. `TaskStatusValueSchema` is @oar/protocol's vocabulary
- * (its other final statuses, timed_out and stale, the engine never records).
+ * The statuses that end a task: it is never active again (but through `retry_task`, from a retryable one).
+ * `TaskStatusValueSchema` is @oar/protocol's vocabulary (its other final status, stale, the engine never records).
  */
-export const TERMINAL_TASK_STATUSES = ['completed', 'failed', 'cancelled', 'lost', 'archived'] as const;
+export const TERMINAL_TASK_STATUSES = ['completed', 'failed', 'cancelled', 'timed_out', 'lost', 'archived'] as const;
 export const isTerminalTaskStatus = memberOf<TaskStatusValue>(TERMINAL_TASK_STATUSES);
+
+/** The ends `retry_task` starts a new attempt from: the work did not get done (an archived task stays filed). */
+export const RETRYABLE_TASK_STATUSES = ['failed', 'cancelled', 'timed_out', 'lost'] as const;
+export const isRetryableTaskStatus = memberOf<TaskStatusValue>(RETRYABLE_TASK_STATUSES);
+
+/**
+ * Whether a time budget ended the work an error ended (the standard's `timed_out`, not merely `failed`): its turn's
+ * wall-time budget ran out (`budget_exceeded` on `wallTimeMs`), or a runner run passed its deadline
+ * (`runner_timeout`). The turn's status (read-models/snapshots.ts) and its task's end (`task.timed_out`) say so.
+ */
+export function isTimeout(error: { code: string; details?: Record<string, unknown> } | undefined): boolean {
+  if (!error) return false;
+  return (
+    error.code === 'runner_timeout' || (error.code === 'budget_exceeded' && error.details?.dimension === 'wallTimeMs')
+  );
+}
+
+/**
+ * Whether a task is in the lists of the session's tasks (the snapshot's `tasks`, a thread's, `list_tasks`): an
+ * archived one is filed away, out of the recent ones, and still found by id (`get_task`).
+ */
+export const isListedTask = (task: Task): boolean => task.status !== 'archived';
 
 /** The fields of a task a person or client defines (`create_task`, `update_task`), each replaced when given. */
 export const TASK_DEFINITION_FIELDS = [
@@ -44,13 +66,21 @@ export function definitionOf(source: object): Partial<Pick<Task, (typeof TASK_DE
 export function reduceTask(state: Task | undefined, event: RuntimeEvent): Task | undefined {
   const next = taskChange(state, event);
   if (!state || !next || next.status === state.status) return next;
+  // Asked to cancel, a task stays `cancelling` until it ends: its work still running may report (a graph's action
+  // retried, a decision awaited), but nothing makes it active again.
+  if (state.status === 'cancelling' && !isTerminalTaskStatus(next.status)) {
+    next.status = state.status;
+    if (state.statusReason !== undefined) next.statusReason = state.statusReason;
+    return next;
+  }
   // An ended task is active again only through a retry: a late start of a turn it had is a fact about the turn.
   if (isTerminalTaskStatus(state.status) && !isTerminalTaskStatus(next.status) && event.type !== 'task.retrying') {
     next.status = state.status;
     return next;
   }
-  // A reason belongs to the status it was given with: a new status without one has none (not the old one's).
-  if (next.statusReason === state.statusReason) delete next.statusReason;
+  // A reason belongs to the status it was given with: a new status without one has none (not the old one's). A
+  // cancellation asked for ends with the reason it was asked with.
+  if (next.statusReason === state.statusReason && state.status !== 'cancelling') delete next.statusReason;
   if (isTerminalTaskStatus(next.status)) {
     delete next.pausedFrom;
     delete next.pausedWith;
@@ -130,8 +160,11 @@ function taskChange(state: Task | undefined, event: RuntimeEvent): Task | undefi
       // Its dependencies may have completed while it was paused: then it is ready, not blocked.
       return unblockedIfReady(resumed);
     }
-    case 'task.cancel_requested':
-      return set({ status: 'cancelling', ...(reason ? { statusReason: reason } : {}) });
+    case 'task.cancel_requested': {
+      // A paused task asked to cancel is no longer paused: nothing resumes it.
+      const { pausedFrom: _from, pausedWith: _with, ...rest } = next;
+      return Object.assign(rest, { status: 'cancelling' as const, statusReason: reason ?? 'cancel requested' });
+    }
     case 'task.dependency.updated':
       return edgeChanged(next, event, payload);
     case 'task.attempt.started':
@@ -176,6 +209,16 @@ function taskChange(state: Task | undefined, event: RuntimeEvent): Task | undefi
       return set({ status: 'failed', endedAt: event.timestamp, lastError: payload.error as Task['lastError'] });
     case 'task.cancelled':
       return set({ status: 'cancelled', endedAt: event.timestamp, ...ownReason(next, reason) });
+    case 'task.timed_out':
+      return set({ status: 'timed_out', endedAt: event.timestamp, lastError: payload.error as Task['lastError'] });
+    case 'task.archived':
+      // Filed as it ended: `archivedFrom` keeps that end (its outcome, its verification) readable.
+      return set({
+        status: 'archived',
+        archivedFrom: (str(payload.archivedFrom) as TaskStatusValue | undefined) ?? state.status,
+        archivedAt: event.timestamp,
+        ...ownReason(next, reason),
+      });
     case 'task.lost':
       return set({
         status: 'lost',

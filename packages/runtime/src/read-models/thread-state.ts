@@ -2,6 +2,7 @@ import {
   ActionResultSchema,
   DeclarationSchema,
   OarErrorSchema,
+  type RuntimeEvent,
   type TurnStatus,
   TurnStatusSchema,
   UnreconciledActionSchema,
@@ -150,6 +151,11 @@ export const TurnStateSchema = z.object({
    * the turn ends (a finished turn is not preparing, and stored rows from before the field equal a rebuild).
    */
   workingSince: z.string().optional(),
+  /**
+   * While its model call streams: when the call's first piece arrived (the one durable fact of it,
+   * `streamingChange` below); the turn is `streaming` until the call ends. Dropped then, like `workingSince`.
+   */
+  streamingSince: z.string().optional(),
   completedAt: z.string().optional(),
   answer: z.string().optional(),
   error: OarErrorSchema.optional(),
@@ -191,9 +197,11 @@ export function isHeld(turn: TurnState | undefined): boolean {
 
 /**
  * The turn that starts next on an idle thread: the first accepted one (it was accepted before anything queued
- * behind it), else the first of the queue — either way not one held by its task's dependencies.
+ * behind it), else the first of the queue — either way not one held by its task's dependencies, and none while a
+ * rollback is under way.
  */
 export function nextTurn(thread: ThreadState): { turnId: string } | undefined {
+  if (thread.rollback) return undefined;
   const accepted = thread.turns.find((t) => t.status === 'accepted' && !isHeld(t));
   if (accepted) return accepted;
   if (thread.queue.length === 0) return undefined;
@@ -431,6 +439,18 @@ export const ThreadStateSchema = z.object({
   compactionRequest: z
     .object({ requestId: z.string(), reason: z.string().optional(), requestedAt: z.string() })
     .optional(),
+  /**
+   * A rollback recorded as started and not yet completed (`history.rollback.started`): no turn starts until it
+   * completes — the files it restores and the transcript it cuts must not change under a running turn.
+   */
+  rollback: z
+    .object({
+      rollbackId: z.string(),
+      targetTurnId: z.string(),
+      removedTurns: z.array(z.string()),
+      startedAt: z.string(),
+    })
+    .optional(),
   /** Thread-scoped state set through the control plane (`setState`), key → JSON value. */
   state: z.record(z.string(), z.unknown()),
   incidents: z.array(IncidentStateSchema),
@@ -463,4 +483,63 @@ export function compactionRange(thread: ThreadView, keepTurns: number): TurnStat
   const kept = finished.slice(0, Math.max(0, finished.length - keepTurns));
   // When keeping the most recent turns would leave nothing to compact, all finished turns are compacted.
   return kept.length > 0 ? kept : finished;
+}
+
+// --- a turn's streaming status: what the thread reducer (thread.ts) does with a call's stream ---
+
+/**
+ * The standard's `streaming` status of a turn ("model or tool output is being emitted"), from durable facts only.
+ *
+ * `model.requested` alone cannot say it: it is written before the request is sent, and a call may then wait for its
+ * first token a long time (a queued provider, a long prompt, a reasoning model that thinks silently), or never
+ * stream at all (`doGenerate`). The pieces that prove output is flowing are live-only (`model.delta`,
+ * `reasoning.delta`, `tool.args`) and must stay so: the log never grows per token. So the loop records ONE fact per
+ * model call, when its first piece arrives (loop/model/streaming-started.ts): a `thread.updated` with
+ * `changed: ["streaming"]`, staged like the step's other facts (usually written in the same transaction as the
+ * call's `model.completed`; a call that streams longer than the worker's linger is seen streaming meanwhile).
+ *
+ * A turn is streaming from that fact until its call ends (`model.completed` / `model.failed`), another call is
+ * requested (a restart's repeat, which has not streamed yet) or the turn ends. The thread's own status stays
+ * `running`: the standard's thread statuses have no `streaming` (snapshots.ts).
+ */
+export const STREAMING_CHANGE = 'streaming';
+
+/** What an event changes of the turns' streaming marks: `state` itself when nothing. */
+export function streamingChange(state: ThreadState, event: RuntimeEvent): ThreadState {
+  switch (event.type) {
+    case 'thread.updated': {
+      const changed = (event.payload as { changed?: unknown } | undefined)?.changed;
+      if (!Array.isArray(changed) || !changed.includes(STREAMING_CHANGE)) return state;
+      // Only a turn that runs streams (a late fact of an ended turn changes nothing).
+      return withTurn(state, event.turnId, (turn) =>
+        turn.status === 'running' && turn.streamingSince === undefined
+          ? { ...turn, streamingSince: event.timestamp }
+          : turn,
+      );
+    }
+    case 'model.requested':
+    case 'model.completed':
+    case 'model.failed':
+    case 'turn.completed':
+    case 'turn.failed':
+      return withTurn(state, event.turnId, (turn) => {
+        if (turn.streamingSince === undefined) return turn;
+        const { streamingSince: _ended, ...rest } = turn;
+        return rest;
+      });
+    default:
+      return state;
+  }
+}
+
+/** `state` with the turn changed, or `state` itself when the turn is not there or is unchanged. */
+function withTurn(state: ThreadState, turnId: string | undefined, change: (turn: TurnState) => TurnState): ThreadState {
+  const index = state.turns.findIndex((turn) => turn.turnId === turnId);
+  const turn = state.turns[index];
+  if (!turn) return state;
+  const next = change(turn);
+  if (next === turn) return state;
+  const turns = state.turns.slice();
+  turns[index] = next;
+  return { ...state, turns };
 }

@@ -1,12 +1,14 @@
 import { type OarError, RECONCILE_ACTION_TYPE, type RuntimeEvent, type UnreconciledAction } from '@oar/protocol';
 import { hookRunOf, MAX_TURN_HOOK_RUNS } from './hook-runs.js';
 import { answered, processChange, processRequestOf } from './processes.js';
+import { rollbackChange } from './rollback.js';
 import { endedActionStatus } from './run.js';
 import { withState } from './session.js';
 import {
   dependencyCompleted,
   type PendingDecision,
   pendingTaskTurns,
+  streamingChange,
   type ThreadState,
   type ToolWorkerState,
   type TurnAttachment,
@@ -144,7 +146,7 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
  * or `state` itself when the event changes nothing else (replay then sets the clock once, from the last such event).
  */
 export function threadChange(state: ThreadState, event: RuntimeEvent): ThreadState {
-  const base = endedActionStatus(event) ? actionEnded(state, event) : state;
+  const base = streamingChange(endedActionStatus(event) ? actionEnded(state, event) : state, event);
   return applyThreadFacts(base, event, (event.payload ?? {}) as Payload);
 }
 
@@ -309,6 +311,9 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
     case 'context.compaction.completed':
     case 'context.compaction.failed':
       return compactionEnded(state, event, payload);
+    case 'history.rollback.started':
+    case 'history.rollback.completed':
+      return rollbackChange(state, event);
     case 'runtime.warning':
     case 'runtime.error': {
       const incident = {

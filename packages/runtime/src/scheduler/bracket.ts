@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { EventFields } from '@oar/protocol';
-import { toolStarted } from '../facts/tool-call.js';
+import { toolStarted, workspaceConfinement } from '../facts/tool-call.js';
 import type { EventDraft } from '../log/draft.js';
 import type { CallIds } from '../policy/authorize.js';
 
@@ -31,6 +31,8 @@ export interface SideEffect {
   payload: ToolStartedPayload;
   /** What is committed with the start, before it: the call's authorization (`permission.evaluated`). */
   authorization: readonly EventDraft[];
+  /** A file-changing call's confinement: recorded with the start (`sandbox.applied`), before anything is written. */
+  confinement?: { root: string; paths: readonly string[] };
 }
 
 export interface Bracket {
@@ -55,7 +57,10 @@ export async function openBracket(record: BracketRecorder, effect: SideEffect): 
     idempotencyKey: key,
     ...(effect.keyAttempt !== undefined ? { keyAttempt: effect.keyAttempt } : {}),
   };
-  await record([...effect.authorization, toolStarted(effect.ids, payload)], { durable });
+  const confinement = effect.confinement
+    ? [workspaceConfinement(effect.ids, { toolName: effect.payload.toolName, ...effect.confinement })]
+    : [];
+  await record([...effect.authorization, toolStarted(effect.ids, payload), ...confinement], { durable });
   return { durable, idempotencyKey: key, end: (drafts) => record(drafts, { durable }) };
 }
 

@@ -47,7 +47,8 @@ export interface Engine extends BoundConfig {
   /** The abort signal of the driven thread's current work (replaced after each interrupt). */
   signal(threadId: string): AbortSignal;
   /**
-   * Where the driven thread's model calls stream their output (live-only `model.delta`); none: nobody listens.
+   * Where the driven thread's model calls stream their output (live-only `model.delta`, `tool.args`,
+   * `reasoning.delta`); none: nobody listens.
    * Passed explicitly, not through an AsyncLocalStorage: on Node 20 one active store turns on a hook for every
    * promise of the process (about 5% of a step).
    */

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Insertable } from 'kysely';
+import { type Insertable, sql } from 'kysely';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { Redactor } from '../redaction/redactor.js';
@@ -126,7 +126,11 @@ export async function putArtifact(
   return pending.stored;
 }
 
-/** An artifact of one session: a ref from another session resolves to nothing (artifacts never cross sessions). */
+/**
+ * An artifact of one session: a ref from another session resolves to nothing (artifacts never cross sessions). An
+ * artifact the retention policy expired throws `artifact_expired` (its tombstone in `details`): every reader — a
+ * ref, `expand_ref`, the HTTP API, a runner's artifacts API — says it existed and is gone, never "unknown".
+ */
 export async function getArtifact(
   db: Db,
   sessionId: string,
@@ -139,6 +143,18 @@ export async function getArtifact(
     .where('session_id', '=', sessionId)
     .executeTakeFirst();
   if (!row) return undefined;
+  if (row.expired_at) {
+    throw artifactExpired({
+      artifactId: row.id,
+      sessionId: row.session_id,
+      ...(row.name ? { name: row.name } : {}),
+      mime: row.mime,
+      size: Number(row.size),
+      sha256: row.sha256,
+      createdAt: row.created_at,
+      expiredAt: row.expired_at,
+    });
+  }
   return {
     artifactId: row.id,
     sessionId: row.session_id,
@@ -153,7 +169,129 @@ export async function getArtifact(
   };
 }
 
+/** An artifact's bytes when it still holds them: undefined for an unknown or an expired one (a tombstone). */
+export async function storedArtifact(db: Db, sessionId: string, artifactId: string) {
+  return getArtifact(db, sessionId, artifactId).catch((error: unknown) => {
+    if (isArtifactExpired(error)) return undefined;
+    throw error;
+  });
+}
+
 export async function getArtifactText(db: Db, sessionId: string, artifactId: string): Promise<string | undefined> {
   const artifact = await getArtifact(db, sessionId, artifactId);
   return artifact ? new TextDecoder().decode(artifact.bytes) : undefined;
+}
+
+/** What is left of an expired artifact: its description, never its bytes. */
+export interface ArtifactTombstone {
+  artifactId: string;
+  sessionId: string;
+  name?: string;
+  mime: string;
+  size: number;
+  sha256: string;
+  createdAt: string;
+  expiredAt: string;
+}
+
+/** The error every reader of an expired artifact gets: not retryable, the bytes will not come back. */
+export function artifactExpired(tombstone: ArtifactTombstone): OarRuntimeError {
+  const { artifactId, name, expiredAt } = tombstone;
+  return new OarRuntimeError(
+    'artifact_expired',
+    `artifact ${artifactId}${name ? ` (${name})` : ''} expired at ${expiredAt} under the artifact retention policy: ` +
+      'its content was deleted; only its name, size and SHA-256 are kept',
+    { details: { ...tombstone, uri: artifactUri(artifactId) } },
+  );
+}
+
+/** Whether a reader's error says the artifact expired (a caller that has a better answer than failing catches it). */
+export function isArtifactExpired(error: unknown): error is OarRuntimeError {
+  return error instanceof OarRuntimeError && error.code === 'artifact_expired';
+}
+
+/** An artifact that still holds bytes and is old enough to expire: one row of the retention sweep. */
+export interface ExpiryCandidate {
+  sessionId: string;
+  artifactId: string;
+  name?: string;
+  mime: string;
+  size: number;
+  sha256: string;
+  createdAt: string;
+}
+
+/**
+ * One page of the retention sweep, oldest first: artifacts of any session that still hold their bytes, created
+ * before `before`, after the `(createdAt, artifactId)` cursor, whose name starts with none of `skipPrefixes`. One
+ * range read of the partial index `oar_artifacts_unexpired` (migration 0008): tombstones are not in it. The prefix
+ * test is `substr`, the same on both dialects (LIKE is not: SQLite's ignores case, PostgreSQL's does not).
+ */
+export async function expiryCandidates(
+  db: Db,
+  query: {
+    before: string;
+    after?: { createdAt: string; artifactId: string };
+    skipPrefixes: readonly string[];
+    limit: number;
+  },
+): Promise<ExpiryCandidate[]> {
+  const { after } = query;
+  const rows = await db
+    .selectFrom('oar_artifacts')
+    .select(['id', 'session_id', 'name', 'mime', 'size', 'sha256', 'created_at'])
+    .where('expired_at', 'is', null)
+    .where('created_at', '<', query.before)
+    .$if(after !== undefined, (qb) =>
+      qb.where((eb) =>
+        eb.or([
+          eb('created_at', '>', after?.createdAt ?? ''),
+          eb.and([eb('created_at', '=', after?.createdAt ?? ''), eb('id', '>', after?.artifactId ?? '')]),
+        ]),
+      ),
+    )
+    .where((eb) =>
+      eb.and(
+        query.skipPrefixes.map((prefix) =>
+          eb.or([
+            eb('name', 'is', null),
+            eb(eb.fn<string>('substr', ['name', sql.lit(1), sql.lit(prefix.length)]), '<>', prefix),
+          ]),
+        ),
+      ),
+    )
+    .orderBy('created_at')
+    .orderBy('id')
+    .limit(query.limit)
+    .execute();
+  return rows.map((row) => ({
+    sessionId: row.session_id,
+    artifactId: row.id,
+    ...(row.name ? { name: row.name } : {}),
+    mime: row.mime,
+    size: Number(row.size),
+    sha256: row.sha256,
+    createdAt: row.created_at,
+  }));
+}
+
+/**
+ * Expire artifacts of one session: delete their bytes and preview (a preview is the content's start) and stamp
+ * `expired_at`, keeping the row as the tombstone. Only rows that still hold bytes are touched; returns how many were.
+ */
+export async function tombstoneArtifacts(
+  db: Db,
+  sessionId: string,
+  artifactIds: readonly string[],
+  expiredAt: string,
+): Promise<number> {
+  if (artifactIds.length === 0) return 0;
+  const result = await db
+    .updateTable('oar_artifacts')
+    .set({ bytes: Buffer.alloc(0), preview: '', expired_at: expiredAt })
+    .where('session_id', '=', sessionId)
+    .where('id', 'in', artifactIds)
+    .where('expired_at', 'is', null)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows);
 }

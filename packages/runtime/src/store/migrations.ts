@@ -211,5 +211,17 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0008_artifact_retention': {
+      async up(db: Kysely<unknown>) {
+        // Artifact retention (control-plane/retention.ts): an expired artifact loses its bytes and keeps its row as a
+        // tombstone, stamped here. The sweep asks for the artifacts still holding bytes created before a cutoff; a
+        // partial index (both dialects have them) holds exactly those rows, so a sweep with nothing to do reads an
+        // empty range, however many tombstones the table has.
+        await db.schema.alterTable('oar_artifacts').addColumn('expired_at', 'text').execute();
+        await sql`create index oar_artifacts_unexpired on oar_artifacts (created_at, id) where expired_at is null`.execute(
+          db,
+        );
+      },
+    },
   };
 }

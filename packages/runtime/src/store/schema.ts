@@ -130,8 +130,14 @@ export interface ArtifactsTable {
   size: number;
   sha256: string;
   preview: string;
+  /** Empty once the artifact expired (`expired_at`): the row stays as its tombstone. */
   bytes: Uint8Array;
   created_at: string;
+  /**
+   * Migration 0008: when the retention policy expired it (control-plane/retention.ts); null while its bytes are
+   * kept. A tombstone keeps name, MIME type, size and SHA-256, so a ref to it says `artifact_expired`, not "unknown".
+   */
+  expired_at?: string | null;
 }
 
 export interface StateTable {

@@ -241,6 +241,22 @@ export interface ToolOutput {
    * `tool.result` `isError: true`, so people see it failed; the model sees the output and its status line.
    */
   isError?: boolean;
+  /**
+   * The workspace file this call changed (`write`, `edit`), with its content before the change: the runtime keeps
+   * it as a version of the file (an artifact), so a rollback can restore it and a review can diff it. `before` is
+   * absent when the call created the file; `after` is what the file holds now, to tell later whether anything else
+   * changed it since.
+   */
+  fileVersion?: FileVersionOutput;
+}
+
+/** What a file-changing tool reports of the change (ToolOutput.fileVersion). */
+export interface FileVersionOutput {
+  /** Workspace-relative path. */
+  path: string;
+  /** The exact bytes before the change; absent when the call created the file. */
+  before?: Uint8Array;
+  after: { sha256: string; size: number };
 }
 
 /** Identity helper that keeps the input type inferred from the zod schema. */

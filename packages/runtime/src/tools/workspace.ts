@@ -164,7 +164,7 @@ async function readSymlink(calls: PathCalls, candidate: string, requested: strin
 
 /**
  * What the caller will do with an opened file: `read` opens read-only, `update` read-write (edit), `write`
- * write-only and creates the file and its missing parent directories. No mode truncates: a writer truncates through
+ * read-write and creates the file and its missing parent directories. No mode truncates: a writer truncates through
  * the descriptor once the open is verified, so a refused open has changed nothing.
  */
 export type OpenMode = 'read' | 'update' | 'write';
@@ -195,7 +195,8 @@ const OPEN_EXTRA = O_NOFOLLOW | (constants.O_NONBLOCK ?? 0) | (constants.O_NOCTT
 const OPEN_FLAGS: Record<OpenMode, number> = {
   read: constants.O_RDONLY | OPEN_EXTRA,
   update: constants.O_RDWR | OPEN_EXTRA,
-  write: constants.O_WRONLY | OPEN_EXTRA,
+  // Read-write, not write-only: the content before an overwrite is kept as the file's version (ToolOutput.fileVersion).
+  write: constants.O_RDWR | OPEN_EXTRA,
 };
 
 /**

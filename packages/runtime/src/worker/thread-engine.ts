@@ -134,9 +134,10 @@ export class ThreadEngine implements Engine {
     const live = this.deps.live;
     if (!live?.listening(this.sessionId)) return;
     const redactor = this.config?.redactor ?? this.deps.log.redactor;
+    const piece = delta.payload.delta;
     live.publish(this.sessionId, {
       ...delta,
-      payload: { ...delta.payload, delta: redactor.redactText(delta.payload.delta) },
+      payload: { ...delta.payload, ...(piece !== undefined ? { delta: redactor.redactText(piece) } : {}) },
     });
   }
 

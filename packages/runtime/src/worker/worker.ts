@@ -1,5 +1,6 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { runnerTurn } from '../agent-runners/host.js';
+import type { ArtifactRetention } from '../config/retention.js';
 import { bothGuards, queueChanged, threadUnchanged } from '../facts/queue.js';
 import { MAX_TASK_RETRIES, TaskChangedError, taskTurnEnd } from '../facts/task-end.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../kernel/errors.js';
@@ -23,6 +24,7 @@ import {
   releaseLease,
   renewLease,
 } from '../store/leases.js';
+import { ArtifactSweeper } from './artifact-sweeper.js';
 import type { Driver, WorkerDeps } from './deps.js';
 import { actOnProcessRequests } from './process-requests.js';
 import { reconcileLost } from './reconcile.js';
@@ -55,6 +57,11 @@ export interface WorkerOptions {
    * the store at start (`--store-wait-seconds`, 300 s).
    */
   storeGiveUpMs?: number;
+  /**
+   * Sweep the store's artifacts by this retention policy every `sweepEveryMinutes` (docs/reliability.md "Artifact
+   * retention"); absent: this worker expires nothing. Given to long-lived workers (`oar serve`, `oar worker`).
+   */
+  artifactRetention?: ArtifactRetention;
 }
 
 export const DEFAULT_LEASE_TTL_MS = 30_000;
@@ -101,6 +108,8 @@ export class Worker {
   private draining = false;
   private readonly unlisten: () => void;
   private readonly timer: NodeJS.Timeout;
+  /** The artifact retention sweep, when the worker was given a policy. */
+  readonly sweeper: ArtifactSweeper | undefined;
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -117,6 +126,7 @@ export class Worker {
     this.unlisten = deps.notifier.listen((change) => this.onChange(change));
     this.timer = setInterval(() => void this.reclaimExpired(), options.pollMs ?? 1000);
     this.timer.unref();
+    this.sweeper = options.artifactRetention ? new ArtifactSweeper(deps.log, options.artifactRetention) : undefined;
   }
 
   /** Drive this session too (a CLI process adopts the session it created or was asked to continue). */
@@ -464,6 +474,7 @@ export class Worker {
     this.closed = true;
     this.unlisten();
     clearInterval(this.timer);
+    await this.sweeper?.stop();
     const closing = runtimeClosing();
     for (const driver of this.drivers.values()) driver.controller.abort(closing);
     await Promise.allSettled([...this.drivers.values()].map((d) => d.done));

@@ -1,7 +1,7 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Runtime } from '../../src/index.js';
-import { assertSnapshotConforms } from '../support/schemas.js';
+import { assertSnapshotConforms, eventProblems } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { allEvents, answer, errorCode } from './helpers.js';
 
@@ -64,15 +64,53 @@ describe('acceptance scenario 10: old session recovery', () => {
         before = page.previousCursor;
       }
       expect(pages.flat().map((e) => e.eventId)).toEqual(all.map((e) => e.eventId));
+      // The recent window is the snapshot's own; an older page is history served from the log, said so.
+      expect(first.window).toBeUndefined();
       expect(pages[0]?.[0]?.type).toBe('session.created');
       // Forward from a cursor, as a stream resumes; a window past the end is empty, not an error.
       const forward = await later.getSession({ sessionId, cursor: 3, limit: 2 });
       expect(forward.events.map((e) => e.sequence)).toEqual([4, 5]);
       expect(forward.nextCursor).toBe(5);
+      expect(forward.window).toBeUndefined();
       expect((await later.getSession({ sessionId, before: 1 })).events).toEqual([]);
       expect(await errorCode(later.getSession({ sessionId, before: -1 }))).toBe('invalid_input');
     } finally {
       await later.close();
     }
+  });
+
+  it('says an older page was served from the log with a live-only history.window.loaded, and writes nothing', async () => {
+    h = await harness({ steps: Array.from({ length: 3 }, (_, i) => answer(`Answer ${i + 1}.`)) });
+    const { sessionId } = await h.runtime.createSession({ title: 'Paged' });
+    for (let i = 0; i < 3; i++) {
+      await h.runtime.submitTurn({ sessionId, input: `question ${i + 1}` });
+      await h.runtime.settled(sessionId);
+    }
+    const all = await allEvents(h, sessionId);
+    const last = all.length;
+    const page = await h.runtime.getSession({ sessionId, before: last - 4, limit: 5 });
+    const window = page.window as RuntimeEvent;
+    // A whole event of the published core and Lime profile schemas and of OAR's profile (its payload typed).
+    expect(eventProblems(window)).toEqual([]);
+    expect(window).toMatchObject({ type: 'history.window.loaded', sessionId, sequence: last });
+    expect(window.payload).toEqual({
+      eventCount: 5,
+      before: last - 4,
+      limit: 5,
+      fromSequence: last - 9,
+      toSequence: last - 5,
+      previousCursor: last - 9,
+      lastSequence: last,
+    });
+    expect(page.events.map((e) => e.sequence)).toEqual([5, 4, 3, 2, 1].map((n) => last - 4 - n));
+    // The first page says where the history starts; a page before the first event holds none.
+    const oldest = (await h.runtime.getSession({ sessionId, before: 3, limit: 5 })).window;
+    expect(oldest?.payload).toMatchObject({ eventCount: 2, fromSequence: 1, toSequence: 2, previousCursor: null });
+    const empty = (await h.runtime.getSession({ sessionId, before: 1 })).window;
+    expect(empty?.payload).toEqual({ eventCount: 0, before: 1, limit: 200, previousCursor: null, lastSequence: last });
+    // A read: the log did not grow, and the answer's event is not in it.
+    const after = await allEvents(h, sessionId);
+    expect(after).toHaveLength(last);
+    expect(after.some((e) => e.type === 'history.window.loaded')).toBe(false);
   });
 });

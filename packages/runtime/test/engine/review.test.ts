@@ -145,11 +145,11 @@ describe('export_review', () => {
     ]);
     expect(notes?.diffStatus).toBe('complete');
     expect(notes?.diff).toBe('--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1,3 @@\n+one\n+TWO\n+THREE');
-    // README.md existed before OAR touched it: only the replaced text, at the line the edit reported.
+    // README.md existed before OAR touched it: its kept before-image (the edit's file version) gives the whole diff.
     const readme = review.changes.find((c) => c.path === 'README.md');
-    expect(readme).toMatchObject({ created: false, diffStatus: 'fragment' });
-    expect(readme?.diff).toBe('--- a/README.md\n+++ b/README.md\n@@ -3,1 +3,1 @@\n-Hello from\n+Hi from');
-    expect(readme?.diffNote).toContain('existed before');
+    expect(readme).toMatchObject({ created: false, diffStatus: 'complete' });
+    expect(readme?.diff).toContain('-Hello from the sample workspace.\n+Hi from the sample workspace.');
+    expect(readme?.diffNote).toBeUndefined();
     expect(readFileSync(join(x.workspace, 'README.md'), 'utf8').split('\n')[2]).toMatch(/^Hi from/);
 
     // Approvals: each decision asked, answered by whom; the rule's allow counted, not listed as a person's.

@@ -1,6 +1,6 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import { resolveModel } from '../../src/index.js';
+import { isLiveEvent, resolveModel } from '../../src/index.js';
 import { modelHandle } from '../../src/models/resolve.js';
 import type { ModelScriptStep } from '../../src/models/testing.js';
 import { type FakeOpenAI, fakeOpenAI } from '../support/fake-openai.js';
@@ -58,17 +58,19 @@ async function until(check: () => boolean, timeoutMs = 10_000): Promise<void> {
   }
 }
 
-/** The deltas' positions are increasing, and each comes after the durable event whose sequence it carries. */
+/**
+ * The live events' positions are increasing (model.delta and the tool.args beside it alike), and each comes after
+ * the durable event whose sequence it carries.
+ */
 function expectPositioned(seen: RuntimeEvent[]): void {
   let last = [0, 0];
   let durable = 0;
   for (const event of seen) {
-    const position =
-      event.type === 'model.delta' ? [event.sequence, Number(payload(event).index)] : [event.sequence, 0];
+    const position = isLiveEvent(event) ? [event.sequence, Number(payload(event).index)] : [event.sequence, 0];
     const [sequence = 0, index = 0] = position;
     const [lastSequence = 0, lastIndex = 0] = last;
     expect(sequence > lastSequence || (sequence === lastSequence && index > lastIndex)).toBe(true);
-    if (event.type === 'model.delta') expect(event.sequence).toBeLessThanOrEqual(durable);
+    if (isLiveEvent(event)) expect(event.sequence).toBeLessThanOrEqual(durable);
     else durable = event.sequence;
     last = position;
   }

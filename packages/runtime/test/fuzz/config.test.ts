@@ -350,6 +350,22 @@ function configArb(noise: number) {
       ),
       queuePolicy: maybe(fc.constantFrom('queue', 'reject')),
       worker: maybe(fc.record({ leaseTtlMs: fc.integer({ min: 100, max: 3_600_000 }) }, { requiredKeys: [] })),
+      retention: maybe(
+        fc.record(
+          {
+            artifacts: fc.record(
+              {
+                maxAgeDays: fc.double({ min: 0.01, max: 365, noNaN: true }),
+                keep: fc.array(fc.constantFrom('file-version:*', 'run_*/x', 'report.json'), { maxLength: 2 }),
+                sweepEveryMinutes: fc.integer({ min: 1, max: 600 }),
+                batchSize: fc.integer({ min: 1, max: 5000 }),
+              },
+              { requiredKeys: ['maxAgeDays'] },
+            ),
+          },
+          { requiredKeys: [] },
+        ),
+      ),
       onProtocolFailure: maybe(fc.constantFrom('fail', 'plain_text')),
       secrets: maybe(fc.record({ env: fc.array(fc.constantFrom('MY_TOKEN', 'OTHER_SECRET'), { maxLength: 2 }) })),
       pipelines: maybe(fc.array(pipeline, { maxLength: 2 })),
@@ -395,6 +411,7 @@ describe('config files never fail unstructured', () => {
         'providerLimits',
         'queuePolicy',
         'worker',
+        'retention',
         'onProtocolFailure',
         'secrets',
         'pipelines',

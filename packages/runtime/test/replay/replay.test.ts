@@ -460,7 +460,7 @@ const ACTIVE_TASK = new Set([
   'cancelling',
 ]);
 const SUBAGENT_END = new Set(['subagent.completed', 'subagent.failed']);
-const TASK_END = new Set(['task.completed', 'task.failed', 'task.cancelled']);
+const TASK_END = new Set(['task.completed', 'task.failed', 'task.cancelled', 'task.timed_out']);
 const TERMINAL = new Set(['turn.completed', 'turn.failed']);
 
 /** What must hold for one session after any command sequence. */

@@ -490,6 +490,11 @@ describe('a misbehaving runner process fails the turn with a clear code, losing 
     const pidFile = join(tempDir('oar-runner-pid-'), 'pids.json');
     const { events } = await fakeTurn('stubborn', { timeoutMs: 1_500 }, { FAKE_PID_FILE: pidFile });
     expect(turnError(events).code).toBe('runner_timeout');
+    // Its deadline ended the run's task: timed out (the standard's terminal status), not merely failed.
+    const taskEnds = events.filter((e) => ['task.failed', 'task.timed_out'].includes(e.type));
+    expect(taskEnds.map((e) => [e.type, (payload(e).error as { code: string }).code])).toEqual([
+      ['task.timed_out', 'runner_timeout'],
+    ]);
     const ended = events.find((e) => payload(e).phase === 'runner_ended');
     expect((payload(ended).runner as { status: string }).status).toBe('failed');
     const pids = JSON.parse(readFileSync(pidFile, 'utf8')) as number[];

@@ -118,6 +118,7 @@ describeStores('store contract', (factory) => {
         '0005_workspaces',
         '0006_provider_limits',
         '0007_runner_storage',
+        '0008_artifact_retention',
       ]);
 
       const again = await db.open();

@@ -27,6 +27,7 @@ const ALL_MIGRATIONS = [
   '0005_workspaces',
   '0006_provider_limits',
   '0007_runner_storage',
+  '0008_artifact_retention',
 ];
 
 async function appliedMigrations(store: Store): Promise<string[]> {

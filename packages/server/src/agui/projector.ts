@@ -87,7 +87,7 @@ type Payload = Record<string, unknown>;
 const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
 
 const ENDED_STEP_PHASES = new Set(['observed', 'cancelled', 'planned']);
-const ENDED_TASK_TYPES = new Set(['task.completed', 'task.failed', 'task.cancelled']);
+const ENDED_TASK_TYPES = new Set(['task.completed', 'task.failed', 'task.cancelled', 'task.timed_out']);
 
 export class AguiProjector {
   private readonly threads = new Map<string, MemberThread>();
@@ -261,6 +261,7 @@ export class AguiProjector {
       case 'task.completed':
       case 'task.failed':
       case 'task.cancelled':
+      case 'task.timed_out':
         if (runId) out.push(...this.closeStep(runId));
         break;
       case 'turn.completed':

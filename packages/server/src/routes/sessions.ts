@@ -111,7 +111,7 @@ export const sessionRoutes: Route[] = [
       operationId: 'getSession',
       summary: 'The durable session snapshot and a window of its history, recent first',
       description:
-        '`snapshot` is the session as of event `sequence`, with `historySummary` (how many events there are). `events` is a window of at most `limit`: the most recent events by default; with `before`, the events just before that sequence (pass `previousCursor` back as `before` for the next older page: null at the first event); with `cursor`, the events after it (forward, `nextCursor` continues).',
+        '`snapshot` is the session as of event `sequence`, with `historySummary` (how many events there are). `events` is a window of at most `limit`: the most recent events by default; with `before`, the events just before that sequence (pass `previousCursor` back as `before` for the next older page: null at the first event), and `window`, that page as a `history.window.loaded` event — live-only: a read appends nothing; with `cursor`, the events after it (forward, `nextCursor` continues).',
       tag: 'sessions',
       scope: 'viewer',
       params: SessionParams,
@@ -126,6 +126,10 @@ export const sessionRoutes: Route[] = [
         events: z.array(z.looseObject({ type: z.string(), sequence: z.number() })),
         nextCursor: z.number(),
         previousCursor: z.number().nullable(),
+        window: z
+          .looseObject({ type: z.literal('history.window.loaded'), sequence: z.number() })
+          .optional()
+          .describe('with `before`: the page as a live-only `history.window.loaded` event (never in the log)'),
       }),
     },
     async ({ deps, params, query }) => {

@@ -1,7 +1,7 @@
-import { TaskSchema } from '@oar/protocol';
+import { TaskSchema, TaskStatusValueSchema } from '@oar/protocol';
 import { notFound, TASK_EDGE_KINDS, TaskDefinitionSchema } from '@oar/runtime';
 import { z } from 'zod';
-import { Accepted, Id, NoQuery, type Route, route, type ServerDeps, SessionParams } from '../route.js';
+import { Accepted, Id, type Route, route, type ServerDeps, SessionParams } from '../route.js';
 
 /**
  * The task routes (docs/tasks.md): the standard's task commands under `/v1/sessions/{sessionId}/tasks`, each
@@ -11,7 +11,6 @@ import { Accepted, Id, NoQuery, type Route, route, type ServerDeps, SessionParam
 
 const Text = z.string();
 const TaskParams = z.object({ sessionId: Id, taskId: Id });
-const Reason = z.strictObject({ reason: Text.max(1_000).optional() }).default({});
 
 const CreateTaskBody = TaskDefinitionSchema.extend({
   objective: Text.min(1).max(20_000),
@@ -21,9 +20,17 @@ const CreateTaskBody = TaskDefinitionSchema.extend({
   threadId: Id.optional().describe("the thread its agent works in (default: a thread of the task's own)"),
 });
 
+/** Pause, resume and cancel: why, and whether the task's descendants (its `child` edges) go with it. */
 const PauseBody = z
   .strictObject({ reason: Text.max(1_000).optional(), propagate: z.enum(['none', 'children']).optional() })
   .default({});
+
+const CancelTaskResult = z.object({
+  taskId: z.string(),
+  status: TaskStatusValueSchema.describe('`cancelled`, or `cancelling` while its running work stops'),
+  interrupted: z.boolean(),
+  tasks: z.array(z.object({ taskId: z.string(), status: TaskStatusValueSchema })),
+});
 
 const LinkBody = z.strictObject({
   kind: z.enum(TASK_EDGE_KINDS as unknown as [string, ...string[]]),
@@ -82,14 +89,14 @@ export const taskRoutes: Route[] = [
         "The session's tasks — the model's, its delegations', and those made with createTask — with their attempts",
       tag: 'tasks',
       scope: 'viewer',
+      description: 'Archived tasks are filed away: listed with `archived=1` only (`getTask` finds each by id).',
       params: SessionParams,
-      query: NoQuery,
+      query: z.object({ archived: z.enum(['0', '1']).optional().describe('1: the archived tasks too') }),
       response: z.object({ tasks: z.array(TaskSchema) }),
     },
-    async ({ deps, params }) => {
-      const { snapshot } = await deps.runtime.getSession({ sessionId: params.sessionId, limit: 0 });
-      return { tasks: snapshot.tasks };
-    },
+    async ({ deps, params, query }) => ({
+      tasks: await deps.runtime.listTasks({ sessionId: params.sessionId, archived: query.archived === '1' }),
+    }),
   ),
   route(
     {
@@ -119,15 +126,15 @@ export const taskRoutes: Route[] = [
       method: 'get',
       path: '/v1/sessions/{sessionId}/tasks/{taskId}',
       operationId: 'getTask',
-      summary: 'One task: status, attempts, progress, edges of the task graph both ways',
+      summary: 'One task, archived or not: status, attempts, progress, edges of the task graph both ways',
       tag: 'tasks',
       scope: 'viewer',
       params: TaskParams,
       response: TaskSchema,
     },
     async ({ deps, params }) => {
-      const { snapshot } = await deps.runtime.getSession({ sessionId: params.sessionId, limit: 0 });
-      const task = snapshot.tasks.find((t) => t.taskId === params.taskId);
+      const tasks = await deps.runtime.listTasks({ sessionId: params.sessionId, archived: true });
+      const task = tasks.find((t) => t.taskId === params.taskId);
       if (!task) throw notFound('task', params.taskId);
       return task;
     },
@@ -137,11 +144,13 @@ export const taskRoutes: Route[] = [
       method: 'patch',
       path: '/v1/sessions/{sessionId}/tasks/{taskId}',
       operationId: 'updateTask',
-      summary: "Change a task's definition (its next attempt runs with it)",
+      summary: "Change a task's definition (its next attempt runs with it), or archive an ended task",
+      description:
+        '`{"archived": true}` alone files an ended task away (`task.archived`): it leaves the lists of recent tasks (`listTasks` shows it with `archived=1`) and `getTask` still returns it whole. The standard has no archive command: archiving is this runtime’s policy of update_task. A task not ended: `task_not_ended`.',
       tag: 'tasks',
       scope: 'operator',
       params: TaskParams,
-      body: TaskDefinitionSchema,
+      body: TaskDefinitionSchema.extend({ archived: z.literal(true).optional() }),
       conflicts: true,
       response: z.object({ taskId: z.string(), changed: z.array(z.string()) }),
     },
@@ -199,14 +208,17 @@ export const taskRoutes: Route[] = [
   taskCommand({
     path: 'cancel',
     operationId: 'cancelTask',
-    summary: 'Cancel an active task',
-    body: Reason,
+    summary: 'Cancel a task (with `propagate: children`, its open descendants too)',
+    description:
+      'A task whose work runs (its turn, a runner run, a delegated child) is asked first: `task.cancel_requested`, status `cancelling`; its work is interrupted and the task ends `task.cancelled` once it stopped. A task with nothing running is cancelled at once.',
+    body: PauseBody,
+    response: CancelTaskResult,
     run: (deps, input) => deps.runtime.cancelTask(input),
   }),
   taskCommand({
     path: 'retry',
     operationId: 'retryTask',
-    summary: 'Retry a failed, lost or cancelled task: a new attempt, the earlier ones kept',
+    summary: 'Retry a failed, timed out, lost or cancelled task: a new attempt, the earlier ones kept',
     run: (deps, input) => deps.runtime.retryTask(input),
   }),
   taskCommand({

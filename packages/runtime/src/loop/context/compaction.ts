@@ -24,6 +24,7 @@ import type { ModelDeltaSink } from '../../models/model-deltas.js';
 import { contextWindowOf, outputReserveOf } from '../../models/windows.js';
 import { compactionRange, type ThreadView, type TurnState } from '../../read-models/thread-state.js';
 import type { Engine } from '../../scheduler/engine.js';
+import { isArtifactExpired } from '../../store/artifacts.js';
 import { type CompactionSummary, threadTranscript } from './context.js';
 
 /**
@@ -111,7 +112,14 @@ export async function compactionSummary(
   let text = summaryTexts.get(ref);
   if (text === undefined) {
     const id = /^artifact:\/\/([A-Za-z0-9_]+)/.exec(ref)?.[1];
-    const stored = id ? await engine.artifacts.text(thread.sessionId, id) : undefined;
+    // Retention never expires a thread's current summary; a fork made back when an older summary was current may
+    // hold that one as a tombstone (artifact_expired), which is then as unreadable as a lost one.
+    const stored = id
+      ? await engine.artifacts.text(thread.sessionId, id).catch((error: unknown) => {
+          if (isArtifactExpired(error)) return undefined;
+          throw error;
+        })
+      : undefined;
     // A summary that cannot be read (a store that lost it) still leaves its recorded preview, marked as such.
     if (stored === undefined) return { ref, text: `${boundary.summaryPreview}\n\n[the full summary is unavailable]` };
     text = stored;

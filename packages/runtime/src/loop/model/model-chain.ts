@@ -62,6 +62,9 @@ export function routingFacts(ids: { threadId: string; turnId: string }, chain: R
           selectedModel: selected.handle.modelId,
           provider: selected.handle.provider,
           decisionSource: 'configuration',
+          reason: 'the only candidate: one model is configured',
+          // The chain given is the capable one (capableChain): a single candidate lacks nothing the call needs.
+          capabilityGap: 'none',
         },
       },
     ];

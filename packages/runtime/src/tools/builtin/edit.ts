@@ -6,9 +6,11 @@ import {
   type ExistingFile,
   filePathInput,
   filePathOf,
+  fileVersion,
   openExistingFile,
-  readTextFile,
+  readFileBytes,
   replaceContent,
+  textOf,
 } from './files.js';
 import { plural } from './format.js';
 
@@ -58,7 +60,8 @@ export const editTool = defineTool<EditInput>({
 });
 
 async function applyEdit(file: ExistingFile, input: EditInput, signal: AbortSignal): Promise<ToolOutput> {
-  const content = await readTextFile(file);
+  const original = await readFileBytes(file);
+  const content = textOf(original, file.relative);
   const positions = occurrences(content, input.oldString);
   const first = positions[0];
   if (first === undefined) {
@@ -82,9 +85,10 @@ async function applyEdit(file: ExistingFile, input: EditInput, signal: AbortSign
     ? content.split(input.oldString).join(input.newString)
     : content.slice(0, first) + input.newString + content.slice(first + input.oldString.length);
   throwIfAborted(signal);
+  const bytes = Buffer.from(updated, 'utf8');
   try {
     // Through the descriptor the content was read from: the file replaced is the file that was read.
-    await replaceContent(file.handle, updated);
+    await replaceContent(file.handle, bytes);
   } catch (error) {
     throw fsToolError(error, file.relative);
   }
@@ -97,8 +101,10 @@ async function applyEdit(file: ExistingFile, input: EditInput, signal: AbortSign
       path: file.relative,
       replacements: positions.length,
       firstLine,
-      bytes: Buffer.byteLength(updated, 'utf8'),
+      bytes: bytes.byteLength,
     },
+    // The exact bytes read (not the decoded text): what a rollback writes back.
+    fileVersion: fileVersion(file.relative, original, bytes),
   };
 }
 

@@ -1,7 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { FileHandle } from 'node:fs/promises';
 import { z } from 'zod';
 import { ToolError } from '../../kernel/errors.js';
 import { fsToolError } from '../errors.js';
+import type { FileVersionOutput } from '../tool.js';
 import { openWorkspaceFile, requestedWorkspacePath, type WorkspaceFile } from '../workspace.js';
 
 /** How much of a file is inspected for a NUL byte, the same heuristic git and grep use. */
@@ -49,16 +51,28 @@ export async function sniffBinary(file: ExistingFile): Promise<boolean> {
   }
 }
 
-/** Read a whole file as UTF-8 text; a NUL byte anywhere is `binary_file`. */
-export async function readTextFile(file: ExistingFile): Promise<string> {
-  let bytes: Buffer;
+/** Read a whole open file's bytes, from its start whatever the descriptor's position. */
+export async function readFileBytes(file: WorkspaceFile): Promise<Buffer> {
   try {
-    bytes = await file.handle.readFile();
+    return await file.handle.readFile();
   } catch (error) {
     throw fsToolError(error, file.relative);
   }
-  if (looksBinary(bytes)) throw binaryFileError(file.relative);
+}
+
+/** A file's bytes as UTF-8 text; a NUL byte anywhere is `binary_file`. */
+export function textOf(bytes: Buffer, relative: string): string {
+  if (looksBinary(bytes)) throw binaryFileError(relative);
   return bytes.toString('utf8');
+}
+
+/** The version a file-changing call reports (ToolOutput.fileVersion): the bytes before, the digest of after. */
+export function fileVersion(relative: string, before: Uint8Array | undefined, after: Uint8Array): FileVersionOutput {
+  return {
+    path: relative,
+    ...(before !== undefined ? { before } : {}),
+    after: { sha256: createHash('sha256').update(after).digest('hex'), size: after.byteLength },
+  };
 }
 
 /**
@@ -66,8 +80,8 @@ export async function readTextFile(file: ExistingFile): Promise<string> {
  * descriptor's own position may be anywhere after a read). Only called once the open is verified, so a refused
  * open never truncates anything.
  */
-export async function replaceContent(handle: FileHandle, content: string): Promise<number> {
-  const bytes = Buffer.from(content, 'utf8');
+export async function replaceContent(handle: FileHandle, content: string | Uint8Array): Promise<number> {
+  const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
   await handle.truncate(0);
   for (let written = 0; written < bytes.length; ) {
     const { bytesWritten } = await handle.write(bytes, written, bytes.length - written, written);

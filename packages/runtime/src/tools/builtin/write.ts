@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
 import { defineTool } from '../tool.js';
 import { openWorkspaceFile } from '../workspace.js';
-import { filePathInput, filePathOf, replaceContent } from './files.js';
+import { filePathInput, filePathOf, fileVersion, readFileBytes, replaceContent } from './files.js';
 import { plural } from './format.js';
 
 const WriteInputSchema = z.strictObject({
@@ -36,9 +36,13 @@ export const writeTool = defineTool<WriteInput>({
     // Opened without truncating and verified (inside the workspace, a regular file, one link) before any byte is
     // written; only then is the old content replaced, through the same descriptor.
     const file = await openWorkspaceFile(context.workspaceRoot, input.filePath, 'write');
+    const content = Buffer.from(input.content, 'utf8');
+    let before: Buffer | undefined;
     let bytes: number;
     try {
-      bytes = await replaceContent(file.handle, input.content);
+      // The content it replaces, read through the same descriptor: kept as the file's version (rollback, review).
+      before = file.created ? undefined : await readFileBytes(file);
+      bytes = await replaceContent(file.handle, content);
     } catch (error) {
       throw fsToolError(error, file.relative);
     } finally {
@@ -50,6 +54,7 @@ export const writeTool = defineTool<WriteInput>({
       text: summary,
       summary,
       structured: { path: file.relative, bytes, created: !existed, action: existed ? 'overwrote' : 'created' },
+      fileVersion: fileVersion(file.relative, before, content),
     };
   },
 });
