@@ -72,9 +72,15 @@ export function FilesView(props: { sessionId: string; threadId?: string; model: 
             <header class="file-head">
               <strong class="mono">{f.path}</strong>
               <span class="muted small">
-                {f.versions.length} version{f.versions.length === 1 ? '' : 's'} · as OAR last wrote it:{' '}
-                {f.latest.size.toLocaleString()} bytes ·{' '}
-                <code title={f.latest.sha256}>{f.latest.sha256.slice(0, 12)}</code>
+                {f.versions.length} version{f.versions.length === 1 ? '' : 's'} · as OAR last left it:{' '}
+                {f.latest ? (
+                  <>
+                    {f.latest.size.toLocaleString()} bytes ·{' '}
+                    <code title={f.latest.sha256}>{f.latest.sha256.slice(0, 12)}</code>
+                  </>
+                ) : (
+                  'removed by a rollback'
+                )}
               </span>
             </header>
             <ol class="versions">
@@ -82,7 +88,7 @@ export function FilesView(props: { sessionId: string; threadId?: string; model: 
                 <VersionRow
                   key={v.version}
                   v={v}
-                  rolledBack={!!v.turnId && removed.has(v.turnId)}
+                  rolledBack={!!v.rolledBack || (!!v.turnId && removed.has(v.turnId))}
                   href={v.before?.artifactId ? query(v.before.artifactId) : undefined}
                   open={!!artifact && v.before?.artifactId === artifact}
                 />

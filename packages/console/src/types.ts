@@ -116,6 +116,8 @@ export interface FileVersion {
   /** The content before the call: absent when the call created the file. */
   before?: { sha256: string; size: number; restorable: boolean; artifactId?: string; uri?: string; reason?: string };
   after: { sha256: string; size: number };
+  /** The rollback that undid this version, if one did. */
+  rolledBack?: string;
 }
 
 export interface ArtifactCheckpoints {
@@ -123,7 +125,8 @@ export interface ArtifactCheckpoints {
   threadId?: string;
   sequence: number;
   versionCount: number;
-  files: { path: string; versions: FileVersion[]; latest: { sha256: string; size: number } }[];
+  /** `latest`: what OAR last made of the file (null: a rollback removed it). */
+  files: { path: string; versions: FileVersion[]; latest: { sha256: string; size: number } | null }[];
 }
 
 /** A task of the session (the published task shape): the runtime's own and those made with createTask. */

@@ -28,10 +28,16 @@ export interface CommandDeps {
  * (facade/workspace-files.ts): a command names a file by its workspace path and never reaches outside the workspace.
  */
 export interface WorkspaceFiles {
-  /** The sha256 of the file's bytes now; null when there is no such file. */
-  digest(workspaceRoot: string, path: string): Promise<string | null>;
-  /** Make `bytes` the file's whole content (creating it), or remove the file (`undefined`). */
-  restore(workspaceRoot: string, path: string, bytes: Uint8Array | undefined): Promise<void>;
+  /**
+   * The sha256 of the file's bytes now and the workspace path it really is (another one when `path` became a link);
+   * null when there is no such file. Throws a structured error for what is not a readable regular file.
+   */
+  digest(workspaceRoot: string, path: string): Promise<{ sha256: string; path: string } | null>;
+  /**
+   * Make `bytes` the file's whole content, or remove the file (`undefined`) — only while its content still has the
+   * digest `expected`, checked through the descriptor it writes through. False (nothing changed) when it has not.
+   */
+  restore(workspaceRoot: string, path: string, bytes: Uint8Array | undefined, expected: string): Promise<boolean>;
 }
 
 /**

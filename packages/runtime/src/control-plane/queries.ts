@@ -11,7 +11,7 @@ import type { AgentConfig } from '../config/binding.js';
 import type { PermissionsConfig } from '../config/permissions.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import type { EventLog } from '../log/event-log.js';
-import { fileCheckpoints, fileVersionsOf } from '../read-models/file-versions.js';
+import { fileCheckpoints } from '../read-models/file-versions.js';
 import { threadView, threadViews } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
 import { toExecutionEnvironment, toSessionSnapshot, toThreadReadModel } from '../read-models/snapshots.js';
@@ -274,13 +274,13 @@ export class Queries {
    */
   async getArtifactCheckpoints(input: { sessionId: string; threadId?: string }) {
     const last = await this.lastSequence(input.sessionId);
-    const events = await this.log.read(input.sessionId, input.threadId ? { threadId: input.threadId } : {});
-    const versions = fileVersionsOf(events);
+    // The whole session's: versions are numbered over it, and a rollback recorded on another thread undoes them.
+    const events = await this.log.read(input.sessionId);
     return {
       sessionId: input.sessionId,
       ...(input.threadId ? { threadId: input.threadId } : {}),
       sequence: last,
-      ...fileCheckpoints(versions),
+      ...fileCheckpoints(events, input.threadId),
     };
   }
 

@@ -2,7 +2,8 @@ import type { ArtifactRetention } from '../config/retention.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import type { EventLog } from '../log/event-log.js';
-import { isTerminalTurnStatus, type RunStatus, type ThreadState } from '../read-models/thread-state.js';
+import { isTerminalTurnStatus, type RunStatus } from '../read-models/thread-state.js';
+import { storedThreads } from '../read-models/work.js';
 import { type ExpiryCandidate, expiryCandidates, tombstoneArtifacts } from '../store/artifacts.js';
 import type { Db } from '../store/store.js';
 
@@ -187,17 +188,12 @@ async function neededArtifacts(
   const note = (text: string | undefined, reason: KeepReason) => {
     for (const id of artifactIdsIn(text ?? '')) if (!ids.has(id)) ids.set(id, reason);
   };
-  const rows = await db
-    .selectFrom('oar_read_models')
-    .select('body')
-    .where('session_id', '=', sessionId)
-    .where('kind', '=', 'thread')
-    .execute();
   const runs = new Map<string, KeepReason>();
   let since: string | undefined;
-  for (const row of rows) {
-    const thread = JSON.parse(row.body) as ThreadState;
+  for (const thread of await storedThreads(db, sessionId)) {
     note(thread.compaction?.summaryRef, 'compaction_summary');
+    // A rollback under way writes these before-images back when it is run again.
+    for (const file of thread.rollback?.files ?? []) note(file.beforeRef, 'pending_action');
     for (const turn of thread.turns) {
       if (isTerminalTurnStatus(turn.status)) continue;
       if (since === undefined || turn.submittedAt < since) since = turn.submittedAt;

@@ -1,6 +1,6 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { retryOnThreadChange, threadUnchanged } from '../facts/queue.js';
-import { notFound, OarRuntimeError } from '../kernel/errors.js';
+import { notFound, OarRuntimeError, toOarError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard } from '../log/draft.js';
 import { loadReadModels } from '../log/read-model-rows.js';
@@ -8,7 +8,7 @@ import { type FileVersionEntry, fileVersionsOf } from '../read-models/file-versi
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import { storedArtifact } from '../store/artifacts.js';
-import type { CommandContext } from './command-context.js';
+import type { CommandContext, WorkspaceFiles } from './command-context.js';
 
 /**
  * `rollback_thread` (docs/engine.md "Rolling back a thread"): a thread returns to the boundary before one of its
@@ -40,11 +40,13 @@ export interface RollbackFile {
   fromVersion: number;
   throughVersion: number;
   beforeRef?: string;
+  /** What OAR's last change left: the digest the file must still have when it is written back. */
+  expectedSha256: string;
 }
 
 export interface RollbackConflict {
   path: string;
-  reason: 'changed_outside' | 'not_restorable' | 'before_image_missing';
+  reason: 'changed_outside' | 'changed_between' | 'unreadable' | 'not_restorable' | 'before_image_missing';
   message: string;
   expectedSha256?: string;
   actualSha256?: string | null;
@@ -130,7 +132,11 @@ export async function rollbackThread(ctx: CommandContext, input: RollbackInput):
             threadId,
             payload: {
               ...facts,
-              files: plan.files.map(({ path, action }) => ({ path, action })),
+              files: plan.files.map(({ path, action, beforeRef }) => ({
+                path,
+                action,
+                ...(beforeRef ? { beforeRef } : {}),
+              })),
               ...(input.requestedBy ? { requestedBy: input.requestedBy } : {}),
             },
           },
@@ -148,7 +154,7 @@ export async function rollbackThread(ctx: CommandContext, input: RollbackInput):
         threadId,
         payload: {
           ...facts,
-          files: plan.files,
+          files: resumedFiles(plan.files, resumed?.files),
           affected: base.affected,
           readModelRepair: {
             turnsRemoved: removedTurns.length,
@@ -169,6 +175,23 @@ export async function rollbackThread(ctx: CommandContext, input: RollbackInput):
 }
 
 class RollbackFinished extends Error {}
+
+/**
+ * The files as the completion records them: a file a run cut short had already written back is `unchanged` now;
+ * the record says what the rollback did to it (`restore` / `delete`), and that it was done before the resume.
+ */
+function resumedFiles(
+  files: RollbackFile[],
+  started: NonNullable<ThreadView['rollback']>['files'],
+): (RollbackFile & { doneBeforeResume?: true })[] {
+  const planned = new Map((started ?? []).map((f) => [f.path, f.action]));
+  return files.map((file) => {
+    const was = planned.get(file.path);
+    return file.action === 'unchanged' && (was === 'restore' || was === 'delete')
+      ? { ...file, action: was, doneBeforeResume: true }
+      : file;
+  });
+}
 
 /** A guard for the completion: the rollback is still the thread's one under way (two runs never both complete it). */
 function stillUnderWay(thread: ThreadView, rollbackId: string): AppendGuard {
@@ -247,15 +270,19 @@ async function planFiles(
   scope: Scope,
   files: 'restore' | 'keep',
 ): Promise<{ files: RollbackFile[]; conflicts: RollbackConflict[] }> {
-  const byPath = new Map<string, FileVersionEntry[]>();
+  // Every version of each path (the chain), and those the rollback undoes.
+  const chains = new Map<string, FileVersionEntry[]>();
+  const undone = new Map<string, FileVersionEntry[]>();
   for (const version of fileVersionsOf(events)) {
-    if (!inScope(scope, version.threadId, version.turnId)) continue;
-    byPath.set(version.path, [...(byPath.get(version.path) ?? []), version]);
+    chains.set(version.path, [...(chains.get(version.path) ?? []), version]);
+    if (inScope(scope, version.threadId, version.turnId)) {
+      undone.set(version.path, [...(undone.get(version.path) ?? []), version]);
+    }
   }
   const plan: RollbackFile[] = [];
   const conflicts: RollbackConflict[] = [];
   const root = bindingOf(session)?.workspaceRoot;
-  for (const [path, versions] of byPath) {
+  for (const [path, versions] of undone) {
     const first = versions[0] as FileVersionEntry;
     const last = versions.at(-1) as FileVersionEntry;
     const entry = {
@@ -263,53 +290,116 @@ async function planFiles(
       fromVersion: first.version,
       throughVersion: last.version,
       ...(first.before?.uri ? { beforeRef: first.before.uri } : {}),
+      expectedSha256: last.after.sha256,
     };
     if (files === 'keep') {
       plan.push({ ...entry, action: 'keep' });
       continue;
     }
     if (!root || !ctx.deps.files) throw filesUnavailable();
-    const target = first.before?.sha256 ?? null;
-    const actual = await ctx.deps.files.digest(root, path);
-    if (actual === target) {
-      plan.push({ ...entry, action: 'unchanged' });
-      continue;
-    }
-    if (actual !== last.after.sha256) {
-      conflicts.push({
-        path,
-        reason: 'changed_outside',
-        message: `${path} changed since OAR's last ${last.tool} of it (version ${last.version}): it is not what OAR wrote`,
-        expectedSha256: last.after.sha256,
-        actualSha256: actual,
-      });
-      continue;
-    }
-    if (first.before && !first.before.restorable) {
-      conflicts.push({
-        path,
-        reason: 'not_restorable',
-        message:
-          first.before.reason === 'redacted'
-            ? `${path}'s content before version ${first.version} held something that looks like a secret and was stored redacted`
-            : `${path}'s content before version ${first.version} was over the artifact limit and was not stored`,
-      });
-      continue;
-    }
-    if (
-      first.before?.artifactId &&
-      !(await storedArtifact(ctx.log.store.db, session.sessionId, first.before.artifactId))
-    ) {
-      conflicts.push({
-        path,
-        reason: 'before_image_missing',
-        message: `${path}'s content before version ${first.version} (${first.before.uri}) is no longer stored (expired by the retention policy, or removed)`,
-      });
-      continue;
-    }
-    plan.push({ ...entry, action: first.before ? 'restore' : 'delete' });
+    const conflict =
+      brokenChain(
+        scope,
+        (chains.get(path) ?? []).filter((v) => v.sequence >= first.sequence),
+      ) ??
+      (await onDisk(ctx, root, first, last)) ??
+      (await beforeImage(ctx, session, first));
+    if (conflict === 'unchanged') plan.push({ ...entry, action: 'unchanged' });
+    else if (conflict) conflicts.push(conflict);
+    else plan.push({ ...entry, action: first.before ? 'restore' : 'delete' });
   }
   return { files: plan, conflicts };
+}
+
+/**
+ * Whether the versions from the first one undone on are all the rollback's and follow each other: each found the
+ * file as the one before left it. Otherwise something else changed the file in between (a command, an editor,
+ * another thread), and writing the first before-image back would undo that too.
+ */
+function brokenChain(scope: Scope, chain: FileVersionEntry[]): RollbackConflict | undefined {
+  for (const [i, version] of chain.entries()) {
+    const { path } = version;
+    if (!inScope(scope, version.threadId, version.turnId)) {
+      return {
+        path,
+        reason: 'changed_between',
+        message: `${path} version ${version.version} is another thread's ${version.tool} (${version.threadId}), made after the rolled-back turns changed it`,
+      };
+    }
+    const previous = chain[i - 1];
+    if (previous && (version.before?.sha256 ?? null) !== previous.after.sha256) {
+      return {
+        path,
+        reason: 'changed_between',
+        message: `${path} changed outside OAR between version ${previous.version} and version ${version.version}`,
+        expectedSha256: previous.after.sha256,
+        actualSha256: version.before?.sha256 ?? null,
+      };
+    }
+  }
+  return undefined;
+}
+
+/** The file as it is now: `unchanged` (already as it was before), a conflict, or undefined (OAR's last write). */
+async function onDisk(
+  ctx: CommandContext,
+  root: string,
+  first: FileVersionEntry,
+  last: FileVersionEntry,
+): Promise<RollbackConflict | 'unchanged' | undefined> {
+  const { path } = first;
+  let now: Awaited<ReturnType<WorkspaceFiles['digest']>>;
+  try {
+    now = await (ctx.deps.files as WorkspaceFiles).digest(root, path);
+  } catch (error) {
+    // A directory, a special file, a link out of the workspace, no permission: this file's conflict, not the plan's.
+    return { path, reason: 'unreadable', message: `${path} cannot be read now: ${toOarError(error).message}` };
+  }
+  if (now && now.path !== path) {
+    return {
+      path,
+      reason: 'changed_outside',
+      message: `${path} now leads to ${now.path} (a symbolic link): it is not the file OAR wrote`,
+    };
+  }
+  const actual = now?.sha256 ?? null;
+  if (actual === (first.before?.sha256 ?? null)) return 'unchanged';
+  if (actual === last.after.sha256) return undefined;
+  return {
+    path,
+    reason: 'changed_outside',
+    message: `${path} changed since OAR's last ${last.tool} of it (version ${last.version}): it is not what OAR wrote`,
+    expectedSha256: last.after.sha256,
+    actualSha256: actual,
+  };
+}
+
+/** Whether the content before the first version undone can be written back exactly. */
+async function beforeImage(
+  ctx: CommandContext,
+  session: SessionState,
+  first: FileVersionEntry,
+): Promise<RollbackConflict | undefined> {
+  const { path, before } = first;
+  if (!before) return undefined;
+  if (!before.restorable) {
+    return {
+      path,
+      reason: 'not_restorable',
+      message:
+        before.reason === 'redacted'
+          ? `${path}'s content before version ${first.version} held something that looks like a secret and was stored redacted`
+          : `${path}'s content before version ${first.version} was over the artifact limit and was not stored`,
+    };
+  }
+  if (before.artifactId && !(await storedArtifact(ctx.log.store.db, session.sessionId, before.artifactId))) {
+    return {
+      path,
+      reason: 'before_image_missing',
+      message: `${path}'s content before version ${first.version} (${before.uri}) is no longer stored (expired by the retention policy, or removed)`,
+    };
+  }
+  return undefined;
 }
 
 function filesUnavailable(): OarRuntimeError {
@@ -332,7 +422,15 @@ async function restoreFiles(ctx: CommandContext, session: SessionState, files: R
         details: { path: file.path, beforeRef: file.beforeRef },
       });
     }
-    await port.restore(root, file.path, before?.bytes);
+    // Checked again through the descriptor it writes through: a change since the plan is refused, not overwritten.
+    const done = await port.restore(root, file.path, before?.bytes, file.expectedSha256);
+    if (!done) {
+      throw new OarRuntimeError(
+        'rollback_conflict',
+        `${file.path} changed while the rollback ran; run the rollback again to see what changed`,
+        { details: { path: file.path, expectedSha256: file.expectedSha256 } },
+      );
+    }
   }
 }
 

@@ -20,9 +20,16 @@ export async function keepFileVersion(
   version: FileVersionOutput,
 ): Promise<{ drafts: EventDraft[]; fileVersion: RecordedFileVersion }> {
   const { path, before, after } = version;
+  const tooLarge = (digest: { sha256: string; size: number }) => ({
+    drafts: [],
+    fileVersion: { path, before: { ...digest, restorable: false, reason: 'too_large' as const }, after },
+  });
+  if (version.beforeDigest) return tooLarge(version.beforeDigest);
   if (before === undefined) return { drafts: [], fileVersion: { path, after } };
   const sha256 = createHash('sha256').update(before).digest('hex');
   const size = before.byteLength;
+  // Over the limit: not stored, and not scanned for secrets first either (the scan would be for nothing).
+  if (size > ctx.config.limits.maxArtifactBytes) return tooLarge({ sha256, size });
   try {
     const stored = await ctx.artifacts.put(
       {
@@ -52,9 +59,6 @@ export async function keepFileVersion(
   } catch (error) {
     if (!(error instanceof OarRuntimeError && error.code === 'artifact_too_large')) throw error;
     // Over the artifact limit: the change is recorded, its before-image is not.
-    return {
-      drafts: [],
-      fileVersion: { path, before: { sha256, size, restorable: false, reason: 'too_large' }, after },
-    };
+    return tooLarge({ sha256, size });
   }
 }

@@ -77,9 +77,14 @@ export async function completeAction(
   const { action } = ctx;
   const artifact = await storeOutput(ctx, `${ctx.run.runId}/${action.id}`, output);
   if ('code' in artifact) {
-    await ctx.record([toolFailedEvent(ctx, { toolName, error: artifact, durationMs })], {
-      durable: options.durable,
+    // What the call did is still recorded with its failure (a file version and its before-image).
+    const failed = toolFailedEvent(ctx, {
+      toolName,
+      error: artifact,
+      durationMs,
+      ...(options.extra ? { extra: options.extra } : {}),
     });
+    await ctx.record([...(options.before ?? []), failed], { durable: options.durable });
     return 'failed';
   }
   const observation = observe(ctx, {

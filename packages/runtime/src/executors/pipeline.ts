@@ -146,14 +146,19 @@ async function runStep(
   const started = Date.now();
   const failed = async (
     error: OarError,
-    options: { status?: 'failed' | 'cancelled'; before?: EventDraft[]; durable?: boolean } = {},
+    options: {
+      status?: 'failed' | 'cancelled';
+      before?: EventDraft[];
+      durable?: boolean;
+      extra?: Record<string, unknown>;
+    } = {},
   ): Promise<StepOutcome> => {
     const status = options.status ?? 'failed';
     const durationMs = Date.now() - started;
     await ctx.record(
       [
         ...(options.before ?? []),
-        toolFailed(ids, { ...facts, error, durationMs }, status === 'cancelled' ? status : undefined),
+        toolFailed(ids, { ...facts, ...options.extra, error, durationMs }, status === 'cancelled' ? status : undefined),
       ],
       { durable: options.durable ?? false },
     );
@@ -228,12 +233,18 @@ async function runStep(
     ...(output.structured ? { structured: output.structured } : {}),
     summary: summaryOf({ text, ...(output.summary ? { summary: output.summary } : {}) }),
   };
+  // The file it changed keeps its version whether or not its output can be stored.
+  const version = output.fileVersion ? await keepFileVersion(ctx, output.fileVersion) : undefined;
   const artifact = await storeOutput(ctx, `${ctx.run.runId}/${ctx.action.id}/${step.id}`, {
     text,
     ...(output.mime ? { mime: output.mime } : {}),
   });
-  if ('code' in artifact) return failed(artifact, durable);
-  const version = output.fileVersion ? await keepFileVersion(ctx, output.fileVersion) : undefined;
+  if ('code' in artifact) {
+    return failed(artifact, {
+      ...durable,
+      ...(version ? { before: version.drafts, extra: { fileVersion: version.fileVersion } } : {}),
+    });
+  }
   await ctx.record(
     [
       ...(version?.drafts ?? []),

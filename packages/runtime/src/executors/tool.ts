@@ -84,9 +84,9 @@ export async function toolPermissionRequest(
 }
 
 /**
- * The confinement of a call that changes workspace files (a tool with the `filesystem` capability whose call is not
- * read-only): what its bracket records as `sandbox.applied` before it runs. Other calls record none here (`exec`
- * records its own, with the command's sandbox).
+ * The confinement of a call that changes workspace files through the confined opens (a tool that says so,
+ * `confinedToWorkspace`, whose call is not read-only): what its bracket records as `sandbox.applied` before it runs.
+ * Other calls record none here (`exec` records its own, with the command's sandbox).
  */
 export function fileConfinement(
   tool: AnyTool,
@@ -94,7 +94,7 @@ export function fileConfinement(
   request: PermissionRequest,
   workspaceRoot: string,
 ): { confinement?: { root: string; paths: readonly string[] } } {
-  if (!tool.capabilities.includes('filesystem') || callFacts(tool, input).isReadOnly) return {};
+  if (!tool.confinedToWorkspace || callFacts(tool, input).isReadOnly) return {};
   return { confinement: { root: workspaceRoot, paths: request.paths ?? [] } };
 }
 

@@ -157,6 +157,8 @@ function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, p
   const parent = thread.parent;
   if (!parent || !isDelegatedTurn(thread, turn)) return [];
   const ids = { threadId: parent.threadId, turnId: parent.turnId, runId: parent.runId };
+  // The child named on the parent's facts, as a spawned sub-agent's are: no reader has to go through the sub-agent id.
+  const child = { childThreadId: thread.threadId, childTurnId: turn.turnId };
   // A failed tool worker still reports the calls it made: their results are in the record either way.
   const structured = delegationStructured(thread, end.error?.message ?? '');
   const observation: ActionResult = end.error
@@ -174,13 +176,13 @@ function delegationEnd(thread: ThreadView, turn: TurnState, end: DelegatedEnd, p
           type: 'subagent.failed',
           ...ids,
           subagentId: parent.subagentId,
-          payload: { error: end.error, graphActionId: parent.actionId, observation },
+          payload: { error: end.error, graphActionId: parent.actionId, ...child, observation },
         }
       : {
           type: 'subagent.completed',
           ...ids,
           subagentId: parent.subagentId,
-          payload: { summary: (end.answer ?? '').slice(0, 500), graphActionId: parent.actionId, observation },
+          payload: { summary: (end.answer ?? '').slice(0, 500), graphActionId: parent.actionId, ...child, observation },
         },
   ];
   // The delegation task ends with the child's turn either way — as that turn ended: completed, failed, timed out,

@@ -65,26 +65,68 @@ export function fileVersionsOf(events: Iterable<RuntimeEvent>): FileVersionEntry
   return versions;
 }
 
+/** A version as the checkpoint summary shows it: with the rollback that undid it, if one did. */
+export type CheckpointVersion = FileVersionEntry & { rolledBack?: string };
+
 /**
- * The artifact checkpoint summary (the standard's `artifact_checkpoint_summary`) of file versions: per file, its
- * versions with their refs and previews' sources, newest last.
+ * The artifact checkpoint summary (the standard's `artifact_checkpoint_summary`) from the events: per file, its
+ * versions (numbered over the whole session) with their refs, each marked `rolledBack` by the rollback that undid
+ * it, and `latest`, what OAR last made of the file — a version's after, or what a rollback wrote back (`null`: it
+ * removed the file). `threadId` keeps the versions of one thread.
  */
-export function fileCheckpoints(versions: readonly FileVersionEntry[]): {
-  files: { path: string; versions: FileVersionEntry[]; latest: FileVersionEntry['after'] }[];
+export function fileCheckpoints(
+  events: readonly RuntimeEvent[],
+  threadId?: string,
+): {
+  files: { path: string; versions: CheckpointVersion[]; latest: FileVersionEntry['after'] | null }[];
   versionCount: number;
 } {
-  const byPath = new Map<string, FileVersionEntry[]>();
+  const versions: CheckpointVersion[] = fileVersionsOf(events);
+  const latest = new Map<string, FileVersionEntry['after'] | null>();
+  let next = 0;
+  for (const event of events) {
+    for (; next < versions.length && (versions[next] as CheckpointVersion).sequence <= event.sequence; next++) {
+      const version = versions[next] as CheckpointVersion;
+      latest.set(version.path, version.after);
+    }
+    if (event.type === 'history.rollback.completed') rolledBack(event, versions.slice(0, next), latest);
+  }
+  const byPath = new Map<string, CheckpointVersion[]>();
   for (const version of versions) {
-    const list = byPath.get(version.path) ?? [];
-    list.push(version);
-    byPath.set(version.path, list);
+    if (threadId !== undefined && version.threadId !== threadId) continue;
+    byPath.set(version.path, [...(byPath.get(version.path) ?? []), version]);
   }
   return {
-    files: [...byPath].map(([path, list]) => ({
-      path,
-      versions: list,
-      latest: (list.at(-1) as FileVersionEntry).after,
-    })),
-    versionCount: versions.length,
+    files: [...byPath].map(([path, list]) => ({ path, versions: list, latest: latest.get(path) ?? null })),
+    versionCount: [...byPath.values()].reduce((n, list) => n + list.length, 0),
   };
+}
+
+/** Mark the versions a rollback undid, and set each file it wrote back to what it wrote. */
+function rolledBack(
+  event: RuntimeEvent,
+  versions: CheckpointVersion[],
+  latest: Map<string, FileVersionEntry['after'] | null>,
+): void {
+  const payload = (event.payload ?? {}) as {
+    rollbackId?: string;
+    removedTurns?: string[];
+    affected?: { subagentThreads?: string[] };
+    files?: { path: string; action: string; fromVersion?: number }[];
+  };
+  const turns = new Set(payload.removedTurns ?? []);
+  const threads = new Set(payload.affected?.subagentThreads ?? []);
+  for (const version of versions) {
+    const undone =
+      (version.threadId === event.threadId && version.turnId !== undefined && turns.has(version.turnId)) ||
+      threads.has(version.threadId);
+    if (undone && !version.rolledBack) version.rolledBack = payload.rollbackId ?? event.eventId;
+  }
+  for (const file of payload.files ?? []) {
+    const from = versions.find((v) => v.path === file.path && v.version === file.fromVersion);
+    if (file.action === 'delete') latest.set(file.path, null);
+    else if (file.action === 'restore' && from?.before) {
+      latest.set(file.path, { sha256: from.before.sha256, size: from.before.size });
+    }
+  }
 }

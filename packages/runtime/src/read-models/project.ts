@@ -137,6 +137,12 @@ export function threadRuns(thread: ThreadState, runs: ReadonlyMap<string, RunSta
  * after every earlier run); anything else is joined anew. Equal to `threadView` of the changed models.
  */
 export function updatedView(view: ThreadView, thread: ThreadState, changed: readonly RunState[]): ThreadView {
+  // A rollback removed turns: their runs leave the view with them (the loop must not see their actions again).
+  if (thread.turns.length < view.turns.length) {
+    const runs = new Map(view.runs);
+    for (const run of changed) runs.set(run.runId, run);
+    return { ...thread, runs: threadRuns(thread, runs) };
+  }
   if (changed.length === 0) return { ...thread, runs: view.runs };
   const runs = new Map(view.runs);
   const added: string[] = [];

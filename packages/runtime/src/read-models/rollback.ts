@@ -14,12 +14,26 @@ export function rollbackChange(state: ThreadState, event: RuntimeEvent): ThreadS
     : [];
   if (event.type === 'history.rollback.started') {
     if (typeof payload.rollbackId !== 'string' || typeof payload.targetTurnId !== 'string') return state;
+    const files = Array.isArray(payload.files)
+      ? payload.files.flatMap((f: { path?: unknown; action?: unknown; beforeRef?: unknown }) =>
+          typeof f?.path === 'string' && typeof f.action === 'string'
+            ? [
+                {
+                  path: f.path,
+                  action: f.action,
+                  ...(typeof f.beforeRef === 'string' ? { beforeRef: f.beforeRef } : {}),
+                },
+              ]
+            : [],
+        )
+      : [];
     return {
       ...state,
       rollback: {
         rollbackId: payload.rollbackId,
         targetTurnId: payload.targetTurnId,
         removedTurns,
+        ...(files.length > 0 ? { files } : {}),
         startedAt: event.timestamp,
       },
     };

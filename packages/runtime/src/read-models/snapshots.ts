@@ -47,7 +47,6 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
   }
   const waiting = thread.pending.length > 0;
   const queued = thread.queue.length > 0 && !thread.activeTurnId;
-  const turnIds = new Set(thread.turns.map((turn) => turn.turnId));
   return {
     threadId: thread.threadId,
     status: queued ? 'queued' : THREAD_STATUS[thread.status],
@@ -144,22 +143,19 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
           },
         }
       : {}),
-    // The runs of the thread's turns: a rollback's removed turns take their runs with them.
-    actions: [...thread.runs.values()]
-      .filter((run) => turnIds.has(run.turnId))
-      .flatMap((run) =>
-        run.order.map((id) => {
-          const action = run.actions[id];
-          return {
-            runId: run.runId,
-            actionId: id,
-            status: action?.status ?? 'unknown',
-            attempt: action?.attempt ?? 0,
-            ...(action?.result?.error ? { error: action.result.error } : {}),
-            ...(action?.result?.summary ? { summary: action.result.summary } : {}),
-          };
-        }),
-      ),
+    actions: [...thread.runs.values()].flatMap((run) =>
+      run.order.map((id) => {
+        const action = run.actions[id];
+        return {
+          runId: run.runId,
+          actionId: id,
+          status: action?.status ?? 'unknown',
+          attempt: action?.attempt ?? 0,
+          ...(action?.result?.error ? { error: action.result.error } : {}),
+          ...(action?.result?.summary ? { summary: action.result.summary } : {}),
+        };
+      }),
+    ),
     subagents: thread.subagents.map((s) => ({ ...s })),
     tasks: threadTasks.filter(isListedTask),
     ...contextHistory(thread),

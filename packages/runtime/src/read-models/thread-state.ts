@@ -448,6 +448,8 @@ export const ThreadStateSchema = z.object({
       rollbackId: z.string(),
       targetTurnId: z.string(),
       removedTurns: z.array(z.string()),
+      /** What it set out to do to each file (and the before-image it writes back): kept until it completes. */
+      files: z.array(z.object({ path: z.string(), action: z.string(), beforeRef: z.string().optional() })).optional(),
       startedAt: z.string(),
     })
     .optional(),

@@ -40,6 +40,12 @@ export interface ToolDefinition<Input = Record<string, unknown>> {
   interruptBehavior: 'cancel' | 'block';
   /** Capability labels for `auto` selection and permission rules, e.g. ["filesystem", "read"]. */
   capabilities: string[];
+  /**
+   * Every file this tool touches is opened through the workspace's confined opens (tools/workspace.ts): what its
+   * calls record as `sandbox.applied` (`profile: workspace`). Only a tool that really does set it: a claim of
+   * confinement is an audit record.
+   */
+  confinedToWorkspace?: boolean;
   /** Per-call timeout; the runtime default applies when omitted. */
   timeoutMs?: number;
   /**
@@ -254,8 +260,10 @@ export interface ToolOutput {
 export interface FileVersionOutput {
   /** Workspace-relative path. */
   path: string;
-  /** The exact bytes before the change; absent when the call created the file. */
+  /** The exact bytes before the change; absent when the call created the file (or kept only as `beforeDigest`). */
   before?: Uint8Array;
+  /** What was before, when it was too large to keep (MAX_BEFORE_IMAGE_BYTES): its digest only. */
+  beforeDigest?: { sha256: string; size: number };
   after: { sha256: string; size: number };
 }
 

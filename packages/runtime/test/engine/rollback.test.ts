@@ -45,6 +45,8 @@ async function threeTurns() {
     answer('two done'),
     act([edit('e3', 'notes.txt', 'v2', 'v3')]),
     answer('three done'),
+    // After a rollback, an id of a removed action is free again: the removed work is gone for the model too.
+    act([write('e2', 'notes.txt', 'again\n')]),
     answer('four done'),
   ];
   const recording = recordingModel({ steps });
@@ -125,6 +127,9 @@ describe('rollback_thread', () => {
     expect(readFileSync(join(workspace, 'notes.txt'), 'utf8')).toBe('v1\n');
     expect(existsSync(join(workspace, 'new.txt'))).toBe(false);
 
+    // The thread as the loop sees it: the removed turns' runs are gone with them.
+    const view = await rt.log.thread(sessionId, threadId);
+    expect([...view.runs.values()].map((r) => r.turnId)).toEqual([turns[0]]);
     const events = await allEvents(h as Harness, sessionId);
     assertEventsConform(events);
     const [started] = ofType(events, 'history.rollback.started');
@@ -152,6 +157,23 @@ describe('rollback_thread', () => {
     expect(next[0]).toContain('first turn');
     expect(next[0]).not.toContain('MARKER');
     expect(next[0]).not.toContain('third turn');
+    expect(next.join('\n')).not.toContain('already used');
+    expect(readFileSync(join(workspace, 'notes.txt'), 'utf8')).toBe('again\n');
+    const fourth = (await rt.getSession({ sessionId })).snapshot.threads[0];
+    expect(fourth?.turns.at(-1)).toMatchObject({ status: 'completed' });
+    expect((fourth?.actions ?? []).map((a) => a.actionId)).toEqual(['w1', 'e2']);
+    // The checkpoint summary: the undone versions marked, the file's latest what the rollback wrote back, then
+    // the fourth turn's write.
+    const versions = await rt.getArtifactCheckpoints({ sessionId });
+    const notes = versions.files.find((f) => f.path === 'notes.txt');
+    expect(notes?.versions.map((v) => [v.version, v.rolledBack === done.rollbackId])).toEqual([
+      [1, false],
+      [2, true],
+      [3, true],
+      [4, false],
+    ]);
+    expect(notes?.latest).toEqual({ sha256: sha('again\n'), size: 6 });
+    expect(versions.files.find((f) => f.path === 'new.txt')?.latest).toBeNull();
     // A replay of the log builds the same read models (the rollback is a fact like any other).
     expect((await rt.replaySession(sessionId)).differences).toEqual([]);
   });
@@ -179,6 +201,37 @@ describe('rollback_thread', () => {
     expect(thread?.turns.map((t) => t.turnId)).toEqual([turns[0], turns[1]]);
   });
 
+  it('refuses a file changed outside OAR between two of its versions: writing the first back would undo that too', async () => {
+    h = await harness(
+      {
+        steps: [
+          act([write('w1', 'notes.txt', 'v1\n')]),
+          answer('one'),
+          act([edit('e2', 'notes.txt', 'HUMAN', 'HUMAN WORK KEPT')]),
+          answer('two'),
+        ],
+      },
+      { files: { 'notes.txt': 'v0\n' }, permissions: { mode: 'accept-edits' } },
+    );
+    const rt = h.runtime;
+    const { sessionId } = await rt.createSession();
+    const first = await rt.submitTurn({ sessionId, input: 'one' });
+    await rt.settled(sessionId);
+    // A person adds to the file between the two turns; the second turn's edit builds on it.
+    writeFileSync(join(h.workspace, 'notes.txt'), 'v1\nHUMAN\n');
+    await rt.submitTurn({ sessionId, input: 'two' });
+    await rt.settled(sessionId);
+    expect(readFileSync(join(h.workspace, 'notes.txt'), 'utf8')).toBe('v1\nHUMAN WORK KEPT\n');
+    const refused = await rt.rollbackThread({ sessionId, turnId: first.turnId }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      error: {
+        code: 'rollback_conflict',
+        details: { conflicts: [{ path: 'notes.txt', reason: 'changed_between', expectedSha256: sha('v1\n') }] },
+      },
+    });
+    expect(readFileSync(join(h.workspace, 'notes.txt'), 'utf8')).toBe('v1\nHUMAN WORK KEPT\n');
+  });
+
   it('refuses unknown turns and busy threads; a rollback cut short is finished by running it again', async () => {
     const { rt, sessionId, threadId, turns, workspace } = await threeTurns();
     expect(await errorCode(rt.rollbackThread({ sessionId, turnId: 'turn_nope' }))).toBe('turn_not_found');
@@ -197,6 +250,11 @@ describe('rollback_thread', () => {
           targetTurnId: turns[1],
           keptThroughTurnId: turns[0],
           removedTurns: plan.removedTurns,
+          files: plan.files.map(({ path, action, beforeRef }) => ({
+            path,
+            action,
+            ...(beforeRef ? { beforeRef } : {}),
+          })),
         },
       },
     ]);
@@ -215,6 +273,12 @@ describe('rollback_thread', () => {
       ['new.txt', 'delete'],
     ]);
     expect(existsSync(join(workspace, 'new.txt'))).toBe(false);
+    // The record says what the rollback did to each file, including what it did before it was cut short.
+    const [completed] = ofType(await allEvents(h as Harness, sessionId), 'history.rollback.completed');
+    expect(payload(completed).files).toEqual([
+      expect.objectContaining({ path: 'notes.txt', action: 'restore', doneBeforeResume: true }),
+      expect.objectContaining({ path: 'new.txt', action: 'delete' }),
+    ]);
     // The turn accepted meanwhile runs now, after the kept history.
     await rt.settled(sessionId);
     const thread = (await rt.getSession({ sessionId })).snapshot.threads[0];
@@ -305,6 +369,33 @@ describe('rollback_thread', () => {
     expect(readFileSync(join(workspace, 'notes.txt'), 'utf8')).toBe('v3\n');
     // A review still exports: the expired before-images are only not used.
     expect((await rt.exportReview({ sessionId })).changes.length).toBeGreaterThan(0);
+  });
+
+  it('keeps only the digest of content over the artifact limit, and refuses to roll that file back', async () => {
+    h = await harness(
+      { steps: [act([write('w', 'big.txt', 'small now\n')]), answer('done')] },
+      {
+        files: { 'big.txt': 'x'.repeat(5000) },
+        permissions: { mode: 'accept-edits' },
+        limits: { maxArtifactBytes: 4096 },
+      },
+    );
+    const rt = h.runtime;
+    const { sessionId } = await rt.createSession();
+    const { turnId } = await rt.submitTurn({ sessionId, input: 'shrink it' });
+    await rt.settled(sessionId);
+    const [file] = (await rt.getArtifactCheckpoints({ sessionId })).files;
+    expect(file?.versions[0]?.before).toEqual({
+      sha256: sha('x'.repeat(5000)),
+      size: 5000,
+      restorable: false,
+      reason: 'too_large',
+    });
+    const refused = await rt.rollbackThread({ sessionId, turnId }).catch((e: unknown) => e);
+    expect(refused).toMatchObject({
+      error: { code: 'rollback_conflict', details: { conflicts: [{ path: 'big.txt', reason: 'not_restorable' }] } },
+    });
+    expect(readFileSync(join(h.workspace, 'big.txt'), 'utf8')).toBe('small now\n');
   });
 
   it('refuses a thread waiting for a person', async () => {

@@ -95,12 +95,14 @@ describe('acceptance scenario 7: subagent delegation', () => {
     events = await allEvents(h, sessionId);
     const failed = onParent('subagent.failed');
     expect(failed).toHaveLength(1);
-    // The failure is the child's turn's, joined by the sub-agent's id (its spawn names the child thread).
+    // The failure is the child's turn's, naming the child thread and turn (and the sub-agent's id).
+    const childTurn = ofType(events, 'turn.failed').find((e) => e.threadId === childThreadId);
     expect(payload(failed[0])).toMatchObject({
       graphActionId: 'research',
+      childThreadId,
+      childTurnId: childTurn?.turnId,
       error: { code: 'model_invalid_request', retryable: false },
     });
-    const childTurn = ofType(events, 'turn.failed').find((e) => e.threadId === childThreadId);
     expect(payload(childTurn)).toMatchObject({ error: { code: 'model_invalid_request' } });
     expect(childTurn?.sequence).toBeLessThan(failed[0]?.sequence ?? 0);
     const afterFailure = await rt.getThreadRead({ sessionId, threadId });

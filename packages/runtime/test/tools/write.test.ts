@@ -1,8 +1,12 @@
-import { mkdir, readFile, stat, symlink } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { mkdir, readFile, stat, symlink, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { MAX_BEFORE_IMAGE_BYTES } from '../../src/tools/builtin/files.js';
 import { writeTool } from '../../src/tools/builtin/write.js';
 import { abortedContext, files, run, sandbox, toolContext, toolError } from './helpers.js';
+
+const digest = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 
 const exists = (target: string) =>
   stat(target).then(
@@ -28,6 +32,23 @@ describe('write', () => {
     const second = await run(writeTool, { filePath: 'a.txt', content: 'new' }, toolContext(root));
     expect(second.structured).toEqual(first.structured);
     expect(await readFile(path.join(root, 'a.txt'), 'utf8')).toBe('new');
+  });
+
+  it('reports the content it replaced as the file version: whole, or only its digest when over the limit', async () => {
+    const { root } = await sandbox();
+    await files(root, { 'a.txt': 'old content', 'big.bin': '' });
+    const big = Buffer.alloc(MAX_BEFORE_IMAGE_BYTES + 10, 7);
+    await writeFile(path.join(root, 'big.bin'), big);
+    const out = await run(writeTool, { filePath: 'a.txt', content: 'new' }, toolContext(root));
+    expect(Buffer.from(out.fileVersion?.before ?? []).toString()).toBe('old content');
+    expect(out.fileVersion?.after).toEqual({ sha256: digest(Buffer.from('new')), size: 3 });
+    const large = await run(writeTool, { filePath: 'big.bin', content: 'small' }, toolContext(root));
+    expect(large.fileVersion?.before).toBeUndefined();
+    expect(large.fileVersion?.beforeDigest).toEqual({ sha256: digest(big), size: big.byteLength });
+    const created = await run(writeTool, { filePath: 'fresh.txt', content: 'x' }, toolContext(root));
+    expect(created.fileVersion).toMatchObject({ path: 'fresh.txt', after: { size: 1 } });
+    expect(created.fileVersion?.before).toBeUndefined();
+    expect(created.fileVersion?.beforeDigest).toBeUndefined();
   });
 
   it('writes an empty file', async () => {

@@ -14,7 +14,7 @@ import { openStream, type StreamOptions } from '../sse.js';
  * snapshot (`event: snapshot`, whose `id:` is the sequence it reflects), then what follows it. A cursor the server
  * cannot resume from — past the session's last event, so from another session or another store — gets a
  * `snapshot.repaired` event and a fresh snapshot instead of a silent gap. After a fact that rebuilds the read models
- * (a rollback), the stream sends `snapshot.updated` and the fresh snapshot, and goes on after it.
+ * (a rollback), the stream sends `snapshot.updated` and the snapshot as of that fact, and goes on.
  *
  * Memory per subscriber is bounded: events are read from the log a page at a time as the client takes them (a slow
  * client only makes the reads slower), and at most `LIVE_BUFFER` deltas wait. A client that takes nothing for
@@ -64,8 +64,6 @@ function sessionStream(
       cursor = sequence;
     }
     setCursor(cursor);
-    // Events already in a snapshot sent after a rebuild: skipped, so a client never applies one twice.
-    let through = cursor;
     for await (const event of deps.runtime.subscribe(sessionId, {
       after: cursor,
       signal,
@@ -73,11 +71,10 @@ function sessionStream(
     }) as AsyncGenerator<RuntimeEvent>) {
       // Live-only (a model's `model.delta`, a command's `process.output`): no id, never replayed.
       const live = isLiveEvent(event);
-      if (!live && event.sequence <= through) continue;
       await send(event.type, event, live ? undefined : event.sequence);
       if (live) continue;
       setCursor(event.sequence);
-      if (REBUILDS.has(event.type)) through = await sendRebuilt(deps, sessionId, event, send);
+      if (REBUILDS.has(event.type)) await sendRebuilt(deps, sessionId, event, send);
     }
   });
 }
@@ -89,16 +86,16 @@ function sessionStream(
 const REBUILDS = new Set(['history.rollback.completed']);
 
 /**
- * After a rebuilding fact: `snapshot.updated` (a whole envelope, live only, at the sequence of the snapshot it
- * announces) and the fresh snapshot. Returns that sequence: the stream goes on after it.
+ * After a rebuilding fact: `snapshot.updated` (a whole envelope, live only) and the snapshot as of that very fact —
+ * not a later one, so a client that folds events keeps every event after it, none twice.
  */
 async function sendRebuilt(
   deps: ServerDeps,
   sessionId: string,
   cause: RuntimeEvent,
   send: (event: string, data: unknown, id?: number) => Promise<void>,
-): Promise<number> {
-  const { snapshot, sequence } = await deps.runtime.getSession({ sessionId, limit: 0 });
+): Promise<void> {
+  const { snapshot, sequence } = await deps.runtime.snapshotAt({ sessionId, at: cause.sequence });
   const updated = createEvent('snapshot.updated', {
     sessionId,
     runtimeId: deps.runtime.runtimeId,
@@ -115,7 +112,6 @@ async function sendRebuilt(
   });
   await send('snapshot.updated', updated);
   await send('snapshot', snapshot, sequence);
-  return sequence;
 }
 
 const EventsQuery = z.object({

@@ -75,7 +75,7 @@ export const historyRoutes: Route[] = [
         threadId: z.string().optional(),
         sequence: z.number(),
         versionCount: z.number(),
-        files: z.array(z.object({ path: z.string(), versions: z.array(Bag), latest: Version })),
+        files: z.array(z.object({ path: z.string(), versions: z.array(Bag), latest: Version.nullable() })),
       }),
     },
     async ({ deps, params, query }) =>

@@ -43,6 +43,7 @@ export const editTool = defineTool<EditInput>({
   interruptBehavior: 'block',
   capabilities: ['filesystem', 'write', 'edit'],
   paths: filePathOf,
+  confinedToWorkspace: true,
   async execute(input, context) {
     throwIfAborted(context.signal);
     if (input.oldString === input.newString) {

@@ -66,11 +66,39 @@ export function textOf(bytes: Buffer, relative: string): string {
   return bytes.toString('utf8');
 }
 
-/** The version a file-changing call reports (ToolOutput.fileVersion): the bytes before, the digest of after. */
-export function fileVersion(relative: string, before: Uint8Array | undefined, after: Uint8Array): FileVersionOutput {
+/**
+ * The largest content a `write` keeps as the before-image of what it overwrites (the default artifact limit): a
+ * larger file is hashed in chunks, never held in memory, and its version says it was not kept.
+ */
+export const MAX_BEFORE_IMAGE_BYTES = 16 * 1024 * 1024;
+
+/** What a file held before a change: its bytes, or (too large to keep) only its digest. */
+export type BeforeImage = Uint8Array | { sha256: string; size: number };
+
+/** The content of an open file before it is replaced: whole up to MAX_BEFORE_IMAGE_BYTES, else its digest. */
+export async function beforeImageOf(file: WorkspaceFile): Promise<BeforeImage> {
+  if (file.stats.size <= MAX_BEFORE_IMAGE_BYTES) return readFileBytes(file);
+  const hash = createHash('sha256');
+  const chunk = Buffer.alloc(1024 * 1024);
+  let size = 0;
+  try {
+    for (;;) {
+      const { bytesRead } = await file.handle.read(chunk, 0, chunk.length, size);
+      if (bytesRead === 0) break;
+      hash.update(chunk.subarray(0, bytesRead));
+      size += bytesRead;
+    }
+  } catch (error) {
+    throw fsToolError(error, file.relative);
+  }
+  return { sha256: hash.digest('hex'), size };
+}
+
+/** The version a file-changing call reports (ToolOutput.fileVersion): what was before, the digest of after. */
+export function fileVersion(relative: string, before: BeforeImage | undefined, after: Uint8Array): FileVersionOutput {
   return {
     path: relative,
-    ...(before !== undefined ? { before } : {}),
+    ...(before === undefined ? {} : before instanceof Uint8Array ? { before } : { beforeDigest: before }),
     after: { sha256: createHash('sha256').update(after).digest('hex'), size: after.byteLength },
   };
 }

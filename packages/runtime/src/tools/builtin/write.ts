@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { fsToolError, throwIfAborted } from '../errors.js';
 import { defineTool } from '../tool.js';
 import { openWorkspaceFile } from '../workspace.js';
-import { filePathInput, filePathOf, fileVersion, readFileBytes, replaceContent } from './files.js';
+import { type BeforeImage, beforeImageOf, filePathInput, filePathOf, fileVersion, replaceContent } from './files.js';
 import { plural } from './format.js';
 
 const WriteInputSchema = z.strictObject({
@@ -30,6 +30,7 @@ export const writeTool = defineTool<WriteInput>({
   interruptBehavior: 'block',
   capabilities: ['filesystem', 'write'],
   paths: filePathOf,
+  confinedToWorkspace: true,
   async execute(input, context) {
     // The last point where stopping leaves nothing half done: the open below may create the file.
     throwIfAborted(context.signal);
@@ -37,11 +38,11 @@ export const writeTool = defineTool<WriteInput>({
     // written; only then is the old content replaced, through the same descriptor.
     const file = await openWorkspaceFile(context.workspaceRoot, input.filePath, 'write');
     const content = Buffer.from(input.content, 'utf8');
-    let before: Buffer | undefined;
+    let before: BeforeImage | undefined;
     let bytes: number;
     try {
       // The content it replaces, read through the same descriptor: kept as the file's version (rollback, review).
-      before = file.created ? undefined : await readFileBytes(file);
+      before = file.created ? undefined : await beforeImageOf(file);
       bytes = await replaceContent(file.handle, content);
     } catch (error) {
       throw fsToolError(error, file.relative);
