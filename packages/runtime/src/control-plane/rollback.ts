@@ -7,6 +7,7 @@ import { loadReadModels } from '../log/read-model-rows.js';
 import { type FileVersionEntry, fileVersionsOf } from '../read-models/file-versions.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
+import { storedThreads } from '../read-models/work.js';
 import { storedArtifact } from '../store/artifacts.js';
 import type { CommandContext, WorkspaceFiles } from './command-context.js';
 
@@ -235,10 +236,12 @@ async function affectedThreads(
   removed: Set<string>,
 ): Promise<Scope> {
   const threads = new Map<string, Set<string> | undefined>([[thread.threadId, removed]]);
-  const others = await Promise.all(
-    session.threadIds.filter((id) => id !== thread.threadId).map((id) => ctx.log.thread(session.sessionId, id)),
-  );
-  // Children are created after their parents, so one pass in creation order reaches every descendant.
+  // The stored threads in one read (no runs joined: only parents and running turns matter here), in creation order:
+  // children are created after their parents, so one pass reaches every descendant.
+  const order = new Map(session.threadIds.map((id, i) => [id, i]));
+  const others = (await storedThreads(ctx.log.store.db, session.sessionId))
+    .filter((t) => t.threadId !== thread.threadId)
+    .sort((a, b) => (order.get(a.threadId) ?? 0) - (order.get(b.threadId) ?? 0));
   for (const child of others) {
     const parent = child.parent;
     if (!parent || !threads.has(parent.threadId)) continue;
