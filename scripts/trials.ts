@@ -3,6 +3,7 @@
  * afterwards the log and the counted side effects must tell one consistent story.
  *
  *   npm run trials -- --store sqlite|postgres --count N [--seed S] [--parallel P] [--kinds kill,race,…] [--json]
+ *                     [--job-items N] [--job-concurrency C]
  *
  * Each trial gets its own temp directory (and, on PostgreSQL, its own schema and application_name), a seeded
  * random action graph of counting tools (scripts/trials-tools.mjs: non-idempotent, idempotent, and read-only
@@ -14,6 +15,9 @@
  *   resumes  `oar run` is killed with SIGKILL, then two `oar resume SESSION` start at the same moment.
  *   drop     (PostgreSQL) every connection of the trial's processes is terminated by the server
  *            (pg_terminate_backend, scoped by application_name) one to three times mid-turn.
+ *   full     (SQLite, root) the store's disk fills at a random point, then has room again.
+ *   job      a job of `--job-items` items (default 40) run by `oar jobs start`, `oar worker`s or `oar resume`, its
+ *            drivers killed with SIGKILL one to three times; the job checks below (scripts/trials-jobs.ts).
  *
  * After every fault, `oar resume SESSION` runs until every submitted turn has ended (at most 5 times). Then the
  * checks, each of which fails the run:
@@ -29,7 +33,10 @@
  *                 the attempt's facts and the work is redone) but is recorded once it had an effect; nothing started
  *                 again after its result; a result has its effect;
  *   finished      every submitted turn has ended once the resumes are done;
- *   hang          no `oar` process outlived its time limit (60 s; it is then killed).
+ *   hang          no `oar` process outlived its time limit (60 s; it is then killed), and a job ended in time;
+ *   job_items, job_end, job_counts, job_attempts   (job trials) every item completed exactly once, the job
+ *                 completed once and last, its read model's counts equal to the events, no item over its attempts
+ *                 and no attempt failed (the job's model never fails).
  *
  * Exit 0 when every check of every trial passed, 1 otherwise, 2 on a usage error or an unreachable store.
  * Timings are random but the graphs, the fault kinds and the kill points (event counts and delays) follow the seed,
@@ -53,6 +60,16 @@ import { parseArgs } from 'node:util';
 import type { RuntimeEvent } from '@oar/protocol';
 import { Runtime, Store } from '@oar/runtime';
 import pg from 'pg';
+import {
+  checkJob,
+  DEFAULT_JOB_ITEMS,
+  type JobRun,
+  type JobTrialOptions,
+  type JobTrialSummary,
+  planJob,
+  runJob,
+  writeJobProject,
+} from './trials-jobs.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const OAR = join(ROOT, 'packages/cli/bin/oar.js');
@@ -71,9 +88,13 @@ export const CHECKS = [
   'side_effects',
   'finished',
   'hang',
+  'job_items',
+  'job_end',
+  'job_counts',
+  'job_attempts',
 ] as const;
 export type Check = (typeof CHECKS)[number];
-export const KINDS = ['kill', 'race', 'resumes', 'drop', 'full'] as const;
+export const KINDS = ['kill', 'race', 'resumes', 'drop', 'full', 'job'] as const;
 export type Kind = (typeof KINDS)[number];
 type StoreKind = 'sqlite' | 'postgres';
 
@@ -114,6 +135,8 @@ export interface TrialResult {
   stderr?: string;
   /** With --keep, a failed trial's directory (and schema) are left for inspection. */
   kept?: string;
+  /** A job trial: the job, how it was driven, what its log holds. */
+  job?: JobTrialSummary;
   durationMs: number;
 }
 
@@ -215,7 +238,7 @@ function plan(random: () => number): { steps: unknown[]; actions: PlannedAction[
 
 // ----- processes ----------------------------------------------------------------------------------------------
 
-interface Proc {
+export interface Proc {
   role: string;
   child: ChildProcess;
   out: string;
@@ -223,6 +246,8 @@ interface Proc {
   exited: boolean;
   killedByTrial: boolean;
   hung: boolean;
+  /** Killed (and `hung`) when it runs longer than this. */
+  limitMs: number;
   exit: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -230,7 +255,7 @@ const live = new Set<Proc>();
 /** The directories and schemas of trials under way, removed on Ctrl-C too. */
 const cleanups = new Set<() => Promise<void>>();
 
-function start(cwd: string, role: string, args: string[]): Proc {
+function start(cwd: string, role: string, args: string[], limitMs = PROCESS_LIMIT_MS): Proc {
   const child = spawn(process.execPath, [OAR, ...args], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
   const proc: Proc = {
     role,
@@ -240,6 +265,7 @@ function start(cwd: string, role: string, args: string[]): Proc {
     exited: false,
     killedByTrial: false,
     hung: false,
+    limitMs,
     exit: Promise.resolve({ code: null, signal: null }),
   };
   child.stdout?.on('data', (chunk: Buffer) => {
@@ -252,7 +278,7 @@ function start(cwd: string, role: string, args: string[]): Proc {
   const limit = setTimeout(() => {
     proc.hung = true;
     child.kill('SIGKILL');
-  }, PROCESS_LIMIT_MS);
+  }, limitMs);
   proc.exit = new Promise((done) =>
     child.on('close', (code, signal) => {
       clearTimeout(limit);
@@ -557,7 +583,7 @@ function check(
     if (results.length > times) fail('side_effects', `${label}: ${results.length} result(s) but ${times} effect(s)`);
   }
 
-  for (const proc of procs) if (proc.hung) fail('hang', `${proc.role} ran longer than ${PROCESS_LIMIT_MS} ms`);
+  for (const proc of procs) if (proc.hung) fail('hang', `${proc.role} ran longer than ${proc.limitMs} ms`);
   return problems;
 }
 
@@ -630,6 +656,7 @@ interface Context {
   kinds: Kind[];
   postgres?: Postgres;
   keep: boolean;
+  job: JobTrialOptions;
 }
 
 async function trial(i: number, ctx: Context): Promise<TrialResult> {
@@ -652,11 +679,14 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
   };
   cleanups.add(cleanup);
   const procs: Proc[] = [];
-  const run = (role: string, args: string[]) => {
-    const proc = start(dir, role, args);
+  const run = (role: string, args: string[], limitMs?: number) => {
+    const proc = start(dir, role, args, limitMs);
     procs.push(proc);
     return proc;
   };
+  const jobPlan = kind === 'job' ? planJob(random, ctx.job) : undefined;
+  let jobRun: JobRun | undefined;
+  let jobSummary: JobTrialSummary | undefined;
   let killed = 0;
   let dropped = 0;
   let resumes = 0;
@@ -664,68 +694,78 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
   let problems: TrialResult['problems'] = [];
   let logs: SessionLog[] = [];
   try {
-    writeFileSync(join(dir, 'script.json'), JSON.stringify({ steps }, null, 2));
-    writeFileSync(
-      join(dir, 'oar.config.json'),
-      JSON.stringify({
-        model: 'script:script.json',
-        tools: { modules: [TOOLS] },
-        permissions: { mode: 'bypass' },
-        ...(store.url ? { store: store.url } : {}),
-      }),
-    );
-    const first = run('run', ['run', '--json', `trial ${i}`]);
-    // Two resumes racing need a turn to resume: that fault comes after turn.submitted (event 3).
-    const point = faultPoint(random, expectedEvents, kind === 'resumes' ? 4 : 1);
-    faultAt = point.label;
-    if (kind === 'kill' || kind === 'resumes') {
-      await point.wait(first);
-      if (kill(first)) killed++;
-      await first.exit;
-      if (kind === 'resumes') {
-        const sessionId = (await readLogs(dir, store.readUrl)).find((l) => unfinished(l).length > 0)?.sessionId;
-        if (sessionId) {
-          const both = [run('resume#1', ['resume', '--json', sessionId]), run('resume#2', ['resume', sessionId])];
-          resumes += 2;
-          await Promise.all(both.map((p) => p.exit));
-        }
-      }
-    } else if (kind === 'full') {
-      // The disk fills at a random point, stays full for a while, then has room again: `oar run` either rides it out
-      // or stops with store_full (exit 74), and the resumes below finish the turn.
-      await point.wait(first);
-      const holdMs = between(random, 200, 1500);
-      faultAt = `${point.label}, full for ${holdMs}ms`;
-      disk?.fill();
-      await sleep(holdMs);
-      disk?.free();
-      await first.exit;
-    } else if (kind === 'race') {
-      const alsoKill = random() < 0.5;
-      const delay = between(random, 0, 1500);
-      const sessionId = await sessionIdOf(first);
-      if (sessionId) {
-        await sleep(delay);
-        const second = run('resume (racing)', ['resume', '--json', sessionId]);
-        resumes++;
-        if (alsoKill) {
-          await point.wait(first);
-          if (kill(first)) killed++;
-        }
-        await Promise.all([first.exit, second.exit]);
-      }
-      faultAt = `resume after ${delay}ms${alsoKill ? `, kill ${point.label}` : ''}`;
-      await first.exit;
+    if (jobPlan) {
+      writeJobProject(dir, jobPlan);
+      writeFileSync(
+        join(dir, 'oar.config.json'),
+        JSON.stringify({ model: 'script:script.json', ...(store.url ? { store: store.url } : {}) }),
+      );
+      jobRun = await runJob({ dir, readUrl: store.readUrl, plan: jobPlan, random, run, kill });
+      ({ faultAt, killed, resumes } = jobRun);
     } else {
-      const times = between(random, 1, 3);
-      const points = [point, ...Array.from({ length: times - 1 }, () => faultPoint(random, expectedEvents))];
-      faultAt = points.map((p) => p.label).join(', ');
-      for (const p of points) {
-        await p.wait(first);
-        if (first.exited) break;
-        dropped += await (ctx.postgres as Postgres).drop(store.applicationName ?? '');
+      writeFileSync(join(dir, 'script.json'), JSON.stringify({ steps }, null, 2));
+      writeFileSync(
+        join(dir, 'oar.config.json'),
+        JSON.stringify({
+          model: 'script:script.json',
+          tools: { modules: [TOOLS] },
+          permissions: { mode: 'bypass' },
+          ...(store.url ? { store: store.url } : {}),
+        }),
+      );
+      const first = run('run', ['run', '--json', `trial ${i}`]);
+      // Two resumes racing need a turn to resume: that fault comes after turn.submitted (event 3).
+      const point = faultPoint(random, expectedEvents, kind === 'resumes' ? 4 : 1);
+      faultAt = point.label;
+      if (kind === 'kill' || kind === 'resumes') {
+        await point.wait(first);
+        if (kill(first)) killed++;
+        await first.exit;
+        if (kind === 'resumes') {
+          const sessionId = (await readLogs(dir, store.readUrl)).find((l) => unfinished(l).length > 0)?.sessionId;
+          if (sessionId) {
+            const both = [run('resume#1', ['resume', '--json', sessionId]), run('resume#2', ['resume', sessionId])];
+            resumes += 2;
+            await Promise.all(both.map((p) => p.exit));
+          }
+        }
+      } else if (kind === 'full') {
+        // The disk fills at a random point, stays full for a while, then has room again: `oar run` either rides it out
+        // or stops with store_full (exit 74), and the resumes below finish the turn.
+        await point.wait(first);
+        const holdMs = between(random, 200, 1500);
+        faultAt = `${point.label}, full for ${holdMs}ms`;
+        disk?.fill();
+        await sleep(holdMs);
+        disk?.free();
+        await first.exit;
+      } else if (kind === 'race') {
+        const alsoKill = random() < 0.5;
+        const delay = between(random, 0, 1500);
+        const sessionId = await sessionIdOf(first);
+        if (sessionId) {
+          await sleep(delay);
+          const second = run('resume (racing)', ['resume', '--json', sessionId]);
+          resumes++;
+          if (alsoKill) {
+            await point.wait(first);
+            if (kill(first)) killed++;
+          }
+          await Promise.all([first.exit, second.exit]);
+        }
+        faultAt = `resume after ${delay}ms${alsoKill ? `, kill ${point.label}` : ''}`;
+        await first.exit;
+      } else {
+        const times = between(random, 1, 3);
+        const points = [point, ...Array.from({ length: times - 1 }, () => faultPoint(random, expectedEvents))];
+        faultAt = points.map((p) => p.label).join(', ');
+        for (const p of points) {
+          await p.wait(first);
+          if (first.exited) break;
+          dropped += await (ctx.postgres as Postgres).drop(store.applicationName ?? '');
+        }
+        await first.exit;
       }
-      await first.exit;
     }
 
     // Resume until every submitted turn has ended (a failed turn has ended too: resume does not re-open it).
@@ -741,6 +781,12 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
     }
     logs = await readLogs(dir, store.readUrl);
     problems = check(logs, procs, counts(dir), actions);
+    if (jobPlan && jobRun) {
+      const events = logs.find((l) => l.sessionId === jobRun?.sessionId)?.events ?? [];
+      const checked = await checkJob(dir, store.readUrl, events, jobPlan, jobRun);
+      jobSummary = checked.summary;
+      problems.push(...jobRun.problems, ...checked.problems);
+    }
   } catch (error) {
     problems.push({ check: 'finished', message: `the trial itself failed: ${(error as Error).stack ?? error}` });
   } finally {
@@ -760,7 +806,7 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
     kind,
     faultAt,
     sessions: logs.length,
-    actions: actions.length,
+    actions: jobPlan ? 0 : actions.length,
     killed,
     dropped,
     resumes,
@@ -783,6 +829,7 @@ async function trial(i: number, ctx: Context): Promise<TrialResult> {
     effects: counts(dir).length,
     notes: procs.filter((p) => p.exited && !p.killedByTrial && p.child.exitCode !== 0).map(note),
     problems,
+    ...(jobSummary ? { job: jobSummary } : {}),
     durationMs: Date.now() - began,
   };
   if (problems.length > 0) {
@@ -807,6 +854,9 @@ export interface TrialsOptions {
   kinds?: Kind[];
   postgresUrl?: string;
   keep?: boolean;
+  /** Job trials: how many items (default DEFAULT_JOB_ITEMS) and the job's concurrency (default: drawn, 2-32). */
+  jobItems?: number;
+  jobConcurrency?: number;
   onTrial?: (result: TrialResult) => void;
 }
 
@@ -836,6 +886,10 @@ export async function runTrials(options: TrialsOptions): Promise<TrialsSummary> 
     seed: options.seed,
     kinds,
     keep: options.keep ?? false,
+    job: {
+      items: options.jobItems ?? DEFAULT_JOB_ITEMS,
+      ...(options.jobConcurrency ? { concurrency: options.jobConcurrency } : {}),
+    },
     ...(postgres ? { postgres } : {}),
   };
   const results: TrialResult[] = [];
@@ -906,6 +960,15 @@ function summarize(options: TrialsOptions, trials: TrialResult[]): TrialsSummary
       failing('replay', 'replay differences'),
       failing('dangling', 'dangling calls'),
       failing('hang', 'hung processes'),
+      // Only when jobs ran: the line of a run without them reads as it always did.
+      ...(trials.some((t) => t.kind === 'job')
+        ? [
+            failing('job_items', 'job items not done exactly once'),
+            failing('job_end', 'wrong job endings'),
+            failing('job_counts', 'job count mismatches'),
+            failing('job_attempts', 'failed or excess job attempts'),
+          ]
+        : []),
     ].join(', ') +
     ` — ${total('effects')} side effects, ${total('lost')} actions lost, ${total('reruns')} re-run (${total('keyRetries')} under an earlier attempt's key)`;
   return {
@@ -982,6 +1045,8 @@ async function cli(argv: string[]): Promise<number> {
       kinds: { type: 'string' },
       'postgres-url': { type: 'string' },
       keep: { type: 'boolean', default: false },
+      'job-items': { type: 'string' },
+      'job-concurrency': { type: 'string' },
       json: { type: 'boolean', default: false },
       verbose: { type: 'boolean', default: false },
       help: { type: 'boolean', default: false },
@@ -989,7 +1054,7 @@ async function cli(argv: string[]): Promise<number> {
   });
   if (values.help) {
     process.stdout.write(
-      'npm run trials -- --store sqlite|postgres --count N [--seed S] [--parallel P] [--kinds kill,race,resumes,drop,full] [--postgres-url URL] [--keep] [--verbose] [--json]\n',
+      'npm run trials -- --store sqlite|postgres --count N [--seed S] [--parallel P] [--kinds kill,race,resumes,drop,full,job] [--job-items N] [--job-concurrency C] [--postgres-url URL] [--keep] [--verbose] [--json]\n',
     );
     return 0;
   }
@@ -1001,6 +1066,17 @@ async function cli(argv: string[]): Promise<number> {
   if (!Number.isInteger(parallel) || parallel < 1) throw new UsageError('--parallel must be a positive integer');
   const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
   if (!Number.isInteger(seed) || seed < 0) throw new UsageError('--seed must be a non-negative integer');
+  const jobItems = values['job-items'] === undefined ? undefined : Number(values['job-items']);
+  if (jobItems !== undefined && (!Number.isInteger(jobItems) || jobItems < 1 || jobItems > 1000)) {
+    throw new UsageError('--job-items must be an integer from 1 to 1000 (a job takes at most 1,000 items)');
+  }
+  const jobConcurrency = values['job-concurrency'] === undefined ? undefined : Number(values['job-concurrency']);
+  if (
+    jobConcurrency !== undefined &&
+    (!Number.isInteger(jobConcurrency) || jobConcurrency < 1 || jobConcurrency > 64)
+  ) {
+    throw new UsageError('--job-concurrency must be an integer from 1 to 64');
+  }
   const kinds = values.kinds?.split(',').map((k) => k.trim());
   for (const k of kinds ?? []) if (!KINDS.includes(k as Kind)) throw new UsageError(`unknown trial kind "${k}"`);
   if (!existsSync(join(ROOT, 'packages/cli/dist/main.js'))) {
@@ -1018,11 +1094,17 @@ async function cli(argv: string[]): Promise<number> {
     parallel,
     postgresUrl,
     keep: values.keep,
+    ...(jobItems ? { jobItems } : {}),
+    ...(jobConcurrency ? { jobConcurrency } : {}),
     ...(kinds ? { kinds: kinds as Kind[] } : {}),
     onTrial: (t) => {
       const status = t.problems.length === 0 ? 'ok' : 'FAILED';
+      const j = t.job;
+      const what = j
+        ? `${j.items} items (concurrency ${j.concurrency}, attempts ${j.maxAttempts}), ${j.completed} completed, ${j.itemStarts} attempts, ${j.redoneCalls} calls redone, ${j.workers} workers, ${t.resumes} resumes, job ${j.status ?? '?'} in ${((j.jobMs ?? 0) / 1000).toFixed(1)} s`
+        : `${t.actions} actions, ${t.effects} effects, ${t.lost} lost, ${t.reruns} re-run (${t.keyRetries} by key)`;
       log(
-        `  #${String(t.trial).padStart(3)} ${t.kind.padEnd(7)} ${status.padEnd(6)} fault ${t.faultAt}; ${t.actions} actions, ${t.effects} effects, ${t.lost} lost, ${t.reruns} re-run (${t.keyRetries} by key); exits ${t.exits.join(' ')}${t.failures.length ? `; failed turns: ${t.failures.join(', ')}` : ''} (${(t.durationMs / 1000).toFixed(1)} s)`,
+        `  #${String(t.trial).padStart(3)} ${t.kind.padEnd(7)} ${status.padEnd(6)} fault ${t.faultAt}; ${what}; exits ${t.exits.join(' ')}${t.failures.length ? `; failed turns: ${tallied(t.failures)}` : ''} (${(t.durationMs / 1000).toFixed(1)} s)`,
       );
       if (values.verbose) for (const n of t.notes) log(`        note: ${n}`);
       for (const p of t.problems) log(`        ${p.check}: ${p.message}`);
@@ -1036,6 +1118,13 @@ async function cli(argv: string[]): Promise<number> {
     process.stdout.write(summary.ok ? 'all checks passed\n' : `FAILED (repeat with --seed ${seed})\n`);
   }
   return summary.ok ? 0 : 1;
+}
+
+/** `a, a, b` as `2× a, b`. */
+function tallied(items: string[]): string {
+  const seen = new Map<string, number>();
+  for (const item of items) seen.set(item, (seen.get(item) ?? 0) + 1);
+  return [...seen].map(([item, n]) => (n > 1 ? `${n}× ${item}` : item)).join(', ');
 }
 
 function stopAll(): void {

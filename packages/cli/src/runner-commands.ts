@@ -8,7 +8,9 @@ export function registerRunnerCommands(program: Command, setExit: (code: number)
   const runners = program.command('runners').description('AgentRunner packages and the runners they provide');
   runners
     .command('list')
-    .description('discover the runners of runners.packages: manifest summaries, and diagnostics for skipped ones')
+    .description(
+      'discover the runners of runners.packages: manifest summaries, diagnostics for skipped ones, notes on read ones',
+    )
     .option('--config <file>', 'config file (default ./oar.config.json when present)')
     .option('--json', 'print {runners, diagnostics} as JSON')
     .action(async (options: { config?: string; json?: boolean }) => {
@@ -43,7 +45,8 @@ export function registerRunnerCommands(program: Command, setExit: (code: number)
       }
       for (const d of found.diagnostics) {
         const where = `${d.package}${d.runner ? ` ${d.runner}` : ''}${d.pointer ? ` ${d.pointer}` : ''}`;
-        process.stdout.write(`skipped: ${where}: ${d.reason}\n`);
+        // A note skipped nothing: the manifest was read differently from how it is written (a LangBot one).
+        process.stdout.write(`${d.severity === 'note' ? 'note' : 'skipped'}: ${where}: ${d.reason}\n`);
       }
       setExit(0);
     });

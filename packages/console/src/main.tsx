@@ -2,6 +2,8 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, get, getKey, setKey, whenUnauthorized } from './api';
 import { InboxScreen } from './inbox';
+import { JobScreen } from './job';
+import { JobsScreen } from './jobs';
 import { SessionScreen } from './session';
 import { SessionsScreen } from './sessions';
 import './styles.css';
@@ -76,11 +78,15 @@ function App() {
     });
   }, []);
   if (!key) return <Login onKey={(k) => setState(k)} reason={reason} />;
-  const m = path.match(/^\/sessions\/([^/]+)(?:\/(events|time|tasks|files))?\/?$/);
+  const m = path.match(/^\/sessions\/([^/]+)(?:\/(events|time|tasks|files|jobs))?\/?$/);
+  const job = path.match(/^\/jobs\/([^/]+)\/?$/);
   let screen = null;
   if (m?.[1]) {
     screen = <SessionScreen key={m[1]} sessionId={decodeURIComponent(m[1])} tab={m[2] ?? 'timeline'} params={params} />;
-  } else if (path === '/inbox') screen = <InboxScreen />;
+  } else if (job?.[1]) {
+    screen = <JobScreen key={job[1]} jobId={decodeURIComponent(job[1])} />;
+  } else if (path === '/jobs' || path === '/jobs/') screen = <JobsScreen />;
+  else if (path === '/inbox') screen = <InboxScreen />;
   else if (path === '/' || path === '') screen = <SessionsScreen />;
   else {
     screen = (
@@ -101,6 +107,9 @@ function App() {
         <nav aria-label="main">
           <Link href="/" class={path === '/' || path.startsWith('/sessions') ? 'on' : ''}>
             Sessions
+          </Link>
+          <Link href="/jobs" class={path.startsWith('/jobs') ? 'on' : ''}>
+            Jobs
           </Link>
           <Link href="/inbox" class={path === '/inbox' ? 'on' : ''}>
             Approvals

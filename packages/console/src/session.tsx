@@ -1,17 +1,20 @@
+import { useRef } from 'preact/hooks';
 import { enc } from './api';
 import { FilesView } from './files';
+import { JobItemNote, JobTable } from './jobs';
+import { useSessionJobs } from './jobs-data';
 import { useSession } from './session-data';
 import { TasksView } from './tasks';
 import { Timeline } from './timeline';
-import { Connection, ErrorBox, Link, Loading } from './ui';
+import { Connection, Empty, ErrorBox, Link, Loading } from './ui';
 import { EventsView, TimeTravelView } from './views';
 
 /**
  * One session: the thread's timeline (user messages, step messages, the answer as Markdown, model text streaming
  * in) with each step's action graph; a node opens its details (input, permission, attempts, observation,
  * artifacts); a finished turn can be rolled back. Tabs: Timeline, Tasks (the task graph), Events (the explorer), Time
- * travel, Files (the versions of the files OAR wrote). Sub-agent threads open from their node and lead
- * back to it.
+ * travel, Files (the versions of the files OAR wrote), and Jobs when the session runs jobs (each item is a thread of
+ * it). Sub-agent threads open from their node and lead back to it.
  */
 
 export function SessionScreen(props: { sessionId: string; tab: string; params: URLSearchParams }) {
@@ -20,12 +23,21 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
   const { snapshot, model } = data;
   const threadId = params.get('thread') ?? snapshot?.threads[0]?.threadId ?? '';
   const base = `/sessions/${enc(sessionId)}`;
+  // The latest job.* event, scanned once per new event: the jobs are read again when one arrives.
+  const scan = useRef({ seen: 0, job: 0 });
+  for (let i = scan.current.seen; i < data.events.length; i++) {
+    const e = data.events[i];
+    if (e?.type.startsWith('job.')) scan.current.job = e.sequence;
+  }
+  scan.current.seen = data.events.length;
+  const { jobs } = useSessionJobs(sessionId, scan.current.job);
   const tabs: [string, string][] = [
     ['timeline', 'Timeline'],
     ['tasks', 'Tasks'],
     ['events', 'Events'],
     ['time', 'Time travel'],
     ['files', 'Files'],
+    ...(jobs?.length || tab === 'jobs' ? [['jobs', `Jobs (${jobs?.length ?? '…'})`] as [string, string]] : []),
   ];
   const withThread = (path: string) => (params.get('thread') ? `${path}?thread=${enc(threadId)}` : path);
   return (
@@ -56,6 +68,12 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
       {!data.loading && snapshot ? (
         tab === 'events' ? (
           <EventsView sessionId={sessionId} />
+        ) : tab === 'jobs' ? (
+          jobs?.length ? (
+            <JobTable jobs={jobs} session />
+          ) : (
+            <Empty title={jobs ? 'No jobs in this session' : 'Loading the jobs…'} />
+          )
         ) : tab === 'tasks' ? (
           <TasksView sessionId={sessionId} snapshot={snapshot} />
         ) : tab === 'files' ? (
@@ -63,14 +81,17 @@ export function SessionScreen(props: { sessionId: string; tab: string; params: U
         ) : tab === 'time' ? (
           <TimeTravelView sessionId={sessionId} events={data.events} threadId={threadId} version={data.version} />
         ) : (
-          <Timeline
-            sessionId={sessionId}
-            threadId={threadId}
-            model={model}
-            rms={snapshot.threads}
-            selected={params.get('node') ?? undefined}
-            onChanged={data.refreshSnapshot}
-          />
+          <>
+            {jobs?.length && params.get('thread') ? <JobItemNote threadId={threadId} jobs={jobs} /> : null}
+            <Timeline
+              sessionId={sessionId}
+              threadId={threadId}
+              model={model}
+              rms={snapshot.threads}
+              selected={params.get('node') ?? undefined}
+              onChanged={data.refreshSnapshot}
+            />
+          </>
         )
       ) : null}
     </section>

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { enc, get, post, type SessionSummary, type Snapshot } from './api';
 import { openStream, type StreamStatus } from './stream';
-import { ago, Connection, Empty, ErrorBox, Link, Loading, navigate, Status } from './ui';
+import { ago, Connection, Empty, ErrorBox, Filters, Link, Loading, navigate, Status } from './ui';
 
 /**
  * Every session of the key's workspace: the main thread's status, the pending decisions and the lost actions to
@@ -149,19 +149,7 @@ export function SessionsScreen() {
           value={query}
           onInput={(e) => setQuery((e.target as HTMLInputElement).value)}
         />
-        <fieldset class="filters" aria-label="Filter by status">
-          {FILTERS.map((x) => (
-            <button
-              type="button"
-              key={x.id}
-              aria-pressed={filter === x.id}
-              class={filter === x.id ? 'on' : ''}
-              onClick={() => setFilter(x.id)}
-            >
-              {x.label}
-            </button>
-          ))}
-        </fieldset>
+        <Filters label="Filter by status" options={FILTERS} value={filter} onChange={setFilter} />
         <span class="spacer" />
         <input
           placeholder="New session title"

@@ -184,3 +184,71 @@ export interface LostAction extends UnreconciledAction {
   threadId: string;
   sessionTitle?: string;
 }
+
+/** Items of a job by how far they are (`retrying` counts as running). */
+export interface JobCounts {
+  total: number;
+  pending: number;
+  running: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+}
+
+/** How a job runs its items (docs/jobs.md). */
+export interface JobPolicy {
+  /** Items running at once. */
+  concurrency: number;
+  /** Attempts per item in all, the first included (per round: a retry gives a failed item a new round). */
+  maxAttempts: number;
+  /** The wait before an item's second attempt, doubling for each later one up to `maxBackoffMs`. */
+  backoffMs: number;
+  maxBackoffMs: number;
+  /** A finally failed item fails the job at once. */
+  failFast: boolean;
+}
+
+export type JobStatus = 'running' | 'completed' | 'failed' | 'cancelled';
+export type JobItemStatus = 'pending' | 'running' | 'retrying' | 'completed' | 'failed' | 'cancelled';
+
+/** One item of a job: a thread of the job's session; each attempt is a turn of it. */
+export interface JobItem {
+  index: number;
+  status: JobItemStatus;
+  threadId: string;
+  /** The start of its filled-in prompt. */
+  label?: string;
+  /** Attempts started so far (all rounds together). */
+  attempts: number;
+  /** The turn of the latest attempt. */
+  turnId?: string;
+  /** Attempts this round may still start. */
+  attemptsLeft: number;
+  error?: { code: string; message: string };
+  summary?: string;
+}
+
+/** A job as `GET /v1/jobs` lists it (no items). */
+export interface JobSummary {
+  jobId: string;
+  sessionId: string;
+  name?: string;
+  template?: string;
+  agent?: string;
+  policy: JobPolicy;
+  status: JobStatus;
+  /** Why it failed (`items_failed`, `fail_fast`) or was cancelled. */
+  reason?: string;
+  /** 1, and one more for each retry. */
+  round: number;
+  counts: JobCounts;
+  createdAt: string;
+  updatedAt: string;
+  endedAt?: string;
+  lastSequence?: number;
+}
+
+/** A job as `GET /v1/jobs/{jobId}` answers it (and cancel and retry): with every item. */
+export interface Job extends JobSummary {
+  items: JobItem[];
+}

@@ -72,6 +72,30 @@ export function Empty(props: { title: string; children?: ComponentChildren }) {
   );
 }
 
+/** A row of toggle buttons choosing one filter (the lists' status filters). */
+export function Filters(props: {
+  label: string;
+  options: readonly { id: string; label: string }[];
+  value: string;
+  onChange: (id: string) => void;
+}) {
+  return (
+    <fieldset class="filters" aria-label={props.label}>
+      {props.options.map((x) => (
+        <button
+          type="button"
+          key={x.id}
+          aria-pressed={props.value === x.id}
+          class={props.value === x.id ? 'on' : ''}
+          onClick={() => props.onChange(x.id)}
+        >
+          {x.label}
+        </button>
+      ))}
+    </fieldset>
+  );
+}
+
 export function ErrorBox(props: { error: unknown; retry?: () => void }) {
   const e = props.error;
   const code = e instanceof ApiError ? e.code : 'error';

@@ -53,7 +53,15 @@ export const VALIDATION_CODES = {
 export type ValidationCode = (typeof VALIDATION_CODES)[keyof typeof VALIDATION_CODES];
 
 /** Control operations the runtime itself executes (executor type `runtime`). */
-export const RUNTIME_OPERATIONS = ['summarize', 'merge', 'expand_ref', 'wait', 'checkpoint', 'read_skill'] as const;
+export const RUNTIME_OPERATIONS = [
+  'summarize',
+  'merge',
+  'expand_ref',
+  'wait',
+  'checkpoint',
+  'read_skill',
+  'start_job',
+] as const;
 /** Human decisions the runtime can request (executor type `human`); `auto` is also accepted for this type. */
 export const HUMAN_OPERATIONS = ['ask_user', 'confirm'] as const;
 

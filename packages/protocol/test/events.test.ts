@@ -40,7 +40,7 @@ describe('catalog', () => {
       expect(TYPED_PAYLOAD_EVENT_TYPES).toContain(type);
       expect(EVENT_PAYLOAD_SCHEMAS[type]).not.toBe(GenericPayloadSchema);
     }
-    expect(EVENT_PAYLOAD_SCHEMAS['job.progress']).toBe(GenericPayloadSchema);
+    expect(EVENT_PAYLOAD_SCHEMAS['channel.connected']).toBe(GenericPayloadSchema);
   });
 
   it('tool.catalog.resolved needs stepId and toolCallId like every tool.* event (the Lime pattern has no exception)', () => {

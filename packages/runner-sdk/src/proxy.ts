@@ -7,8 +7,10 @@ import type {
   HistoryPageResult,
   HistorySearchResult,
   ModelInvokeResult,
+  ModelRerankResult,
   ModelStreamChunk,
   ModelTool,
+  STATE_SCOPES,
   STORAGE_AREAS,
   StorageGetResult,
   StorageListResult,
@@ -16,6 +18,7 @@ import type {
 } from './schemas.js';
 
 type StorageArea = (typeof STORAGE_AREAS)[number];
+type StateScope = (typeof STATE_SCOPES)[number];
 
 /** The wire method of a proxy call (runner → host). */
 export const AGENT_API_METHOD = 'AGENT_API';
@@ -90,6 +93,9 @@ export class AgentRunAPIProxy {
       if (!result) throw new AgentAPIError({ code: 'runtime_error', message: 'models.stream ended without a result' });
       return result;
     },
+    /** The documents ranked against the query, most relevant first (a model whose provider offers reranking). */
+    rerank: (model_id: string, query: string, documents: (string | Record<string, unknown>)[], top_k?: number) =>
+      this.call<ModelRerankResult>('models.rerank', { model_id, query, documents, ...(top_k ? { top_k } : {}) }),
   };
 
   readonly tools = {
@@ -153,6 +159,44 @@ export class AgentRunAPIProxy {
     get: (scope: string, key: string) => this.call<{ value: unknown }>('state.get', { scope, key }),
     set: (scope: string, key: string, value: unknown) => this.call<null>('state.set', { scope, key, value }),
     delete: (scope: string, key: string) => this.call<null>('state.delete', { scope, key }),
+    /** The keys of one scope (sorted), those starting with `prefix`, at most `limit` (1-100); values via `get`. */
+    list: (scope: StateScope, prefix?: string | null, limit?: number) =>
+      this.call<{ keys: string[]; has_more: boolean }>('state.list', {
+        scope,
+        prefix: prefix ?? null,
+        ...(limit !== undefined ? { limit } : {}),
+      }),
+  };
+
+  /**
+   * OAR's token estimate of what a `models.invoke` with these arguments would send (the one its budgets use, not a
+   * provider's tokenizer: `estimate` is always true). Granted with `models.invoke` or `models.stream`.
+   */
+  readonly tokens = {
+    count: (model_id: string, messages: ChatMessage[], tools?: ModelTool[]) =>
+      this.call<{ tokens: number; estimate: true; method: string }>('tokens.count', {
+        model_id,
+        messages,
+        tools: tools ?? null,
+      }),
+  };
+
+  /**
+   * Claim the input queued on the run's thread meanwhile (turns submitted while it runs), to fold it into the work
+   * in flight: all of it in order, or one, at most `limit` (1-100). A claimed turn does not run on its own. Needs the
+   * manifest's `steering` capability.
+   */
+  readonly steering = {
+    pull: (mode: 'all' | 'one' = 'all', limit?: number) =>
+      this.call<{
+        items: { turn_id: string; input: string; source: string; enqueued_at: string }[];
+        claimed_at: string | null;
+      }>('steering.pull', { mode, ...(limit !== undefined ? { limit } : {}) }),
+  };
+
+  /** The agent's own instructions as system messages (none configured: no messages). */
+  readonly prompt = {
+    get: () => this.call<{ messages: { role: 'system'; content: string }[] }>('prompt.get', {}),
   };
 
   /**

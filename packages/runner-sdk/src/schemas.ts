@@ -361,6 +361,12 @@ export const API_ACTIONS = [
   'storage.delete',
   'storage.list',
   'platform.request_action',
+  // OAR additions beyond the spec's list (docs/runners.md), which LangBot's proxy has too: the keys of a state scope,
+  // the thread's queued input claimed by the running run, the agent's instructions, a token estimate.
+  'state.list',
+  'steering.pull',
+  'prompt.get',
+  'tokens.count',
 ] as const;
 export type ApiAction = (typeof API_ACTIONS)[number];
 
@@ -412,6 +418,27 @@ export const ModelStreamChunkSchema = z.union([
   z.looseObject({ type: z.literal('result'), result: ModelInvokeResultSchema }),
 ]);
 export type ModelStreamChunk = z.infer<typeof ModelStreamChunkSchema>;
+
+/**
+ * models.rerank (spec 7.1: `rerank(model_id, query, documents, top_k=None)`): documents are texts or JSON objects
+ * (a provider that ranks text gets an object as its JSON), at most MAX_RERANK_DOCUMENTS of them.
+ */
+export const MAX_RERANK_DOCUMENTS = 1_000;
+export const ModelRerankArgsSchema = z.looseObject({
+  model_id: z.string(),
+  query: z.string().min(1),
+  documents: z
+    .array(z.union([z.string(), Dict]))
+    .min(1)
+    .max(MAX_RERANK_DOCUMENTS),
+  top_k: z.number().int().min(1).nullable().optional(),
+});
+export type ModelRerankArgs = z.infer<typeof ModelRerankArgsSchema>;
+/** The documents most relevant first: each one's index in the request, its score, and the document itself. */
+export const ModelRerankResultSchema = z.looseObject({
+  results: z.array(z.looseObject({ index: z.number().int(), score: z.number(), document: z.unknown() })),
+});
+export type ModelRerankResult = z.infer<typeof ModelRerankResultSchema>;
 
 export const ToolCallArgsSchema = z.looseObject({ tool_name: z.string(), parameters: Dict.default({}) });
 export const ToolCallResultSchema = z.looseObject({
@@ -489,6 +516,23 @@ export const StateArgsSchema = z.looseObject({
   scope: z.enum(STATE_SCOPES),
   key: z.string(),
   value: z.unknown().optional(),
+});
+/** state.list: the keys of one scope (sorted), those starting with `prefix`, at most `limit`. */
+export const StateListArgsSchema = z.looseObject({
+  scope: z.enum(STATE_SCOPES),
+  prefix: z.string().max(100).nullable().optional(),
+  limit: z.number().int().min(1).max(100).default(100),
+});
+/** steering.pull: claim the thread's queued input for the running run — all of it (FIFO) or one, at most `limit`. */
+export const SteeringPullArgsSchema = z.looseObject({
+  mode: z.enum(['all', 'one']).default('all'),
+  limit: z.number().int().min(1).max(100).nullable().optional(),
+});
+/** tokens.count: OAR's token estimate of a model call's input (the models.invoke arguments, extra_args ignored). */
+export const TokensCountArgsSchema = z.looseObject({
+  model_id: z.string(),
+  messages: z.array(ChatMessageSchema).min(1),
+  tools: z.array(ModelToolSchema).nullable().optional(),
 });
 
 /** A storage key: 1-256 letters, digits, "_", ".", ":", "/" or "-" ("/" and ":" make prefixes for storage.list). */

@@ -88,6 +88,16 @@ export {
   RetentionSchema,
 } from './config/retention.js';
 export {
+  type AddScheduleInput,
+  AddScheduleInputSchema,
+  CATCH_UP_POLICIES,
+  OVERLAP_POLICIES,
+  type ScheduleDefinition,
+  ScheduleDefinitionSchema,
+  type ScheduleFact,
+  type ScheduleStart,
+} from './config/schedules.js';
+export {
   checkAttachments,
   MAX_TURN_ATTACHMENT_BYTES,
   MAX_TURN_ATTACHMENTS,
@@ -97,6 +107,13 @@ export {
 export type { CompactionResult } from './control-plane/compaction.js';
 export type { RespondActionInput } from './control-plane/decisions.js';
 export type { ForkSessionInput, ForkSessionResult } from './control-plane/fork.js';
+export {
+  type JobIdInput,
+  type JobView,
+  type ListJobsInput,
+  type StartJobInput,
+  StartJobInputSchema,
+} from './control-plane/jobs.js';
 export type { ChangeLimitsInput, ChangeLimitsResult, LimitChange } from './control-plane/limits.js';
 export type {
   EvaluatePermissionInput,
@@ -118,6 +135,8 @@ export {
 export type { ExportReviewInput, ReviewResult } from './control-plane/review.js';
 export type { FileChange, ReviewPack } from './control-plane/review-render.js';
 export type { RollbackConflict, RollbackFile, RollbackInput, RollbackResult } from './control-plane/rollback.js';
+export type { FiringRow, StartedWork } from './control-plane/schedule-rows.js';
+export type { ScheduleIdInput, ScheduleView } from './control-plane/schedules.js';
 export type {
   CloseSubagentInput,
   ResumeSubagentInput,
@@ -145,8 +164,11 @@ export type {
 export type { InterruptResult, SubmitTurnInput, SubmitTurnResult } from './control-plane/turns.js';
 export { type BuildOptions, buildRuntime } from './facade/build.js';
 export { TaskDefinitionSchema } from './facade/inputs.js';
+export type { RuntimeJobs } from './facade/jobs.js';
 export type { RuntimeOptions } from './facade/options.js';
 export { type AskedWatch, Runtime } from './facade/runtime.js';
+export type { RuntimeSchedules, SchedulesOptions } from './facade/schedules.js';
+export { JOB_POLICY_DEFAULTS, MAX_JOB_ITEMS } from './facts/job-start.js';
 export { PERMISSION_MODES } from './kernel/constants.js';
 export { ERROR_CODES, type ErrorCode, type ErrorCodeInfo, EXIT, exitCodeFor } from './kernel/error-codes.js';
 export { notFound, OarRuntimeError, ToolError, toOarError } from './kernel/errors.js';
@@ -189,6 +211,7 @@ export { evaluatePermission } from './policy/permissions.js';
 export { grantFor } from './policy/request.js';
 export { DEFAULT_DENY_RULES } from './policy/sensitive-paths.js';
 export { findContradictions } from './read-models/contradictions.js';
+export { type JobItemState, type JobState, JobStateSchema } from './read-models/job.js';
 export { type ReadModels, replay } from './read-models/project.js';
 export type { SessionState } from './read-models/session.js';
 export { toSessionSnapshot, toThreadReadModel } from './read-models/snapshots.js';

@@ -76,7 +76,7 @@ describe('the runtime floors', () => {
     expect(files.filter((file) => !file.path.includes('/')).map((file) => file.path)).toEqual(['index.ts']);
   });
 
-  it("stands the control plane on at most 39 files beneath it, none of them the loop's or a model SDK's", () => {
+  it("stands the control plane on at most 43 files beneath it, none of them the loop's or a model SDK's", () => {
     // The import graph as dependency-cruiser reads it; type-only imports cost nothing at run time and are left out.
     const graph = JSON.parse(
       execFileSync(
@@ -107,7 +107,10 @@ describe('the runtime floors', () => {
     // 37: read-models/processes.ts (the process reducers split out of thread.ts) and store/process-input.ts (the text
     // write_process_stdin hands over outside the log). 39: read-models/file-versions.ts (the file versions a
     // rollback restores) and read-models/rollback.ts (the rollback's reducer, split out of thread.ts).
-    expect(beneath.length).toBeLessThanOrEqual(39);
+    // 43: read-models/job.ts, facts/job-items.ts and facts/job-start.ts (jobs: their reducer, the facts an item's
+    // turn end writes, a job's start shared with the model's start_job action), kernel/digest.ts (one SHA-256 helper
+    // for artifacts, file versions and rollbacks).
+    expect(beneath.length).toBeLessThanOrEqual(43);
     const upper = /^(models|loop|scheduler|executors|agent-runners|worker|facade|tools)\//;
     expect(files.filter((f) => upper.test(f))).toEqual([]);
     expect([...external].filter((dep) => /(^|\/)(ai|@ai-sdk|openai|@anthropic-ai)(\/|$)/.test(dep))).toEqual([]);

@@ -16,8 +16,10 @@ import { aguiRoutes } from './routes/agui.js';
 import { artifactRoutes } from './routes/artifacts.js';
 import { eventRoutes } from './routes/events.js';
 import { historyRoutes } from './routes/history.js';
+import { jobRoutes } from './routes/jobs.js';
 import { permissionRoutes } from './routes/permissions.js';
 import { processRoutes } from './routes/processes.js';
+import { scheduleRoutes } from './routes/schedules.js';
 import { sessionRoutes } from './routes/sessions.js';
 import { subagentRoutes } from './routes/subagents.js';
 import { taskRoutes } from './routes/tasks.js';
@@ -97,6 +99,8 @@ export function createApp(options: AppOptions): { app: Hono; routes: Route[] } {
     ...subagentRoutes,
     ...permissionRoutes,
     ...historyRoutes,
+    ...jobRoutes,
+    ...scheduleRoutes,
     ...processRoutes,
     ...artifactRoutes,
     ...eventRoutes({ ...options.streams, inflight }),

@@ -45,6 +45,9 @@ const CONFLICTS = new Set([
   'too_many_process_requests',
   'not_a_permission_request',
   'rollback_conflict',
+  'job_running',
+  'job_nothing_to_retry',
+  'schedule_exists',
   'rollback_in_progress',
 ]);
 

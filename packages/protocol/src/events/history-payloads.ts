@@ -11,7 +11,7 @@ const Id = z.string().min(1);
 const Count = z.number().int().min(0);
 
 /** The read models a session keeps, by kind (one stored row each; `session` is keyed by the session id). */
-export const READ_MODEL_KINDS = ['session', 'thread', 'run', 'task', 'tool_inventory'] as const;
+export const READ_MODEL_KINDS = ['session', 'thread', 'run', 'task', 'tool_inventory', 'job'] as const;
 export const ReadModelKindSchema = z.enum(READ_MODEL_KINDS);
 
 /**
@@ -32,6 +32,7 @@ export const ReadModelCountsSchema = z.looseObject({
   run: Count.optional(),
   task: Count.optional(),
   tool_inventory: Count.optional(),
+  job: Count.optional(),
 });
 
 /**

@@ -6,6 +6,7 @@
 export * from './catalog.js';
 export * from './envelope.js';
 export * from './history-payloads.js';
+export * from './job-payloads.js';
 export * from './output-payloads.js';
 export * from './payloads.js';
 export * from './profile.js';

@@ -16,6 +16,17 @@ import {
   HistoryWindowLoadedPayloadSchema,
   SnapshotRepairedPayloadSchema,
 } from './history-payloads.js';
+import {
+  JobCancelledPayloadSchema,
+  JobCompletedPayloadSchema,
+  JobCreatedPayloadSchema,
+  JobFailedPayloadSchema,
+  JobItemCompletedPayloadSchema,
+  JobItemFailedPayloadSchema,
+  JobItemStartedPayloadSchema,
+  JobProgressPayloadSchema,
+  JobStartedPayloadSchema,
+} from './job-payloads.js';
 import { OutputExpiredPayloadSchema } from './output-payloads.js';
 
 /**
@@ -802,6 +813,15 @@ const TYPED_PAYLOAD_SCHEMAS = {
   'snapshot.repaired': SnapshotRepairedPayloadSchema,
   'history.window.loaded': HistoryWindowLoadedPayloadSchema,
   'history.reconstructed': HistoryReconstructedPayloadSchema,
+  'job.created': JobCreatedPayloadSchema,
+  'job.started': JobStartedPayloadSchema,
+  'job.progress': JobProgressPayloadSchema,
+  'job.item.started': JobItemStartedPayloadSchema,
+  'job.item.completed': JobItemCompletedPayloadSchema,
+  'job.item.failed': JobItemFailedPayloadSchema,
+  'job.completed': JobCompletedPayloadSchema,
+  'job.failed': JobFailedPayloadSchema,
+  'job.cancelled': JobCancelledPayloadSchema,
   'runtime.warning': RuntimeWarningPayloadSchema,
   'runtime.error': RuntimeErrorPayloadSchema,
 } satisfies Partial<Record<EventType, z.ZodType>>;

@@ -66,6 +66,9 @@ export const EVENT_PROFILE_RULES = [
   },
   // An artifact fact without the id of the artifact it is about cannot be joined to the artifact service.
   { id: 'artifact', origin: 'oar', prefixes: ['artifact.changed'], required: ['artifactId'] },
+  // A job's facts are read by job (its read model, `get_job`); an item's also by item.
+  { id: 'job', origin: 'oar', prefixes: ['job.'], required: ['jobId'] },
+  { id: 'job-item', origin: 'oar', prefixes: ['job.item.'], required: ['jobItemId'] },
 ] as const satisfies readonly EventProfileRule[];
 
 /** Fields every OAR event carries regardless of type (the Lime profile's `required` list beyond the core's). */

@@ -1,5 +1,7 @@
-import type { AgentRunnerManifest, ContextAPICapabilities } from '@oar/runner-sdk';
+import type { AgentRunnerManifest, ContextAPICapabilities, MODEL_OPS } from '@oar/runner-sdk';
 import type { RunnerPolicy } from '../config/runner-binding.js';
+
+type ModelOp = (typeof MODEL_OPS)[number];
 
 /**
  * A run's effective access: manifest permissions ∩ binding policy ∩ run scope, computed once when the run starts and
@@ -8,7 +10,8 @@ import type { RunnerPolicy } from '../config/runner-binding.js';
  */
 export interface RunAccess {
   models: string[];
-  modelOps: ('invoke' | 'stream')[];
+  /** `rerank` is granted like the others; a model whose provider offers no reranking refuses it when called. */
+  modelOps: ModelOp[];
   tools: string[];
   toolOps: ('detail' | 'call')[];
   knowledgeBases: string[];
@@ -45,7 +48,7 @@ export function computeAccess(
   scope: RunScope,
 ): RunAccess {
   const p = manifest.permissions;
-  const modelOps = p.models.filter((op): op is 'invoke' | 'stream' => op === 'invoke' || op === 'stream');
+  const modelOps = [...p.models];
   const toolOps = [...p.tools];
   return {
     models: modelOps.length ? within(scope.models, policy?.models) : [],

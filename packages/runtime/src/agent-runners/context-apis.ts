@@ -6,6 +6,7 @@ import {
   type Message,
   type RequestStream,
   STATE_SCOPES,
+  StateListArgsSchema,
 } from '@oar/runner-sdk';
 import type { EventDraft } from '../log/draft.js';
 import type { ThreadState } from '../read-models/thread-state.js';
@@ -280,6 +281,42 @@ export async function stateCall(
   if (op === 'set' && payload.value === undefined) throw apiError('invalid_argument', 'state.set takes a value');
   await session.record([stateChange(session, payload.scope, payload.key, op === 'set' ? payload.value : null)]);
   return null;
+}
+
+/**
+ * state.list: the keys of one scope of the run's state (sorted), those starting with `prefix`, at most `limit`
+ * (≤ 100) with `has_more` — the same grant as state.get. Keys only: values are read one by one with state.get.
+ */
+export async function stateList(session: RunSession, payload: Record<string, unknown>, audit: AuditTarget) {
+  audit.scope = typeof payload.scope === 'string' ? payload.scope.slice(0, 32) : undefined;
+  audit.resource = typeof payload.prefix === 'string' ? payload.prefix.slice(0, 100) : '';
+  if (!session.access.state) throw apiError('unauthorized', 'host-owned state is not granted to this run');
+  const parsed = StateListArgsSchema.safeParse(payload);
+  if (!parsed.success) {
+    throw apiError(
+      'invalid_argument',
+      `state.list takes {scope (${STATE_SCOPES.join(', ')}), prefix?, limit (1-100)?}`,
+    );
+  }
+  const { scope, prefix, limit } = parsed.data;
+  const thread = await session.engine.loadThread(session.sessionId, session.ids.threadId);
+  const keys = Object.keys(stateSnapshot(thread.state)[scope])
+    .filter((key) => !prefix || key.startsWith(prefix))
+    .sort();
+  return { keys: keys.slice(0, limit), has_more: keys.length > limit };
+}
+
+/**
+ * prompt.get: the agent's own instructions (its binding's `systemPrompt`, redacted) as system messages — what the
+ * protocol loop would put first in its prompt; none configured → no messages. The runner runs as this agent, so no
+ * grant beyond the run is needed; the call is audited like every other.
+ */
+export async function promptGet(session: RunSession, audit: AuditTarget) {
+  audit.resource = session.agent.name;
+  audit.scope = 'agent';
+  const instructions = session.agent.systemPrompt?.trim();
+  const content = instructions ? session.engine.redactor.redactText(instructions) : undefined;
+  return { messages: content ? [{ role: 'system', content }] : [] };
 }
 
 /** The run's state snapshot (ctx.state): the runner state entries of the thread, by scope. */

@@ -16,7 +16,7 @@ import { expireDecisions } from './decisions.js';
 import {
   type DiscoveredRunner,
   listPackageRunners,
-  packageProcess,
+  packageTransport,
   type RunnerPackage,
   readRunnerPackage,
   runnerEnv,
@@ -26,7 +26,7 @@ import { ResultStream, type RunEnd } from './results.js';
 import { buildRunContext } from './run-context.js';
 import { type RunnerRunIds, RunSession, runnerStatus } from './run-session.js';
 import { runTools } from './tool-proxy.js';
-import { inProcessTransport, processTransport, type RunnerConnection, type RunnerTransport } from './transport.js';
+import { inProcessTransport, type RunnerConnection, type RunnerTransport } from './transport.js';
 
 /**
  * The runner host: an agent bound to a runner (`agent.runner`) runs each turn as one runner run instead of the
@@ -256,7 +256,7 @@ async function transportOf(
   }
   const pkg = await readRunnerPackage(packageRef);
   if ('reason' in pkg) return { error: pkg.reason };
-  return { pkg, transport: processTransport(packageProcess(pkg, runnerEnv(env, process.env))) };
+  return { pkg, transport: packageTransport(pkg, runnerEnv(env, process.env)) };
 }
 
 async function runOnce(
@@ -292,7 +292,9 @@ async function runOnce(
     const listed = await listPackageRunners(found.pkg, connection);
     const discovered: DiscoveredRunner | undefined = listed.runners.find((r) => r.id === binding.id);
     if (!discovered) {
-      const diagnostic = listed.diagnostics.find((d) => d.runner === binding.id) ?? listed.diagnostics[0];
+      // Why it was skipped: notes (what a LangBot manifest was read as) skipped nothing.
+      const skips = listed.diagnostics.filter((d) => d.severity !== 'note');
+      const diagnostic = skips.find((d) => d.runner === binding.id) ?? skips[0];
       return unavailable(
         `runner ${binding.id} is not provided by its package${diagnostic ? `: ${diagnostic.reason}` : ''}`,
         {

@@ -6,11 +6,14 @@ import {
   type ModelInvokeArgs,
   ModelInvokeArgsSchema,
   type ModelInvokeResult,
+  ModelRerankArgsSchema,
+  type ModelRerankResult,
   type RequestStream,
 } from '@oar/runner-sdk';
 import { MODEL_CALL_DEFAULTS } from '../config/binding.js';
-import { modelCompleted } from '../models/cost.js';
+import { modelCompleted, rerankCompleted } from '../models/cost.js';
 import { callModel, type GenerationSettings, type ModelHandle } from '../models/model-call.js';
+import { classifyModelError } from '../models/model-errors.js';
 import { checkRunnerBudget } from './budget-check.js';
 import type { AuditTarget } from './run-session.js';
 import { apiError, type RunSession } from './run-session.js';
@@ -38,17 +41,8 @@ export async function modelCall(
     });
   }
   const args = parsed.data;
-  audit.resource = args.model_id;
-  audit.scope = 'model';
   const settings = generationSettings(args.extra_args, op);
-  const { access } = session;
-  if (!access.modelOps.includes(op)) throw apiError('unauthorized', `models.${op} is not granted to this run`);
-  if (!access.models.includes(args.model_id)) {
-    throw apiError('unauthorized', `model ${args.model_id} is not among this run's resources`, {
-      model_id: args.model_id,
-    });
-  }
-  const handle = await resolveModel(session, args.model_id);
+  const handle = await grantedModel(session, op, args.model_id, audit);
   const ids = { threadId: session.ids.threadId, turnId: session.ids.turnId };
   const prompt = { ...toPrompt(args), settings };
   // About four characters a token, as the protocol loop's estimate before a call.
@@ -182,6 +176,117 @@ export function generationSettings(extra: Record<string, unknown> | null | undef
     ...(x.presence_penalty !== undefined ? { presencePenalty: x.presence_penalty } : {}),
     ...(x.frequency_penalty !== undefined ? { frequencyPenalty: x.frequency_penalty } : {}),
   };
+}
+
+/**
+ * models.rerank: the documents ranked against the query by a model whose provider offers reranking (a `cohere`
+ * entry, or a server speaking its API), bracketed by `model.requested` … `model.completed` / `model.failed` like
+ * the other model calls. A reranker reports no tokens, so the usage is empty ("not reported"), never zeros.
+ */
+export async function modelRerank(
+  session: RunSession,
+  payload: Record<string, unknown>,
+  audit: AuditTarget,
+): Promise<ModelRerankResult> {
+  const parsed = ModelRerankArgsSchema.safeParse(payload);
+  if (!parsed.success) {
+    throw apiError('invalid_argument', 'models.rerank takes {model_id, query, documents (1–1000), top_k?}', {
+      issues: parsed.error.issues.slice(0, 5).map((i) => ({ path: i.path.join('.'), message: i.message })),
+    });
+  }
+  const args = parsed.data;
+  const handle = await grantedModel(session, 'rerank', args.model_id, audit);
+  if (!handle.reranker) {
+    throw apiError('not_found', `model ${args.model_id} (${handle.provider}) offers no reranking`, {
+      model_id: args.model_id,
+      provider: handle.provider,
+    });
+  }
+  const ids = { threadId: session.ids.threadId, turnId: session.ids.turnId };
+  const model = { modelId: handle.modelId, provider: handle.provider };
+  const runner = { runId: session.ids.runId, runnerId: session.runnerId, op: 'rerank' };
+  await session.record(
+    [
+      {
+        type: 'model.requested',
+        ...ids,
+        payload: { ...model, attempt: 1, documentCount: args.documents.length, runner },
+      },
+    ],
+    true,
+  );
+  const started = Date.now();
+  const timeoutMs = Math.max(
+    1,
+    Math.min(handle.timeoutMs ?? MODEL_CALL_DEFAULTS.timeoutMs, session.deadlineAt - started),
+  );
+  const timer = AbortSignal.timeout(timeoutMs);
+  try {
+    // The provider interface itself (as the loop calls language models): one call, no retry behind the runner's back.
+    const { ranking } = await handle.reranker.doRerank({
+      query: args.query,
+      // As text: a mixed list is one kind for the provider (Cohere ranks JSON objects as their text anyway).
+      documents: { type: 'text', values: args.documents.map((d) => (typeof d === 'string' ? d : JSON.stringify(d))) },
+      ...(args.top_k ? { topN: args.top_k } : {}),
+      abortSignal: AbortSignal.any([session.signal, timer]),
+    });
+    const results = [...ranking]
+      .sort((a, b) => b.relevanceScore - a.relevanceScore)
+      .filter((r) => Number.isInteger(r.index) && r.index >= 0 && r.index < args.documents.length)
+      .map((r) => ({ index: r.index, score: r.relevanceScore, document: args.documents[r.index] }));
+    await session.record(
+      rerankCompleted(
+        ids,
+        model,
+        results.map(({ index, score }) => ({ index, score })),
+        Date.now() - started,
+      ),
+    );
+    return { results };
+  } catch (error) {
+    const failure = classifyModelError(error, {
+      timedOut: timer.aborted,
+      interrupted: session.signal.aborted,
+      timeoutMs,
+      model,
+    });
+    await session.record([
+      {
+        type: 'model.failed',
+        ...ids,
+        payload: {
+          ...model,
+          error: failure.error,
+          durationMs: Date.now() - started,
+          failureClass: failure.failureClass,
+          attempt: 1,
+        },
+      },
+    ]);
+    throw apiError(
+      'runtime_error',
+      `the rerank call failed: ${failure.error.message}`,
+      { failure_class: failure.failureClass },
+      failure.error.retryable,
+    );
+  }
+}
+
+/** A model resource of the run for one op: granted by the manifest ∩ binding, among the run's models, resolved. */
+async function grantedModel(
+  session: RunSession,
+  op: 'invoke' | 'stream' | 'rerank',
+  modelId: string,
+  audit: AuditTarget,
+): Promise<ModelHandle> {
+  audit.resource = modelId;
+  audit.scope = 'model';
+  const { access } = session;
+  if (!access.modelOps.includes(op)) throw apiError('unauthorized', `models.${op} is not granted to this run`);
+  if (!access.models.includes(modelId)) {
+    throw apiError('unauthorized', `model ${modelId} is not among this run's resources`, { model_id: modelId });
+  }
+  return resolveModel(session, modelId);
 }
 
 async function resolveModel(session: RunSession, modelId: string): Promise<ModelHandle> {

@@ -8,6 +8,8 @@ import { z } from 'zod';
 import { NPM_ENTRY_PREFIX, NPM_PACKAGE_NAME, type RunnerBinding } from '../config/runner-binding.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { Redactor } from '../redaction/redactor.js';
+import { readLangbotPlugin } from './langbot/discovery.js';
+import { langbotTransport } from './langbot/transport.js';
 import { type ProcessSpec, processTransport, type RunnerConnection, type RunnerTransport } from './transport.js';
 
 /** The file that makes a directory a runner package. */
@@ -26,6 +28,8 @@ export const RunnerPackageSchema = z.strictObject({
   command: z.string().min(1),
   args: z.array(z.string()).default([]),
   description: z.string().optional(),
+  /** The wire the package speaks: OAR's NDJSON runner wire (`oar`, when absent), or LangBot's plugin wire. */
+  wire: z.enum(['oar', 'langbot']).optional(),
 });
 export type RunnerPackage = z.infer<typeof RunnerPackageSchema> & { dir: string };
 
@@ -36,12 +40,16 @@ export interface DiscoveredRunner {
   manifest: AgentRunnerManifest;
 }
 
-/** Why a package or one of its runners was skipped: where (package, runner, JSON pointer) and why. */
+/**
+ * Why a package or one of its runners was skipped: where (package, runner, JSON pointer) and why. With severity
+ * `note`, nothing was skipped: the manifest was read differently from how it is written (LangBot's, read liberally).
+ */
 export interface RunnerDiagnostic {
   package: string;
   runner?: string;
   pointer: string;
   reason: string;
+  severity?: 'note';
 }
 
 /**
@@ -98,9 +106,14 @@ export async function readRunnerPackage(
     json = JSON.parse(await readFile(join(abs, RUNNER_PACKAGE_FILE), 'utf8'));
   } catch (error) {
     // Only a missing file falls back to package.json: a broken oar-runner.json is an error, never silently replaced.
-    const field = (error as NodeJS.ErrnoException).code === 'ENOENT' ? await packageJsonField(abs) : undefined;
+    const missing = (error as NodeJS.ErrnoException).code === 'ENOENT';
+    const field = missing ? await packageJsonField(abs) : undefined;
+    // A LangBot plugin folder (its manifest.yaml) is a package too, started as LangBot's plugin runtime starts it.
+    const langbot = missing && field === undefined ? await readLangbotPlugin(abs) : undefined;
+    if (langbot && 'reason' in langbot) return { package: name, pointer: '', reason: langbot.reason };
+    if (langbot) return { ...langbot, dir: abs };
     if (field === undefined) {
-      const reason = `cannot read ${RUNNER_PACKAGE_FILE}: ${(error as Error).message}; and package.json has no "${RUNNER_PACKAGE_FIELD}" field`;
+      const reason = `cannot read ${RUNNER_PACKAGE_FILE}: ${(error as Error).message}; and package.json has no "${RUNNER_PACKAGE_FIELD}" field${missing ? ', and there is no LangBot manifest.yaml' : ''}`;
       return { package: name, pointer: '', reason };
     }
     json = field;
@@ -132,6 +145,12 @@ async function packageJsonField(dir: string): Promise<unknown> {
 /** The child process of a package, with exactly `env` as its environment. */
 export function packageProcess(pkg: RunnerPackage, env: Record<string, string>): ProcessSpec {
   return { command: pkg.command === 'node' ? process.execPath : pkg.command, args: pkg.args, cwd: pkg.dir, env };
+}
+
+/** How the host reaches a package's process: over the wire it says it speaks. */
+export function packageTransport(pkg: RunnerPackage, env: Record<string, string>): RunnerTransport {
+  const spec = packageProcess(pkg, env);
+  return pkg.wire === 'langbot' ? langbotTransport(spec) : processTransport(spec);
 }
 
 /**
@@ -188,6 +207,8 @@ export async function listPackageRunners(
     };
   }
   const runners: DiscoveredRunner[] = [];
+  // What the transport read liberally (a LangBot manifest) is said, not skipped.
+  for (const note of connection.notes?.() ?? []) diagnostics.push({ package: pkg.dir, ...note, severity: 'note' });
   list.data.runners.forEach((raw, index) => {
     const id = typeof (raw as { id?: unknown })?.id === 'string' ? (raw as { id: string }).id : undefined;
     const parsed = AgentRunnerManifestSchema.safeParse(raw);
@@ -230,8 +251,7 @@ export async function discoverRunners(
     transportOf?: (pkg: RunnerPackage) => RunnerTransport;
   } = {},
 ): Promise<{ runners: DiscoveredRunner[]; diagnostics: RunnerDiagnostic[] }> {
-  const transportOf =
-    options.transportOf ?? ((pkg: RunnerPackage) => processTransport(packageProcess(pkg, runnerEnv([], env))));
+  const transportOf = options.transportOf ?? ((pkg: RunnerPackage) => packageTransport(pkg, runnerEnv([], env)));
   const runners: DiscoveredRunner[] = [];
   const diagnostics: RunnerDiagnostic[] = [];
   for (const entry of entries) {

@@ -8,12 +8,22 @@ import {
   toWireError,
 } from '@oar/runner-sdk';
 import { MAX_STORAGE_SET_PAYLOAD_BYTES } from '../store/runner-storage.js';
-import { artifactRead, eventsCall, historyPage, historySearch, stateCall } from './context-apis.js';
+import {
+  artifactRead,
+  eventsCall,
+  historyPage,
+  historySearch,
+  promptGet,
+  stateCall,
+  stateList,
+} from './context-apis.js';
 import { knowledgeRetrieve } from './knowledge.js';
-import { modelCall } from './model-proxy.js';
+import { modelCall, modelRerank } from './model-proxy.js';
 import { requestPlatformAction } from './platform-actions.js';
 import { type AuditTarget, apiError, type RunSession } from './run-session.js';
+import { steeringPull } from './steering.js';
 import { storageCall } from './storage.js';
+import { tokensCount } from './token-count.js';
 import { toolCall, toolDetail } from './tool-proxy.js';
 
 /** The largest proxy request the host reads (its payload as JSON). */
@@ -29,6 +39,7 @@ type ApiHandler = (
 const HANDLERS: Record<string, ApiHandler> = {
   'models.invoke': (s, p, _st, a) => modelCall(s, p, undefined, a),
   'models.stream': (s, p, st, a) => modelCall(s, p, st, a),
+  'models.rerank': (s, p, _st, a) => modelRerank(s, p, a),
   'tools.get_detail': (s, p, _st, a) => toolDetail(s, p, a),
   'tools.call': (s, p, st, a) => toolCall(s, p, a, st.signal),
   'knowledge.retrieve': (s, p, _st, a) => knowledgeRetrieve(s, p, a),
@@ -47,10 +58,12 @@ const HANDLERS: Record<string, ApiHandler> = {
   'storage.delete': (s, p, _st, a) => storageCall(s, p, a, 'delete'),
   'storage.list': (s, p, _st, a) => storageCall(s, p, a, 'list'),
   'platform.request_action': (s, p, st, a) => requestPlatformAction(s, p, a, { signal: st.signal }),
+  // OAR's additions (docs/runners.md "The per-run API proxy"): what LangBot's proxy has and the spec's list lacks.
+  'state.list': (s, p, _st, a) => stateList(s, p, a),
+  'steering.pull': (s, p, _st, a) => steeringPull(s, p, a),
+  'prompt.get': (s, _p, _st, a) => promptGet(s, a),
+  'tokens.count': (s, p, _st, a) => tokensCount(s, p, a),
 };
-
-/** Spec actions this host does not implement yet: refused as `not_found`, audited like any call. */
-const NOT_BUILT = new Set(['models.rerank']);
 
 /**
  * The per-run authorized API proxy: the handler of runner → host requests on the connection `session` was started
@@ -113,7 +126,6 @@ async function authorizedCall(
   }
   const handler = HANDLERS[action];
   if (!handler) {
-    if (NOT_BUILT.has(action)) throw apiError('not_found', `${action} is not available on this host`);
     throw apiError('invalid_argument', `unknown action ${action}`);
   }
   // The call ends at the run's deadline (or with the run), whatever the handler waits for.

@@ -10,6 +10,8 @@ import { type RunSession, runnerStatus } from './run-session.js';
 export const MAX_RESULT_BYTES = 1_000_000;
 /** The most results one run may send (deltas included): past it the runner is flooding and the run fails. */
 export const MAX_RESULTS = 20_000;
+/** The most streamed text kept as the answer of a run that never sent a complete message (its first bytes). */
+export const MAX_STREAMED_ANSWER_BYTES = MAX_RESULT_BYTES;
 /** Warnings recorded per run for ignored results; further ones are counted in the run's end. */
 const MAX_WARNINGS = 20;
 
@@ -44,6 +46,9 @@ export class ResultStream {
   private warnings = 0;
   private ignored = 0;
   private readonly answer: string[] = [];
+  /** The text of the applied `message.delta`s: the answer of a run that streamed it and never completed a message. */
+  private streamed = '';
+  private streamedBytes = 0;
   private chain: Promise<void> = Promise.resolve();
   /** Set once: the run's end (a terminal result), or the protocol failure that ends it. */
   end: RunEnd | undefined;
@@ -172,6 +177,10 @@ export class ResultStream {
       case 'message.delta': {
         const content = (data.chunk as { content: string }).content;
         engine.deltas?.delta({ channel: 'text', delta: engine.redactor.redactText(content) });
+        if (this.streamedBytes < MAX_STREAMED_ANSWER_BYTES) {
+          this.streamed += content;
+          this.streamedBytes += Buffer.byteLength(content);
+        }
         return;
       }
       case 'message.completed':
@@ -235,6 +244,9 @@ export class ResultStream {
       case 'run.completed': {
         const message = (data.message as { content?: string } | undefined)?.content;
         if (message !== undefined && this.answer.length === 0) this.answer.push(message);
+        // A run that only streamed its text (LangBot's stream_ok) answers with it: deltas alone are live-only, but
+        // the end with no message means the streamed text was the message.
+        if (this.answer.length === 0 && this.streamed !== '') this.answer.push(this.streamed);
         this.finish({ ok: true, answer: this.answer.join('\n\n') });
         return;
       }

@@ -25,6 +25,11 @@ export interface RunnerConnection {
   stderr(): string;
   /** End the connection: stop talking, give the runner `graceMs` to exit, then kill it (its whole process group). */
   close(graceMs?: number): Promise<RunnerExit>;
+  /**
+   * Notes about the runners' manifests that are not reasons to skip them (a wire whose manifests OAR reads
+   * liberally, such as LangBot's, says what it read differently), once they were listed.
+   */
+  notes?(): { runner?: string; pointer: string; reason: string }[];
 }
 
 export interface RunnerExit {
@@ -118,23 +123,34 @@ export function processTransport(spec: ProcessSpec): RunnerTransport {
         ...(child.pid !== undefined ? { pid: child.pid } : {}),
         exited,
         stderr: () => stderr,
-        async close(graceMs = 2_000) {
-          child.stdin?.end();
-          if (child.exitCode === null && child.signalCode === null) {
-            const timer = setTimeout(killGroup, graceMs);
-            await exited;
-            clearTimeout(timer);
-          }
-          // Whatever the runner left behind in its group goes too.
-          killProcessGroup(child);
-          return exited;
-        },
+        close: (graceMs = 2_000) => closeChild(child, exited, killGroup, graceMs),
       };
     },
   };
 }
 
-function killProcessGroup(child: ChildProcess): void {
+/**
+ * End a runner child's connection: close its stdin (a runner exits when it reaches EOF), give it `graceMs` to exit,
+ * then kill its group (`killGroup`) — and whatever it left behind in the group goes too, whichever way it ended.
+ */
+export async function closeChild(
+  child: ChildProcess,
+  exited: Promise<RunnerExit>,
+  killGroup: () => void,
+  graceMs: number,
+): Promise<RunnerExit> {
+  child.stdin?.end();
+  if (child.exitCode === null && child.signalCode === null) {
+    const timer = setTimeout(killGroup, graceMs);
+    await exited;
+    clearTimeout(timer);
+  }
+  killProcessGroup(child);
+  return exited;
+}
+
+/** Kill a detached child's whole process group (its helpers too); a group already gone is fine. */
+export function killProcessGroup(child: ChildProcess): void {
   if (child.pid === undefined) return;
   try {
     process.kill(-child.pid, 'SIGKILL');

@@ -7,13 +7,21 @@ import { ModelPriceSchema } from './prices.js';
  * The models of a binding as configuration: providers, entries, choices and chains, and how a spec string reads.
  * No SDK here: resolving a spec into a callable model is models/resolve.ts, above the control plane.
  */
-export const MODEL_PROVIDERS = ['openai', 'anthropic', 'openai-compatible', 'script'] as const;
+export const MODEL_PROVIDERS = ['openai', 'anthropic', 'cohere', 'openai-compatible', 'script'] as const;
 export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
 
 /** Where each hosted provider's key is read from when an entry names no `apiKeyEnv`. */
-export const DEFAULT_API_KEY_ENV = { openai: 'OPENAI_API_KEY', anthropic: 'ANTHROPIC_API_KEY' } as const;
+export const DEFAULT_API_KEY_ENV = {
+  openai: 'OPENAI_API_KEY',
+  anthropic: 'ANTHROPIC_API_KEY',
+  cohere: 'COHERE_API_KEY',
+} as const;
 /** Where each hosted provider's base URL is read from when an entry names no `baseURL` (docs/models.md). */
-export const DEFAULT_BASE_URL_ENV = { openai: 'OPENAI_BASE_URL', anthropic: 'ANTHROPIC_BASE_URL' } as const;
+export const DEFAULT_BASE_URL_ENV = {
+  openai: 'OPENAI_BASE_URL',
+  anthropic: 'ANTHROPIC_BASE_URL',
+  cohere: 'COHERE_BASE_URL',
+} as const;
 
 // The env var NAME pattern doubles as a guard: a pasted key (sk-..., with dashes) fails it, so keys cannot be
 // smuggled into config files that get committed, logged or shown in the console.
@@ -115,9 +123,13 @@ export function absoluteModelChoice(choice: ModelChoice, cwd: string): ModelChoi
   return { ...choice, chain: choice.chain.map((spec) => absoluteModelSpec(spec, cwd)) };
 }
 
+/** The providers a spec string names directly (`openai:gpt-4.1`), each with a default key and base URL variable. */
+export type HostedProvider = keyof typeof DEFAULT_API_KEY_ENV;
+const isHosted = (prefix: string): prefix is HostedProvider => Object.hasOwn(DEFAULT_API_KEY_ENV, prefix);
+
 /** A parsed model spec string (`openai:gpt-4.1`, `script:demo.json`, `my-model`, ...). */
 export type ModelSpec =
-  | { kind: 'hosted'; provider: 'openai' | 'anthropic'; model: string }
+  | { kind: 'hosted'; provider: HostedProvider; model: string }
   | { kind: 'compatible'; name: string }
   | { kind: 'script'; file: string }
   | { kind: 'named'; name: string };
@@ -128,7 +140,7 @@ export function parseModelSpec(spec: string): ModelSpec {
   const colon = trimmed.indexOf(':');
   const prefix = colon > 0 ? trimmed.slice(0, colon) : '';
   const rest = trimmed.slice(colon + 1).trim();
-  if (prefix === 'openai' || prefix === 'anthropic' || prefix === 'openai-compatible' || prefix === 'script') {
+  if (isHosted(prefix) || prefix === 'openai-compatible' || prefix === 'script') {
     if (rest === '') throw unknownModel(spec, `model spec "${spec}" names no model after "${prefix}:"`);
     if (prefix === 'openai-compatible') return { kind: 'compatible', name: rest };
     if (prefix === 'script') return { kind: 'script', file: rest };
@@ -142,7 +154,7 @@ export function unknownModel(spec: string, message: string): OarRuntimeError {
   return new OarRuntimeError('unknown_model', message, {
     details: {
       spec,
-      hint: 'set "model" in oar.config.json to openai:MODEL, anthropic:MODEL, script:FILE or the name of an entry under "models"',
+      hint: 'set "model" in oar.config.json to openai:MODEL, anthropic:MODEL, cohere:MODEL, script:FILE or the name of an entry under "models"',
     },
   });
 }

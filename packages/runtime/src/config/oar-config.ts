@@ -15,6 +15,7 @@ import { PipelinesSchema, ServicesSchema } from './pipelines.js';
 import { ProviderLimitsSchema } from './provider-limits.js';
 import { RetentionSchema } from './retention.js';
 import { NPM_ENTRY_PREFIX, NPM_PACKAGE_NAME } from './runner-binding.js';
+import { SchedulesSchema } from './schedules.js';
 
 export { CONFIG_FILE };
 
@@ -101,6 +102,11 @@ export const OarConfigSchema = z.strictObject({
    * oar-runner.json, or `npm:<name>` for a package installed in the project's node_modules.
    */
   runners: z.strictObject({ packages: z.array(RunnerPackageEntrySchema).default([]) }).default({ packages: [] }),
+  /**
+   * Agents on a timetable (docs/schedules.md): each a cron expression, what a firing starts (a turn, a new session,
+   * a job) and the binding and budget of the sessions it creates; added to the store when a worker starts.
+   */
+  schedules: SchedulesSchema.default([]),
 });
 export type OarConfig = z.infer<typeof OarConfigSchema>;
 

@@ -7,6 +7,7 @@ import type { AppendGuard, EventDraft } from '../log/draft.js';
 import type { AppendOptions, EventLog } from '../log/event-log.js';
 import type { Notifier } from '../log/notifier.js';
 import type { CallIds } from '../policy/authorize.js';
+import type { JobState } from '../read-models/job.js';
 import { bindingOf, type SessionState } from '../read-models/session.js';
 import type { Redactor } from '../redaction/redactor.js';
 
@@ -32,7 +33,7 @@ export interface WorkspaceFiles {
    * The sha256 of the file's bytes now and the workspace path it really is (another one when `path` became a link);
    * null when there is no such file. Throws a structured error for what is not a readable regular file.
    */
-  digest(workspaceRoot: string, path: string): Promise<{ sha256: string; path: string } | null>;
+  digest(workspaceRoot: string, path: string): Promise<{ sha256: string; path: string; size: number } | null>;
   /**
    * Make `bytes` the file's whole content, or remove the file (`undefined`) — only while its content still has the
    * digest `expected`, checked through the descriptor it writes through. False (nothing changed) when it has not.
@@ -102,6 +103,10 @@ export class CommandContext {
     return (await this.log.readModels(sessionId, keys)).tasks;
   }
 
+  async job(sessionId: string, jobId: string): Promise<JobState | undefined> {
+    return (await this.log.readModels(sessionId, [{ kind: 'job', key: jobId }])).jobs.get(jobId);
+  }
+
   async mainThreadId(sessionId: string): Promise<string> {
     const threadId = (await this.session(sessionId)).threadIds[0];
     if (!threadId) throw notFound('session', sessionId);
@@ -141,6 +146,7 @@ export class CommandContext {
     return {
       loadThread: (sessionId, threadId) => this.log.thread(sessionId, threadId),
       loadTasks: (sessionId, taskIds) => this.tasks(sessionId, taskIds),
+      loadJob: (sessionId, jobId) => this.job(sessionId, jobId),
       append: (sessionId, drafts, options = {}) =>
         this.append(sessionId, drafts, {
           guard: async (tx) => {

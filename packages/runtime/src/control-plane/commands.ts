@@ -8,6 +8,16 @@ import {
 import { type RespondActionInput, respondAction } from './decisions.js';
 import { exportEvidence, exportReplay } from './exports.js';
 import { type ForkSessionInput, forkSession } from './fork.js';
+import {
+  cancelJob,
+  getJob,
+  type JobIdInput,
+  type ListJobsInput,
+  listJobs,
+  retryJob,
+  type StartJobInput,
+  startJob,
+} from './jobs.js';
 import { type ChangeLimitsInput, changeLimits } from './limits.js';
 import {
   type EvaluatePermissionInput,
@@ -105,6 +115,26 @@ export class Commands {
 
   rollbackThread(input: RollbackInput) {
     return rollbackThread(this.ctx, input);
+  }
+
+  startJob(input: StartJobInput) {
+    return startJob(this.ctx, input);
+  }
+
+  getJob(input: JobIdInput) {
+    return getJob(this.ctx, input);
+  }
+
+  listJobs(input: ListJobsInput = {}) {
+    return listJobs(this.ctx, input);
+  }
+
+  cancelJob(input: JobIdInput & { reason?: string }) {
+    return cancelJob(this.ctx, input);
+  }
+
+  retryJob(input: JobIdInput) {
+    return retryJob(this.ctx, input);
   }
 
   mainThreadId(sessionId: string) {

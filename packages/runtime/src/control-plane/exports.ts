@@ -98,7 +98,12 @@ export async function exportReplay(ctx: CommandContext, sessionId: string) {
     runtimeId: ctx.log.runtimeId,
     exportedAt: new Date().toISOString(),
     events,
-    snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
+    snapshot: toSessionSnapshot(
+      models.session,
+      threadViews(models),
+      [...models.tasks.values()],
+      [...models.jobs.values()],
+    ),
   };
   await recordExport(ctx, {
     kind: 'replay',
@@ -229,7 +234,12 @@ export function limitFacts(events: RuntimeEvent[]) {
 async function packSummary(ctx: CommandContext, sessionId: string, eventCount: number) {
   const models = await loadAllReadModels(ctx.log.store.db, sessionId);
   if (!models.session) throw notFound('session', sessionId);
-  const snapshot = toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]);
+  const snapshot = toSessionSnapshot(
+    models.session,
+    threadViews(models),
+    [...models.tasks.values()],
+    [...models.jobs.values()],
+  );
   const turns: Record<string, number> = {};
   for (const turn of snapshot.threads.flatMap((t) => t.turns)) turns[turn.status] = (turns[turn.status] ?? 0) + 1;
   const unique = <T>(values: T[]) => [...new Map(values.map((v) => [JSON.stringify(v), v])).values()];
@@ -332,6 +342,8 @@ export async function exportEvidence(ctx: CommandContext, sessionId: string) {
         ...(e.toolCallId ? { toolCallId: e.toolCallId } : {}),
         ...(e.payload as Record<string, unknown>),
       })),
+    // The schedule firings that started work here (docs/schedules.md): which schedule, which cron time, what started.
+    scheduleFirings: scheduleFirings(events),
     correlation: {
       sessionId,
       threadIds: ids('threadId'),
@@ -355,4 +367,22 @@ export async function exportEvidence(ctx: CommandContext, sessionId: string) {
     extra: { events: events.length, failures: failures.length, artifacts: artifacts.length },
   });
   return pack;
+}
+
+/**
+ * The schedule firings recorded in a session's facts (`payload.schedule` of `session.created` and `turn.submitted`),
+ * one entry per (schedule, cron time): what it started — the session, the turn — and with which binding.
+ */
+function scheduleFirings(events: readonly RuntimeEvent[]) {
+  const firings = new Map<string, Record<string, unknown>>();
+  for (const e of events) {
+    const fact = (e.payload as { schedule?: { scheduleId?: unknown; firedAt?: unknown } }).schedule;
+    if ((e.type !== 'session.created' && e.type !== 'turn.submitted') || typeof fact?.scheduleId !== 'string') continue;
+    const key = `${fact.scheduleId} ${String(fact.firedAt)}`;
+    const { firedAt, ...rest } = fact;
+    const seen = firings.get(key);
+    const facts = [...((seen?.facts as unknown[]) ?? []), { type: e.type, sequence: e.sequence }];
+    firings.set(key, { ...seen, ...rest, fireAt: firedAt, ...(e.turnId ? { turnId: e.turnId } : {}), facts });
+  }
+  return [...firings.values()];
 }

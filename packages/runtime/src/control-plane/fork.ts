@@ -1,4 +1,5 @@
 import type { RuntimeEvent } from '@oar/protocol';
+import { actionJobId } from '../facts/job-start.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { EventDraft } from '../log/draft.js';
@@ -67,6 +68,10 @@ export async function forkSession(ctx: CommandContext, input: ForkSessionInput):
   );
   const processes = history.flatMap((e) => (e.type === 'process.started' && e.processId ? [e.processId] : []));
   for (const id of processes) renamed.set(id, newId('proc'));
+  // A job copied into the fork is the fork's own (its items' threads are): it goes on there under another id — a
+  // model's start_job action's under the id the action derives in the fork, so the action, run again there, finds
+  // the copy instead of starting a second job.
+  for (const e of history) if (e.type === 'job.created' && e.jobId) renamed.set(e.jobId, forkedJobId(e, forkId));
   for (const [from, to] of threads) renamed.set(from, to);
   const rename = renaming(renamed);
   const drafts = history.map((event) => draftOf(event, rename));
@@ -94,6 +99,13 @@ export async function forkSession(ctx: CommandContext, input: ForkSessionInput):
     artifacts: artifacts.length,
     threads: Object.fromEntries(threads),
   };
+}
+
+function forkedJobId(created: RuntimeEvent, forkId: string): string {
+  const by = (created.payload as { startedBy?: { runId?: unknown; actionId?: unknown } } | undefined)?.startedBy;
+  return typeof by?.runId === 'string' && typeof by.actionId === 'string'
+    ? actionJobId(forkId, by.runId, by.actionId)
+    : newId('job');
 }
 
 /** Every id of `renamed` replaced in a text (ids are random: a textual replacement cannot hit anything else). */

@@ -221,7 +221,12 @@ export class Queries {
     const first = events[0]?.sequence;
     const nextCursor = events.at(-1)?.sequence ?? input.cursor ?? 0;
     const previousCursor = first !== undefined ? (first > 1 ? first : null) : null;
-    const snapshot = toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]);
+    const snapshot = toSessionSnapshot(
+      models.session,
+      threadViews(models),
+      [...models.tasks.values()],
+      [...models.jobs.values()],
+    );
     const silent = await silentHolders(this.log.store.db, input.sessionId);
     return {
       snapshot: silent.size > 0 ? { ...snapshot, threads: withStaleness(snapshot.threads, silent) } : snapshot,
@@ -322,7 +327,12 @@ export class Queries {
     const models = await this.timeTravel.at(input.sessionId, input.at);
     if (!models.session) throw notFound('session', input.sessionId);
     return {
-      snapshot: toSessionSnapshot(models.session, threadViews(models), [...models.tasks.values()]),
+      snapshot: toSessionSnapshot(
+        models.session,
+        threadViews(models),
+        [...models.tasks.values()],
+        [...models.jobs.values()],
+      ),
       sequence: input.at,
     };
   }

@@ -1,5 +1,6 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { retryOnThreadChange, threadUnchanged } from '../facts/queue.js';
+import { sha256Hex } from '../kernel/digest.js';
 import { notFound, OarRuntimeError, toOarError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard } from '../log/draft.js';
@@ -99,7 +100,7 @@ export async function rollbackThread(ctx: CommandContext, input: RollbackInput):
     if (!resumed) refuseBusy(thread);
     const scope = await affectedThreads(ctx, session, thread, new Set(removedTurns));
     const events = await ctx.log.read(input.sessionId);
-    const plan = await planFiles(ctx, session, events, scope, input.files ?? 'restore');
+    const plan = await planFiles(ctx, session, events, scope, input.files ?? 'restore', restoring(resumed?.files));
     const base = {
       sessionId: input.sessionId,
       threadId,
@@ -176,6 +177,11 @@ export async function rollbackThread(ctx: CommandContext, input: RollbackInput):
 }
 
 class RollbackFinished extends Error {}
+
+/** The paths a held rollback set out to write back (its `history.rollback.started`). */
+function restoring(files: NonNullable<ThreadView['rollback']>['files']): Set<string> {
+  return new Set((files ?? []).filter((f) => f.action === 'restore').map((f) => f.path));
+}
 
 /**
  * The files as the completion records them: a file a run cut short had already written back is `unchanged` now;
@@ -272,6 +278,8 @@ async function planFiles(
   events: RuntimeEvent[],
   scope: Scope,
   files: 'restore' | 'keep',
+  /** The files a rollback cut short was writing back: one it left half-written is written again (`onDisk`). */
+  resuming: Set<string> = new Set(),
 ): Promise<{ files: RollbackFile[]; conflicts: RollbackConflict[] }> {
   // Every version of each path (the chain), and those the rollback undoes.
   const chains = new Map<string, FileVersionEntry[]>();
@@ -305,10 +313,12 @@ async function planFiles(
         scope,
         (chains.get(path) ?? []).filter((v) => v.sequence >= first.sequence),
       ) ??
-      (await onDisk(ctx, root, first, last)) ??
+      (await onDisk(ctx, session, root, first, last, resuming.has(path))) ??
       (await beforeImage(ctx, session, first));
     if (conflict === 'unchanged') plan.push({ ...entry, action: 'unchanged' });
-    else if (conflict) conflicts.push(conflict);
+    else if (typeof conflict === 'object' && 'torn' in conflict) {
+      plan.push({ ...entry, action: 'restore', expectedSha256: conflict.torn });
+    } else if (conflict) conflicts.push(conflict);
     else plan.push({ ...entry, action: first.before ? 'restore' : 'delete' });
   }
   return { files: plan, conflicts };
@@ -343,13 +353,19 @@ function brokenChain(scope: Scope, chain: FileVersionEntry[]): RollbackConflict 
   return undefined;
 }
 
-/** The file as it is now: `unchanged` (already as it was before), a conflict, or undefined (OAR's last write). */
+/**
+ * The file as it is now: `unchanged` (already as it was before), a conflict, undefined (OAR's last write), or
+ * `torn` — a rollback cut short while writing it back left a beginning of the before-image (the write truncates,
+ * then writes): nothing else leaves exactly that, so it is written again, checked against what is there now.
+ */
 async function onDisk(
   ctx: CommandContext,
+  session: SessionState,
   root: string,
   first: FileVersionEntry,
   last: FileVersionEntry,
-): Promise<RollbackConflict | 'unchanged' | undefined> {
+  resuming: boolean,
+): Promise<RollbackConflict | 'unchanged' | { torn: string } | undefined> {
   const { path } = first;
   let now: Awaited<ReturnType<WorkspaceFiles['digest']>>;
   try {
@@ -368,6 +384,10 @@ async function onDisk(
   const actual = now?.sha256 ?? null;
   if (actual === (first.before?.sha256 ?? null)) return 'unchanged';
   if (actual === last.after.sha256) return undefined;
+  if (now && resuming && first.before?.artifactId && now.size < first.before.size) {
+    const image = await storedArtifact(ctx.log.store.db, session.sessionId, first.before.artifactId);
+    if (image && sha256Hex(image.bytes.subarray(0, now.size)) === now.sha256) return { torn: now.sha256 };
+  }
   return {
     path,
     reason: 'changed_outside',

@@ -1,5 +1,6 @@
 import { agentByName } from '../config/agents.js';
 import type { BindingUpdate, SessionBinding } from '../config/binding.js';
+import type { ScheduleFact } from '../config/schedules.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import { loadReadModels } from '../log/read-model-rows.js';
@@ -20,6 +21,8 @@ export interface CreateSessionInput {
   workspaceId?: string;
   /** Who creates it (`api_key:<id>`); the local user when absent. Business tools act for it (credential `sub`). */
   actor?: string;
+  /** The schedule firing that creates it (config/schedules.ts ScheduleFact), recorded on `session.created`. */
+  schedule?: ScheduleFact;
 }
 
 export interface UpdateBindingInput {
@@ -61,6 +64,7 @@ export async function createSession(
           ...(input.title ? { title: input.title } : {}),
           ...(workspaceId !== DEFAULT_WORKSPACE ? { workspaceId } : {}),
           ...(input.actor ? { actor: input.actor } : {}),
+          ...(input.schedule ? { schedule: input.schedule } : {}),
           binding,
           bindingHash: hash,
         },

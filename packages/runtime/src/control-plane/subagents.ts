@@ -271,11 +271,10 @@ export async function resumeSubagent(
   if (input.input !== undefined && input.input.trim() === '') {
     throw new OarRuntimeError('invalid_input', 'a turn for the sub-agent needs non-empty input');
   }
-  // Reopened once: a second resume at the same time finds it open and is refused.
-  const child = await ctx.log.thread(input.sessionId, sub.childThreadId);
-  await ctx.append(
-    input.sessionId,
-    [
+  const reopen = (child: ThreadState): EventDraft[] => {
+    // Reopened once: a second resume at the same time finds it open and is refused.
+    if (child.status !== 'closed') throw reopenedMeanwhile(child);
+    return [
       { type: 'thread.updated', threadId: sub.childThreadId, payload: { reopened: true, status: 'idle' } },
       {
         type: 'subagent.status',
@@ -283,16 +282,21 @@ export async function resumeSubagent(
         subagentId: sub.subagentId,
         payload: { status: 'idle', detail: input.reason ?? 'resumed', childThreadId: sub.childThreadId },
       },
-    ],
-    { guard: stillClosed(child) },
+    ];
+  };
+  const ids = { subagentId: sub.subagentId, childThreadId: sub.childThreadId };
+  if (input.input === undefined) {
+    const child = await ctx.log.thread(input.sessionId, sub.childThreadId);
+    await ctx.append(input.sessionId, reopen(child), { guard: stillClosed(child) });
+    return ids;
+  }
+  // With its turn in the same append (and the parent's `subagent.input`): reopened and given work, or neither.
+  const turn = await submitTurnWith(
+    ctx,
+    { sessionId: input.sessionId, threadId: sub.childThreadId, input: input.input, source: 'parent' },
+    { reopen },
   );
-  if (input.input === undefined) return { subagentId: sub.subagentId, childThreadId: sub.childThreadId };
-  const turn = await sendSubagentInput(ctx, {
-    sessionId: input.sessionId,
-    subagentId: sub.subagentId,
-    input: input.input,
-  });
-  return { subagentId: sub.subagentId, childThreadId: sub.childThreadId, turnId: turn.turnId };
+  return { ...ids, turnId: turn.turnId };
 }
 
 /** Every sub-agent of the session (of one parent thread with `threadId`), as its parent records it. */
@@ -334,10 +338,11 @@ function subagentAbsent(sessionId: string, parentThreadId: string, subagentId: s
 function stillClosed(child: ThreadState): AppendGuard {
   return async (tx) => {
     const models = await loadReadModels(tx, child.sessionId, [{ kind: 'thread', key: child.threadId }]);
-    if (models.threads.get(child.threadId)?.status !== 'closed') {
-      throw new OarRuntimeError('subagent_not_closed', `sub-agent thread "${child.threadId}" was reopened meanwhile`, {
-        details: { childThreadId: child.threadId },
-      });
-    }
+    if (models.threads.get(child.threadId)?.status !== 'closed') throw reopenedMeanwhile(child);
   };
 }
+
+const reopenedMeanwhile = (child: ThreadState) =>
+  new OarRuntimeError('subagent_not_closed', `sub-agent thread "${child.threadId}" was reopened meanwhile`, {
+    details: { childThreadId: child.threadId },
+  });

@@ -1,4 +1,5 @@
 import { oarError } from '@oar/protocol';
+import type { ScheduleFact } from '../config/schedules.js';
 import {
   bothGuards,
   queueChanged,
@@ -36,6 +37,8 @@ export interface SubmitTurnInput {
   ifBusy?: 'enqueue' | 'reject' | 'interrupt';
   /** Files for the turn (control-plane/attachments.ts): stored as artifacts, recorded on the turn. */
   attachments?: TurnAttachmentInput[];
+  /** The schedule firing that submits it (config/schedules.ts ScheduleFact), recorded on `turn.submitted`. */
+  schedule?: ScheduleFact;
 }
 
 export interface SubmitTurnResult {
@@ -81,6 +84,11 @@ export interface SubmitExtras {
   task?: TurnTask;
   facts?: (ids: { threadId: string; turnId: string }, status: 'accepted' | 'queued') => EventDraft[];
   guard?: AppendGuard;
+  /**
+   * Facts recorded before the turn, in the same append, from the thread as read: a closed thread reopened with its
+   * turn (`resume_subagent` with input), so a crash never leaves it reopened without the input. May throw to refuse.
+   */
+  reopen?: (thread: ThreadView) => EventDraft[];
 }
 
 export function submitTurn(ctx: CommandContext, input: SubmitTurnInput): Promise<SubmitTurnResult> {
@@ -110,7 +118,10 @@ export async function submitTurnWith(
     : undefined;
   const submitted = await retryOnThreadChange<SubmitTurnResult>(async () => {
     const thread = await ctx.log.thread(input.sessionId, threadId);
-    if (thread.status === 'closed') throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
+    const reopened = extras.reopen?.(thread) ?? [];
+    if (thread.status === 'closed' && !reopened.length) {
+      throw new OarRuntimeError('thread_closed', `thread "${threadId}" is closed`);
+    }
     if (input.turnId) {
       const existing = thread.turns.find((t) => t.turnId === input.turnId);
       if (existing) {
@@ -135,12 +146,20 @@ export async function submitTurnWith(
     const source = input.source ?? 'user';
     const attachments = attached ? { attachments: attached.recorded } : {};
     const drafts: EventDraft[] = [
+      ...reopened,
       {
         type: 'turn.submitted',
         threadId,
         turnId,
         status,
-        payload: { status, input: input.input, source, ...attachments, ...(extras.task ? { task: extras.task } : {}) },
+        payload: {
+          status,
+          input: input.input,
+          source,
+          ...attachments,
+          ...(extras.task ? { task: extras.task } : {}),
+          ...(input.schedule ? { schedule: input.schedule } : {}),
+        },
       },
       ...(attached?.facts({ threadId, turnId }) ?? []),
       ...subagentInput(thread, turnId, status, input.input),

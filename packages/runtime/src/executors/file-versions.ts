@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { actionIds, artifactCreated } from '../facts/action.js';
+import { sha256Hex } from '../kernel/digest.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import type { EventDraft } from '../log/draft.js';
 import type { RecordedFileVersion } from '../read-models/file-versions.js';
@@ -26,7 +26,7 @@ export async function keepFileVersion(
   });
   if (version.beforeDigest) return tooLarge(version.beforeDigest);
   if (before === undefined) return { drafts: [], fileVersion: { path, after } };
-  const sha256 = createHash('sha256').update(before).digest('hex');
+  const sha256 = sha256Hex(before);
   const size = before.byteLength;
   // Over the limit: not stored, and not scanned for secrets first either (the scan would be for nothing).
   if (size > ctx.config.limits.maxArtifactBytes) return tooLarge({ sha256, size });

@@ -9,6 +9,7 @@ import { type MatchProgram, PatternMatcher } from '../tools/match-worker.js';
 import type { Executor } from './executor.js';
 import type { Authorized } from './gate.js';
 import { resolveActionContext, resolveReference, unresolvedReference } from './references.js';
+import { startJobOperation } from './start-job.js';
 import { withTimeout } from './tool.js';
 
 /** The most lines one expand_ref returns; the model can ask for further ranges. */
@@ -120,11 +121,17 @@ async function readSkill(given: ExecutorContext): Promise<RunActionStatus> {
 /** `runtime` actions: expand_ref (a bounded range of an artifact), summarize and merge (of referenced results). */
 export const runtimeExecutor: Executor<undefined> = {
   prepare: async (ctx) => ({
-    authorize: { executor: ctx.action.executor, paths: [], input: ctx.action.input },
+    // A start_job reading its items from a workspace file is judged on that path, as a read of it would be.
+    authorize: { executor: ctx.action.executor, paths: itemsFile(ctx), input: ctx.action.input },
     prepared: undefined,
   }),
   run: (ctx, _prepared, authorized) => runRuntimeOperation(ctx, authorized),
 };
+
+function itemsFile(ctx: ExecutorContext): string[] {
+  const file = ctx.action.input.items_file;
+  return ctx.action.executor.target === 'start_job' && typeof file === 'string' ? [file] : [];
+}
 
 async function runRuntimeOperation(ctx: ExecutorContext, gated: Authorized): Promise<RunActionStatus> {
   const { config, action } = ctx;
@@ -200,6 +207,7 @@ async function runRuntimeOperation(ctx: ExecutorContext, gated: Authorized): Pro
     return 'completed';
   }
   if (operation === 'read_skill') return readSkill(ctx);
+  if (operation === 'start_job') return startJobOperation(ctx);
   // The order is the scheduler's (scheduler/ordering.ts: a barrier runs after what is declared before it). A
   // checkpoint is also a durability point: its end is written and flushed with every fact before it, so nothing the
   // graph did before it is redone after a crash, whatever those facts' own durability.

@@ -114,6 +114,7 @@ export async function buildRuntime(
     ...(config.tools.exec ? { exec: config.tools.exec } : {}),
     hooks: absoluteHooks(config.hooks, baseDir),
     mcpServers: absoluteMcpServers(config.mcp.servers, baseDir),
+    ...(config.schedules.length ? { schedules: { definitions: config.schedules } } : {}),
     worker:
       options.worker === false
         ? false

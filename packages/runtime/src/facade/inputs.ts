@@ -1,6 +1,12 @@
 import { z } from 'zod';
 import { BindingUpdateSchema } from '../config/binding.js';
 import { TurnAttachmentInputSchema } from '../control-plane/attachments.js';
+import {
+  CancelJobInputSchema,
+  JobIdInputSchema,
+  ListJobsInputSchema,
+  StartJobInputSchema,
+} from '../control-plane/jobs.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 
 /**
@@ -219,6 +225,11 @@ export const CONTROL_INPUTS = {
     format: z.enum(['json', 'markdown']).optional(),
   }),
   resumeThread: z.strictObject({ sessionId: Id, threadId: Id, resumeToken: Text.max(64).optional() }),
+  startJob: StartJobInputSchema.extend({ binding: BindingUpdateSchema.optional() }),
+  getJob: JobIdInputSchema,
+  listJobs: ListJobsInputSchema,
+  cancelJob: CancelJobInputSchema,
+  retryJob: JobIdInputSchema,
   getState: z.object({ sessionId: Id, threadId: Id.optional(), key: Text.optional() }),
   sessionId: Id,
   optionalSessionId: Id.optional(),
@@ -234,6 +245,20 @@ export const TaskDefinitionSchema = z.strictObject(TASK_DEFINITION);
  * `input` if it has the shape of `kind`; otherwise an OarRuntimeError `invalid_input` (`invalid_binding` when the
  * binding is what is wrong) naming each problem with its path. Returns the input itself, unchanged.
  */
+/** `run(input)` once `input` has the shape of `kind`: a bad one rejects (never throws synchronously). */
+export function checkedCall<I, T>(
+  method: string,
+  kind: ControlInput,
+  input: I,
+  run: (input: I) => Promise<T>,
+): Promise<T> {
+  try {
+    return run(checkInput(method, kind, input));
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 export function checkInput<T>(method: string, kind: ControlInput, input: T): T {
   const parsed = CONTROL_INPUTS[kind].safeParse(input);
   if (parsed.success) return input;

@@ -15,6 +15,7 @@ import type { ProviderLimiter } from '../models/provider-limits.js';
 import type { Store } from '../store/store.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { WorkerOptions } from '../worker/worker.js';
+import type { SchedulesOptions } from './schedules.js';
 
 export interface RuntimeOptions {
   store: Store;
@@ -84,6 +85,11 @@ export interface RuntimeOptions {
    * of a process to share it among them too.
    */
   providerLimits?: ProviderLimits | ProviderLimiter;
+  /**
+   * Schedules (docs/schedules.md): the config file's `definitions`, added to the store by the worker's ticker as it
+   * starts, and the ticker itself (`ticker: false`: this process fires nothing; without a worker it never does).
+   */
+  schedules?: SchedulesOptions;
   /** Look for unfinished work in the worker's sessions when the runtime starts (default true). */
   resumeOnStart?: boolean;
   /**

@@ -46,9 +46,11 @@ import { ToolRegistry } from '../tools/registry.js';
 import { bindConfig, type Host } from '../worker/bound-config.js';
 import { recordStopped } from '../worker/process-requests.js';
 import { Worker } from '../worker/worker.js';
-import { type ControlInput, checkInput } from './inputs.js';
+import { type ControlInput, checkedCall, checkInput } from './inputs.js';
+import { RuntimeJobs } from './jobs.js';
 import { permissionJudge } from './judge.js';
 import type { RuntimeOptions } from './options.js';
+import { RuntimeSchedules } from './schedules.js';
 import { type AskedWatch, settled } from './settle.js';
 import { subscription } from './subscribe.js';
 import { templateBinding } from './template.js';
@@ -73,6 +75,10 @@ export class Runtime {
   readonly queries: Queries;
   /** This process's worker, if it runs one. */
   readonly worker: Worker | undefined;
+  /** Jobs: batches of items run as turns of their own threads (docs/jobs.md). */
+  readonly jobs: RuntimeJobs;
+  /** Schedules: agents on a timetable, fired by the worker's ticker (docs/schedules.md). */
+  readonly schedules: RuntimeSchedules;
   private readonly template: SessionBinding;
   /** Runnable configurations by binding hash: a bounded LRU (most recently used last). */
   private readonly configs = new Map<string, Promise<BoundConfig>>();
@@ -115,6 +121,7 @@ export class Runtime {
       files: workspaceFiles,
     });
     this.queries = new Queries({ log: this.log, configFor });
+    this.jobs = new RuntimeJobs(this.commands, (sessionId) => this.worker?.look(sessionId));
     const workerOptions = options.worker === false ? undefined : options.worker === true ? {} : (options.worker ?? {});
     this.worker = workerOptions
       ? new Worker(
@@ -140,6 +147,7 @@ export class Runtime {
           workerOptions,
         )
       : undefined;
+    this.schedules = new RuntimeSchedules(this, options.schedules, workerOptions?.sessions);
   }
 
   static async create(options: RuntimeOptions): Promise<Runtime> {
@@ -371,11 +379,7 @@ export class Runtime {
    * one rejects with `invalid_input` — always as a rejected promise, never a synchronous throw.
    */
   private checked<I, T>(method: string, kind: ControlInput, input: I, run: (input: I) => Promise<T>): Promise<T> {
-    try {
-      return run(checkInput(method, kind, input));
-    } catch (error) {
-      return Promise.reject(error);
-    }
+    return checkedCall(method, kind, input, run);
   }
 
   /**
@@ -580,6 +584,7 @@ export class Runtime {
   /** Stop the worker (its leases are released; unfinished work resumes wherever it is claimed next). */
   async close(): Promise<void> {
     this.closed = true;
+    await this.schedules.close();
     await this.worker?.close();
     // Background processes outlive their turn, not their runtime (docs/commands.md).
     const stopped = await backgroundProcesses.stopAll(this.runtimeId, 'runtime_closing');

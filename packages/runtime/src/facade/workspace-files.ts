@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import { unlink } from 'node:fs/promises';
 import type { WorkspaceFiles } from '../control-plane/command-context.js';
+import { sha256Hex } from '../kernel/digest.js';
 import { ToolError } from '../kernel/errors.js';
 import { readFileBytes, replaceContent } from '../tools/builtin/files.js';
 import { fsToolError, isMissing } from '../tools/errors.js';
@@ -24,14 +24,13 @@ async function opened(root: string, path: string, mode: 'read' | 'update'): Prom
   }
 }
 
-const sha256 = (bytes: Uint8Array) => createHash('sha256').update(bytes).digest('hex');
-
 export const workspaceFiles: WorkspaceFiles = {
   async digest(root, path) {
     const file = await opened(root, path, 'read');
     if (!file) return null;
     try {
-      return { sha256: sha256(await readFileBytes(file)), path: file.relative };
+      const bytes = await readFileBytes(file);
+      return { sha256: sha256Hex(bytes), path: file.relative, size: bytes.length };
     } finally {
       await file.handle.close();
     }
@@ -41,7 +40,7 @@ export const workspaceFiles: WorkspaceFiles = {
     if (!file) return false;
     try {
       // The content it replaces is checked through the descriptor it writes through: nothing slips in between.
-      if (file.relative !== path || sha256(await readFileBytes(file)) !== expected) return false;
+      if (file.relative !== path || sha256Hex(await readFileBytes(file)) !== expected) return false;
       if (bytes !== undefined) {
         await replaceContent(file.handle, bytes);
         return true;

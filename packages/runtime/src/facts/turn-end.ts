@@ -8,6 +8,7 @@ import {
   type TurnState,
 } from '../read-models/thread-state.js';
 import { delegationStructured } from './delegation-result.js';
+import { JobChangedError, jobItemEnd, jobRaceBackoff, MAX_JOB_RETRIES } from './job-items.js';
 import { bothGuards, DelegationEndedError, delegationStillOpen, ThreadChangedError, turnStillActive } from './queue.js';
 import {
   failureOutcome,
@@ -103,11 +104,13 @@ export async function endTurn(
     const parentGuard = waits && thread.parent ? delegationStillOpen(thread.sessionId, thread.parent) : undefined;
     // A task's turn (start_task) ends its attempt, and the task with it (facts/task-end.ts).
     const task = turn.task ? await taskTurnEnd(engine, thread, turn, taskOutcome(end)) : undefined;
-    const guards = bothGuards(bothGuards(guard, parentGuard), task?.guard);
+    // A job item's turn ends its attempt, and moves its job along (facts/job-items.ts).
+    const job = await jobItemEnd(engine, thread, turn, end);
+    const guards = bothGuards(bothGuards(bothGuards(guard, parentGuard), task?.guard), job?.guard);
     try {
       await engine.append(
         thread.sessionId,
-        [...drafts, ...ended, ...(task?.drafts ?? [])],
+        [...drafts, ...ended, ...(task?.drafts ?? []), ...(job?.drafts ?? [])],
         guards ? { guard: guards } : {},
       );
     } catch (error) {
@@ -118,13 +121,20 @@ export async function endTurn(
       }
       // The task or one waiting for it changed meanwhile (a dependency linked, a pause): computed again.
       if (error instanceof TaskChangedError && attempt < MAX_TASK_RETRIES) continue;
+      // Another item of the job ended (or a command changed it) meanwhile: its facts are computed again.
+      if (error instanceof JobChangedError && attempt < MAX_JOB_RETRIES) {
+        await jobRaceBackoff(attempt);
+        continue;
+      }
       throw error;
     }
     const parentThread = reportsTo(thread)?.threadId;
     if (parentThread && ended.some((e) => e.type.startsWith('subagent.'))) engine.wake(thread.sessionId, parentThread);
     // A task this one's end released may wait on another thread (its held turn): that thread has work now. (A
     // worker does not hear of its own drivers' writes; they wake what they affect.)
-    for (const threadId of otherThreads(task?.drafts ?? [], thread.threadId)) engine.wake(thread.sessionId, threadId);
+    for (const threadId of otherThreads([...(task?.drafts ?? []), ...(job?.drafts ?? [])], thread.threadId)) {
+      engine.wake(thread.sessionId, threadId);
+    }
     return;
   }
 }

@@ -1,6 +1,7 @@
 import type { Task } from '@oar/protocol';
 import type { RuntimeLimits } from '../config/binding.js';
 import type { EventDraft, WriteTiming } from '../log/draft.js';
+import type { JobState } from '../read-models/job.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { ArtifactContent, StoredArtifact } from '../store/artifacts.js';
 
@@ -15,6 +16,8 @@ export interface FactWriter {
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
   /** Tasks of the session as committed, by id (an unknown id is absent from the map). */
   loadTasks(sessionId: string, taskIds: readonly string[]): Promise<Map<string, Task>>;
+  /** A job of the session as committed (a job item's turn end reads it). */
+  loadJob(sessionId: string, jobId: string): Promise<JobState | undefined>;
   /** The driven thread's unredacted observations (policy/revealed.ts): they leave memory with the turn. */
   readonly revealed?: { clear(): void };
 }

@@ -184,6 +184,14 @@ export const ERROR_CODES = {
     "The runtime's own task (a graph, a delegation, a runner run) is cancelled by stopping its running work, and none runs now: it ends with the turn it belongs to.",
   ),
   thread_closed: usage('The thread is closed and takes no new turns.'),
+  job_not_found: usage('No job has this id. `oar jobs list` lists them.'),
+  job_too_large: usage('A job takes at most 1,000 items (details: items, max): split the batch into several jobs.'),
+  job_running: usage('Only a finished job is retried: cancel it first, or wait for it to finish.'),
+  job_nothing_to_retry: usage('The job has no failed or cancelled item to run again.'),
+  schedule_not_found: usage('No schedule has this id (in this workspace). `oar schedules list` lists them.'),
+  schedule_exists: usage(
+    'A schedule with this id already exists: choose another id, or remove the old schedule first.',
+  ),
   rollback_conflict: usage(
     'A file the rollback would restore changed outside OAR since, or its content before is not stored (details: conflicts). Nothing was changed: restore the files by hand, or roll back with files: keep.',
   ),
@@ -210,6 +218,11 @@ export const ERROR_CODES = {
     exit: EXIT.later,
     retryable: true,
     help: "The paused task's turn is still stopping; resume it once the turn ended (a moment later).",
+  },
+  job_changed: {
+    exit: EXIT.later,
+    retryable: true,
+    help: 'The job changed while its facts were being recorded (another item ended); it is retried internally, then reported.',
   },
   task_changed: {
     exit: EXIT.later,
@@ -268,6 +281,9 @@ export const ERROR_CODES = {
     'depends',
   ),
   model_error: recorded('The model provider failed in a way OAR does not classify; details carry what it said.'),
+  job_failed: recorded(
+    "A runtime start_job action's job ended with items that failed every attempt, or was cancelled (details: jobId, status, counts); the message lists each item's outcome.",
+  ),
   model_transient: recorded(
     "The provider failed transiently (HTTP 5xx, 408, a dropped connection); retried under the model's retry policy, then reported.",
     true,

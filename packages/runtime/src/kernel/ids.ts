@@ -7,6 +7,8 @@ export type IdKind =
   | 'turn'
   | 'run'
   | 'task'
+  | 'job'
+  | 'sch'
   | 'act'
   | 'sub'
   | 'art'

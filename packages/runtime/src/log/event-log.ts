@@ -6,6 +6,7 @@ import { setRecent } from '../kernel/lru.js';
 import { contradiction, isEnding } from '../read-models/contradictions.js';
 import {
   applyEvent,
+  copyReadModels,
   createdKey,
   emptyReadModels,
   type ReadModels,
@@ -442,14 +443,7 @@ export class EventLog {
       entry = { sequence, models, loaded, complete: true };
       setRecent(this.cache, sessionId, entry, MAX_CACHED_SESSIONS);
     }
-    const { session, threads, runs, tasks, toolInventory } = entry.models;
-    return {
-      ...(session ? { session } : {}),
-      threads: new Map(threads),
-      runs: new Map(runs),
-      tasks: new Map(tasks),
-      toolInventory: new Map(toolInventory),
-    };
+    return copyReadModels(entry.models);
   }
 
   /**

@@ -1,3 +1,4 @@
+import { DEFAULT_WORKSPACE } from '../kernel/constants.js';
 import type { ReadModelKind, ReadModels } from '../read-models/project.js';
 import { emptyReadModels } from '../read-models/project.js';
 import type { SessionState } from '../read-models/session.js';
@@ -18,11 +19,17 @@ export function keyOf(k: ModelKey): string {
 
 export type KeyedKind = Exclude<ReadModelKind, 'session'>;
 
-export const KEYED_KINDS: readonly KeyedKind[] = ['thread', 'run', 'task', 'tool_inventory'];
+export const KEYED_KINDS: readonly KeyedKind[] = ['thread', 'run', 'task', 'tool_inventory', 'job'];
 
 /** The map holding the models of one keyed kind (every kind but the session model itself). */
 export function mapOf(models: ReadModels, kind: KeyedKind): Map<string, unknown> {
-  const maps = { thread: models.threads, run: models.runs, task: models.tasks, tool_inventory: models.toolInventory };
+  const maps = {
+    thread: models.threads,
+    run: models.runs,
+    task: models.tasks,
+    tool_inventory: models.toolInventory,
+    job: models.jobs,
+  };
   return maps[kind] as Map<string, unknown>;
 }
 
@@ -66,6 +73,29 @@ export async function loadAllReadModels(db: Db, sessionId: string): Promise<Read
     .where('session_id', '=', sessionId)
     .execute();
   return decodeReadModels(rows);
+}
+
+/**
+ * The models of one kind across sessions (a job, found by its id alone; the jobs of a store), optionally of one
+ * session or one key: the `(kind, status)` index narrows the read to that kind's rows.
+ */
+export async function keyedModels(
+  db: Db,
+  kind: KeyedKind,
+  filter: { sessionId?: string; key?: string; workspaceId?: string } = {},
+): Promise<{ sessionId: string; body: unknown }[]> {
+  let query = db
+    .selectFrom('oar_read_models as m')
+    .innerJoin('oar_sessions as s', 's.id', 'm.session_id')
+    .select(['m.session_id', 'm.body'])
+    .where('m.kind', '=', kind);
+  if (filter.sessionId) query = query.where('m.session_id', '=', filter.sessionId);
+  if (filter.key) query = query.where('m.key', '=', filter.key);
+  // The default workspace's sessions have no workspace id (named workspaces' have theirs).
+  if (filter.workspaceId === DEFAULT_WORKSPACE) query = query.where('s.workspace_id', 'is', null);
+  else if (filter.workspaceId !== undefined) query = query.where('s.workspace_id', '=', filter.workspaceId);
+  const rows = await query.execute();
+  return rows.map((row) => ({ sessionId: row.session_id, body: JSON.parse(row.body) }));
 }
 
 function decodeReadModels(rows: { kind: string; key: string; body: string }[]): ReadModels {

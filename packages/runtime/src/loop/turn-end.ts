@@ -42,7 +42,7 @@ export async function completeTurn(
 }
 
 export async function failTurn(
-  engine: Pick<Engine, 'append' | 'wake' | 'loadThread' | 'loadTasks' | 'revealed'> &
+  engine: Pick<Engine, 'append' | 'wake' | 'loadThread' | 'loadTasks' | 'loadJob' | 'revealed'> &
     Partial<Pick<Engine, 'binding' | 'workspaceRoot'>>,
   thread: ThreadView,
   turn: TurnState,

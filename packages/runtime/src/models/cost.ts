@@ -46,6 +46,26 @@ export function costRecorded(ids: TurnIds, model: ModelHandle, usage: ModelOutpu
 }
 
 /**
+ * A completed rerank's facts (a runner's `models.rerank`): `model.completed` with the ranking's indices and scores;
+ * a reranker reports no tokens, so the usage is empty ("not reported", never zeros) and no cost is recorded.
+ */
+export function rerankCompleted(
+  ids: TurnIds,
+  model: Pick<ModelHandle, 'modelId' | 'provider'>,
+  ranking: { index: number; score: number }[],
+  durationMs: number,
+): EventDraft[] {
+  const { modelId, provider } = model;
+  return [
+    {
+      type: 'model.completed',
+      ...ids,
+      payload: { modelId, provider, finishReason: 'stop', usage: {}, durationMs, output: { ranking } },
+    },
+  ];
+}
+
+/**
  * A completed model call's facts: its `reasoning.summary` when the model reasoned (models/reasoning.ts),
  * `model.completed` (the model, how it finished, its usage and output) and, when the model has a price, its
  * `cost.recorded`. The loop's steps, compaction and the runner host's model proxy all record a call this way; `lead`

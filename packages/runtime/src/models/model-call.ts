@@ -7,6 +7,7 @@ import {
   type LanguageModelV3Prompt,
   type LanguageModelV3StreamPart,
   type LanguageModelV3Usage,
+  type RerankingModelV3,
   UnsupportedFunctionalityError,
 } from '@ai-sdk/provider';
 import { AGENT_PROTOCOL_TOOL_NAME, agentProtocolToolDefinition } from '@oar/protocol';
@@ -33,6 +34,8 @@ import { classifyModelError, type ModelFailure, type ModelRetryPolicy } from './
 
 export interface ModelHandle {
   model: LanguageModelV3;
+  /** The model as a reranker, where its provider offers reranking (a runner's `models.rerank`). */
+  reranker?: RerankingModelV3;
   provider: string;
   modelId: string;
   /** The provider accepts a forced tool choice (tool_choice naming AgentProtocolOutput). */

@@ -1,5 +1,5 @@
 import { basename, extname, resolve as resolvePath } from 'node:path';
-import type { LanguageModelV3 } from '@ai-sdk/provider';
+import type { LanguageModelV3, RerankingModelV3 } from '@ai-sdk/provider';
 import { pointer } from '@oar/protocol';
 import type { z } from 'zod';
 import {
@@ -53,6 +53,8 @@ export interface ModelInfo {
 export interface ResolvedModel {
   model: LanguageModelV3;
   info: ModelInfo;
+  /** The same model id as a reranking model, where the provider offers reranking (Cohere and its compatibles). */
+  reranker?: RerankingModelV3;
 }
 
 /**
@@ -152,6 +154,15 @@ async function fromConfig(
       const provider = createAnthropic({ apiKey, baseURL, headers });
       return { model: provider(entry.model as string), info: info(entry.model as string, true) };
     }
+    case 'cohere': {
+      // COHERE_BASE_URL (or baseURL) also reaches servers that speak Cohere's rerank API (vLLM, TEI, Jina's).
+      const apiKey = readSecret(entry.apiKeyEnv ?? DEFAULT_API_KEY_ENV.cohere, options.env, entryName);
+      const baseURL = entry.baseURL ?? nonBlank(options.env[DEFAULT_BASE_URL_ENV.cohere]);
+      const { createCohere } = await import('@ai-sdk/cohere');
+      const provider = createCohere({ apiKey, baseURL, headers });
+      const modelId = entry.model as string;
+      return { model: provider(modelId), reranker: provider.rerankingModel(modelId), info: info(modelId, true) };
+    }
     case 'openai-compatible': {
       // Local servers (Ollama, vLLM, llama.cpp) often need no key, so a key is only required when one is named.
       const key = entry.apiKeyEnv === undefined ? undefined : readSecret(entry.apiKeyEnv, options.env, entryName);
@@ -240,6 +251,7 @@ export async function bindingModel(
 export function modelHandle(resolved: ResolvedModel): ModelHandle {
   return {
     model: resolved.model,
+    ...(resolved.reranker ? { reranker: resolved.reranker } : {}),
     provider: resolved.info.provider,
     modelId: resolved.info.modelId,
     supportsForcedToolChoice: resolved.info.supportsForcedToolChoice,

@@ -1,4 +1,5 @@
 import type { RuntimeEvent, Task } from '@oar/protocol';
+import { type JobState, reduceJob } from './job.js';
 import { reduceRun } from './run.js';
 import { reduceSession, type SessionState, ticksSessionClock } from './session.js';
 import { reduceTask } from './task.js';
@@ -12,12 +13,25 @@ export interface ReadModels {
   runs: Map<string, RunState>;
   tasks: Map<string, Task>;
   toolInventory: Map<string, Record<string, unknown>>;
+  jobs: Map<string, JobState>;
 }
 
-export type ReadModelKind = 'session' | 'thread' | 'run' | 'task' | 'tool_inventory';
+export type ReadModelKind = 'session' | 'thread' | 'run' | 'task' | 'tool_inventory' | 'job';
 
 export function emptyReadModels(): ReadModels {
-  return { threads: new Map(), runs: new Map(), tasks: new Map(), toolInventory: new Map() };
+  return { threads: new Map(), runs: new Map(), tasks: new Map(), toolInventory: new Map(), jobs: new Map() };
+}
+
+/** A copy of the maps (the models themselves are never mutated, so they are shared). */
+export function copyReadModels(models: ReadModels): ReadModels {
+  return {
+    ...(models.session ? { session: models.session } : {}),
+    threads: new Map(models.threads),
+    runs: new Map(models.runs),
+    tasks: new Map(models.tasks),
+    toolInventory: new Map(models.toolInventory),
+    jobs: new Map(models.jobs),
+  };
 }
 
 /** Which read models an event touches: the only ones the incremental path loads and writes. */
@@ -28,6 +42,7 @@ export function touchedKeys(event: RuntimeEvent): { kind: ReadModelKind; key: st
   if (event.taskId && event.type.startsWith('task.')) keys.push({ kind: 'task', key: event.taskId });
   if (event.type === 'tool.catalog.resolved' && event.threadId)
     keys.push({ kind: 'tool_inventory', key: event.threadId });
+  if (event.jobId && event.type.startsWith('job.')) keys.push({ kind: 'job', key: event.jobId });
   return keys;
 }
 
@@ -38,6 +53,7 @@ export function touchedKeys(event: RuntimeEvent): { kind: ReadModelKind; key: st
 export function createdKey(event: RuntimeEvent): { kind: ReadModelKind; key: string } | undefined {
   if (event.type === 'thread.started' && event.threadId) return { kind: 'thread', key: event.threadId };
   if (event.type === 'task.created' && event.taskId) return { kind: 'task', key: event.taskId };
+  if (event.type === 'job.created' && event.jobId) return { kind: 'job', key: event.jobId };
   if (event.type === 'run.status' && event.runId && event.threadId && isDeclared(event)) {
     return { kind: 'run', key: event.runId };
   }
@@ -56,7 +72,7 @@ export function applyEvent(models: ReadModels, event: RuntimeEvent): void {
   applyOthers(models, event);
 }
 
-/** The read models other than the session's and the threads': runs, tasks, the tool inventory. */
+/** The read models other than the session's and the threads': runs, tasks, the tool inventory, jobs. */
 function applyOthers(models: ReadModels, event: RuntimeEvent): void {
   if (event.runId && event.threadId) {
     const run = reduceRun(models.runs.get(event.runId), event);
@@ -65,6 +81,10 @@ function applyOthers(models: ReadModels, event: RuntimeEvent): void {
   if (event.taskId && event.type.startsWith('task.')) {
     const task = reduceTask(models.tasks.get(event.taskId), event);
     if (task) models.tasks.set(event.taskId, task);
+  }
+  if (event.jobId && event.type.startsWith('job.')) {
+    const job = reduceJob(models.jobs.get(event.jobId), event);
+    if (job) models.jobs.set(event.jobId, job);
   }
   if (event.type === 'tool.catalog.resolved' && event.threadId) {
     models.toolInventory.set(event.threadId, {

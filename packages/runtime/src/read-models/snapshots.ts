@@ -12,6 +12,7 @@ import {
 } from '@oar/protocol';
 import { DEFAULT_WORKSPACE } from '../store/workspaces.js';
 import { effectiveBudgets, hasBudgets } from './budgets.js';
+import { type JobState, jobCounts } from './job.js';
 import { bindingOf, type SessionState } from './session.js';
 import { isListedTask, isTimeout } from './task.js';
 import type { ThreadState, ThreadView } from './thread-state.js';
@@ -52,6 +53,8 @@ export function toThreadReadModel(thread: ThreadView, tasks: Task[], session?: S
     status: queued ? 'queued' : THREAD_STATUS[thread.status],
     ...(thread.title ? { title: thread.title } : {}),
     ...(thread.activeTurnId ? { activeTurnId: thread.activeTurnId } : {}),
+    // A job's item thread names its job and item (docs/jobs.md): a reader goes from the thread to the job at once.
+    ...(thread.job ? { jobs: [{ jobId: thread.job.jobId, itemIndex: thread.job.index }] } : {}),
     turns: thread.turns.map((turn) => {
       const runId = turn.runIds.at(-1);
       const run = runId ? thread.runs.get(runId) : undefined;
@@ -314,7 +317,12 @@ function budgetSummary(session: SessionState, threads: ThreadView[]): Record<str
   };
 }
 
-export function toSessionSnapshot(session: SessionState, threads: ThreadView[], tasks: Task[]): SessionSnapshot {
+export function toSessionSnapshot(
+  session: SessionState,
+  threads: ThreadView[],
+  tasks: Task[],
+  jobs: readonly JobState[] = [],
+): SessionSnapshot {
   const count = (status: Task['status']) => tasks.filter((t) => t.status === status).length;
   return {
     schemaVersion: OAR_SCHEMA_VERSION,
@@ -366,6 +374,27 @@ export function toSessionSnapshot(session: SessionState, threads: ThreadView[], 
     telemetrySummary: { ...telemetryOf(traceIdsOf(threads)), usage: { ...session.usage } },
     // Every recorded export's ref (the newest MAX_EVIDENCE_EXPORTS), oldest first.
     evidenceRefs: (session.evidence?.exports ?? []).map((e) => e.ref),
+    ...(jobs.length ? { subagentJobSummary: jobSummary(jobs) } : {}),
+  };
+}
+
+/**
+ * The standard's subagent_job_summary for the session's jobs: progress, the threads assigned, and whether a job is
+ * recoverable (a running one is: its items' threads are taken over like any thread).
+ */
+function jobSummary(jobs: readonly JobState[]) {
+  return {
+    jobs: [...jobs]
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+      .map((job) => ({
+        jobId: job.jobId,
+        ...(job.name ? { name: job.name } : {}),
+        status: job.status,
+        round: job.round,
+        counts: jobCounts(job),
+        assignedThreads: job.items.filter((i) => i.attempts > 0).length,
+        recoverable: job.status === 'running',
+      })),
   };
 }
 

@@ -183,6 +183,8 @@ export const TurnStateSchema = z.object({
   hookRuns: z.array(HookRunSchema).optional(),
   /** Set when the turn is an attempt of a task started through the control plane (`start_task`). */
   task: TurnTaskSchema.optional(),
+  /** A job item's retry: the turn does not start before then (its backoff; docs/jobs.md). */
+  notBefore: z.string().optional(),
 });
 export type TurnState = z.infer<typeof TurnStateSchema>;
 
@@ -207,6 +209,12 @@ export function nextTurn(thread: ThreadState): { turnId: string } | undefined {
   if (thread.queue.length === 0) return undefined;
   if (!thread.turns.some(isHeld)) return thread.queue[0];
   return thread.queue.find((q) => !isHeld(thread.turns.find((t) => t.turnId === q.turnId)));
+}
+
+/** When the turn the thread would start next may start, if it must wait (a job item's retry backoff). */
+export function nextTurnNotBefore(thread: ThreadState): string | undefined {
+  const next = nextTurn(thread);
+  return next ? thread.turns.find((t) => t.turnId === next.turnId)?.notBefore : undefined;
 }
 
 // --- a task's turns on the thread (start_task): what the thread reducer (thread.ts) does with task facts ---
@@ -409,6 +417,8 @@ export const ThreadStateSchema = z.object({
   spawnedBy: z.object({ threadId: z.string(), subagentId: z.string() }).optional(),
   /** Set when the thread is a semantic tool action's worker rather than a sub-agent. */
   toolWorker: ToolWorkerStateSchema.optional(),
+  /** Set when the thread is a job's item (docs/jobs.md): its turns are the item's attempts, their ends the job's facts. */
+  job: z.object({ jobId: z.string(), index: z.number().int(), input: z.string() }).optional(),
   /** Delegation depth: 0 for a session's main thread. */
   depth: z.number().int(),
   status: EngineThreadStatusSchema,

@@ -123,6 +123,7 @@ export function reduceThread(state: ThreadState | undefined, event: RuntimeEvent
       ...(parent ? { parent } : {}),
       ...(spawnedByOf(payload.spawnedBy) ?? {}),
       ...(payload.toolWorker ? { toolWorker: { ...(payload.toolWorker as ToolWorkerState), tokensUsed: 0 } } : {}),
+      ...(payload.job ? { job: payload.job as NonNullable<ThreadState['job']> } : {}),
       depth: typeof payload.depth === 'number' ? payload.depth : 0,
       status: 'idle',
       createdAt: event.timestamp,
@@ -203,6 +204,7 @@ function applyThreadFacts(state: ThreadState, event: RuntimeEvent, payload: Payl
         ...(str(payload.bindingHash) ? { bindingHash: str(payload.bindingHash) } : {}),
         ...traceOf(event),
         ...turnTaskOf(payload.task),
+        ...(str(payload.notBefore) ? { notBefore: str(payload.notBefore) } : {}),
       };
       const queue =
         payload.status === 'queued'

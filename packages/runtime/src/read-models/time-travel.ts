@@ -1,6 +1,6 @@
 import type { RuntimeEvent } from '@oar/protocol';
 import { setRecent } from '../kernel/lru.js';
-import { applyEvent, emptyReadModels, type ReadModels } from './project.js';
+import { applyEvent, copyReadModels, emptyReadModels, type ReadModels } from './project.js';
 
 /**
  * Read models as they were after any event (time travel), fast on long sessions: a prefix of an append-only log
@@ -44,15 +44,7 @@ export class TimeTravel {
   }
 }
 
-function copy(models: ReadModels): ReadModels {
-  return {
-    ...(models.session ? { session: models.session } : {}),
-    threads: new Map(models.threads),
-    runs: new Map(models.runs),
-    tasks: new Map(models.tasks),
-    toolInventory: new Map(models.toolInventory),
-  };
-}
+const copy = copyReadModels;
 
 /** Double the spacing: keep only the checkpoints at multiples of the new one. */
 function thin(entry: { every: number; checkpoints: Map<number, ReadModels> }): void {

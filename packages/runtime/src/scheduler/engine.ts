@@ -8,6 +8,7 @@ import type { ModelHandle } from '../models/model-call.js';
 import type { ModelDeltaSink } from '../models/model-deltas.js';
 import type { Limiter } from '../models/provider-limits.js';
 import type { RevealedObservations } from '../policy/revealed.js';
+import type { JobState } from '../read-models/job.js';
 import type { SessionState } from '../read-models/session.js';
 import type { ThreadView } from '../read-models/thread-state.js';
 import type { Redactor } from '../redaction/redactor.js';
@@ -68,6 +69,8 @@ export interface Engine extends BoundConfig {
   loadThread(sessionId: string, threadId: string): Promise<ThreadView>;
   /** Tasks of the session as committed (a task's end reads the task and those that wait for it). */
   loadTasks(sessionId: string, taskIds: readonly string[]): Promise<Map<string, Task>>;
+  /** A job of the session as committed (a job item's turn end reads it). */
+  loadJob(sessionId: string, jobId: string): Promise<JobState | undefined>;
   /**
    * The session's events as committed, after a sequence (optionally of one thread): what a runner's `events.*` reads
    * (agent-runners/context-apis.ts). Optional: an engine without it answers no event queries.

@@ -4,6 +4,7 @@ import type { EventDraft, WriteTiming } from '../log/draft.js';
 import type { LiveDelta } from '../log/live.js';
 import type { PolicySource } from '../policy/authorize.js';
 import type { RevealedObservations } from '../policy/revealed.js';
+import type { JobState } from '../read-models/job.js';
 import type { SessionState } from '../read-models/session.js';
 import type { RunAction, RunState, ThreadView } from '../read-models/thread-state.js';
 import type { ArtifactContent, StoredArtifact } from '../store/artifacts.js';
@@ -46,6 +47,8 @@ export interface ExecutorContext extends ActionScope {
   readonly artifacts: SessionArtifacts;
   /** A thread of the session as committed and staged (the action's own as it is now, after its dependencies). */
   loadThread(threadId: string): Promise<ThreadView>;
+  /** A job of the session as committed (a `start_job` action waits for its job). */
+  loadJob(jobId: string): Promise<JobState | undefined>;
   /** Another thread of the session has work to do (a child was delegated to). */
   wake(threadId: string): void;
   /** Hand live-only output of a running command to the session's subscribers; absent: nobody can listen. */
@@ -85,6 +88,7 @@ export function sessionDoors(engine: Engine, sessionId: string): SessionDoors {
       text: (artifactId) => engine.artifacts.text(sessionId, artifactId),
     },
     loadThread: (threadId) => engine.loadThread(sessionId, threadId),
+    loadJob: (jobId) => engine.loadJob(sessionId, jobId),
     wake: (threadId) => engine.wake(sessionId, threadId),
     ...(engine.publishLive ? { publishLive: (delta: LiveDelta) => engine.publishLive?.(delta) } : {}),
     ...(engine.revealed ? { revealed: engine.revealed } : {}),

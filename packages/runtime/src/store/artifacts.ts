@@ -1,5 +1,5 @@
-import { createHash } from 'node:crypto';
 import { type Insertable, sql } from 'kysely';
+import { sha256Hex } from '../kernel/digest.js';
 import { OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { Redactor } from '../redaction/redactor.js';
@@ -83,7 +83,7 @@ export function prepareArtifact(
   }
   const artifactId = newId('art');
   const mime = content.mime ?? 'text/plain';
-  const sha256 = createHash('sha256').update(bytes).digest('hex');
+  const sha256 = sha256Hex(bytes);
   const text = content.text ?? (mime.startsWith('text/') ? new TextDecoder().decode(bytes) : '');
   const preview = text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}…` : text;
   return {

@@ -152,13 +152,16 @@ export async function renewLease(db: Db, fence: Fence, ttlMs: number, now = Date
 
 /**
  * Give the lease up; a stale fence releases nothing. `idleSequence`: the thread's last sequence when the driver
- * found nothing more to do (0 when it stopped for another reason, so the next worker looks again).
+ * found nothing more to do (0 when it stopped for another reason, so the next worker looks again). `wakeAt`: when
+ * an idle thread has work again without any event (a job item's retry backoff, ms since the epoch), kept in the
+ * free lease's `expires_at`: whichever worker polls after it takes the thread up (`leasesToTakeOver`), not only
+ * the one whose timer died with it.
  */
-export async function releaseLease(db: Db, fence: Fence, idleSequence = 0): Promise<void> {
+export async function releaseLease(db: Db, fence: Fence, idleSequence = 0, wakeAt?: number): Promise<void> {
   const now = new Date().toISOString();
   await db
     .updateTable('oar_thread_leases')
-    .set({ owner: null, expires_at: 0, idle_sequence: idleSequence, updated_at: now })
+    .set({ owner: null, expires_at: wakeAt ?? 0, idle_sequence: idleSequence, updated_at: now })
     .where('session_id', '=', fence.sessionId)
     .where('thread_id', '=', fence.threadId)
     .where('owner', '=', fence.owner)
@@ -273,8 +276,9 @@ export async function silentHolders(
 
 /**
  * Threads a worker should take over: a lease that ran out while held (its worker stopped renewing: crashed,
- * paused, cut off), one given up before the work was done (released with no idle sequence: a closing worker), or
- * one held by a process of this machine that no longer exists.
+ * paused, cut off), one given up before the work was done (released with no idle sequence: a closing worker), one
+ * left idle until a time that has come (a retry's backoff), or one held by a process of this machine that no
+ * longer exists.
  */
 export async function leasesToTakeOver(db: Db, now = Date.now()): Promise<{ sessionId: string; threadId: string }[]> {
   const rows = await db
@@ -284,6 +288,8 @@ export async function leasesToTakeOver(db: Db, now = Date.now()): Promise<{ sess
       eb.or([
         eb.and([eb('owner', 'is not', null), eb('expires_at', '<', now)]),
         eb.and([eb('owner', 'is', null), eb('idle_sequence', '=', 0)]),
+        // Idle until a time that has come (releaseLease's `wakeAt`).
+        eb.and([eb('owner', 'is', null), eb('expires_at', '>', 0), eb('expires_at', '<', now)]),
         // Live leases of processes of this machine: one that died (kill -9) is taken over now, not at its expiry.
         eb('owner', 'like', `%@${hostname()}:%`),
       ]),

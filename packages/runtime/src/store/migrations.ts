@@ -223,5 +223,47 @@ export function migrations(dialect: Dialect): Record<string, Migration> {
         );
       },
     },
+    '0009_schedules': {
+      async up(db: Kysely<unknown>) {
+        // Schedules (docs/schedules.md): the definition as JSON text, with the columns the ticker queries — paused,
+        // and `next_fire_at`, the first cron time not yet handled (ISO text, so it compares as it sorts). A firing is
+        // claimed by inserting its row: the primary key (schedule, cron time) lets exactly one worker's insert take
+        // effect, on both dialects, however many tickers find the time due at once.
+        await db.schema
+          .createTable('oar_schedules')
+          .addColumn('id', 'text', (c) => c.primaryKey())
+          .addColumn('workspace_id', 'text')
+          .addColumn('definition', 'text', (c) => c.notNull())
+          .addColumn('paused', 'integer', (c) => c.notNull().defaultTo(0))
+          .addColumn('source', 'text', (c) => c.notNull())
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addColumn('last_fire_at', 'text')
+          .addColumn('next_fire_at', 'text')
+          .execute();
+        await db.schema
+          .createIndex('oar_schedules_due')
+          .on('oar_schedules')
+          .columns(['paused', 'next_fire_at'])
+          .execute();
+        await db.schema
+          .createTable('oar_schedule_firings')
+          .addColumn('schedule_id', 'text', (c) => c.notNull())
+          .addColumn('fire_at', 'text', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('started', 'text')
+          .addColumn('reason', 'text')
+          .addColumn('details', 'text')
+          .addColumn('created_at', 'text', (c) => c.notNull())
+          .addColumn('updated_at', 'text', (c) => c.notNull())
+          .addPrimaryKeyConstraint('oar_schedule_firings_pk', ['schedule_id', 'fire_at'])
+          .execute();
+        await db.schema
+          .createIndex('oar_schedule_firings_status')
+          .on('oar_schedule_firings')
+          .columns(['status', 'updated_at'])
+          .execute();
+      },
+    },
   };
 }

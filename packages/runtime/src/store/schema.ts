@@ -18,6 +18,44 @@ export interface Database {
   oar_provider_starts: ProviderStartsTable;
   oar_provider_pauses: ProviderPausesTable;
   oar_runner_storage: RunnerStorageTable;
+  oar_schedules: SchedulesTable;
+  oar_schedule_firings: ScheduleFiringsTable;
+}
+
+/** Migration 0009: schedules (control-plane/schedule-rows.ts), one row each. */
+export interface SchedulesTable {
+  id: string;
+  /** The workspace that owns it; null: the default workspace. */
+  workspace_id: string | null;
+  /** The definition (config/schedules.ts ScheduleDefinition, defaults applied) as JSON text. */
+  definition: string;
+  /** 1 while paused (an integer on both dialects). */
+  paused: number;
+  /** config | api */
+  source: string;
+  created_at: string;
+  updated_at: string;
+  /** The cron time of the last firing handled (started, skipped or failed). */
+  last_fire_at: string | null;
+  /** The first cron time not handled yet: what the ticker compares with now; null when it never fires again. */
+  next_fire_at: string | null;
+}
+
+/** Migration 0009: one row per cron time of a schedule handled, inserted to claim it (the key makes it once). */
+export interface ScheduleFiringsTable {
+  schedule_id: string;
+  /** The cron time (ISO). */
+  fire_at: string;
+  /** claimed | started | queued | skipped | failed */
+  status: string;
+  /** JSON `{sessionId, threadId?, turnId?, jobId?}` once started. */
+  started: string | null;
+  /** Why skipped or failed: missed, overlap, or an error code. */
+  reason: string | null;
+  /** JSON: a skip's count of missed times, a failure's error. */
+  details: string | null;
+  created_at: string;
+  updated_at: string;
 }
 
 /** Migration 0007: a runner's storage.* values (agent-runners/storage.ts), by area, owner and key. */

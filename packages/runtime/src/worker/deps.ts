@@ -33,4 +33,6 @@ export interface Driver {
   engine?: { stop(): void };
   /** Handed back between two turns because other threads waited for a driver (fair share): it queues again. */
   yielded?: boolean;
+  /** Left idle until then (ms since the epoch): its next turn waits out a backoff. Recorded on the lease it releases. */
+  wakeAt?: number;
 }

@@ -27,6 +27,8 @@ import { withStaged } from './working-state.js';
 export interface DriverHost {
   /** Drive the thread again soon (another thread of the session has something to do). */
   kick(sessionId: string, threadId: string): void;
+  /** Stop a driven thread's running work when an interrupt request for its turn is committed. */
+  actOnInterrupt(sessionId: string, threadId: string): Promise<void>;
   readonly limiter: Limiter;
   readonly lingerMs: number;
   readonly tracing: Tracing;
@@ -143,6 +145,9 @@ export class ThreadEngine implements Engine {
 
   wake(sessionId: string, threadId: string): void {
     this.worker.kick(sessionId, threadId);
+    // What woke it may be an interrupt request this driver wrote (a job's fail-fast stopping its other items): the
+    // worker does not hear of its own drivers' writes, so the thread's driver is told here.
+    void this.worker.actOnInterrupt(sessionId, threadId).catch(() => undefined);
   }
 
   /** A thread as committed; this driver's own thread with its staged facts applied (the working truth). */
@@ -182,6 +187,12 @@ export class ThreadEngine implements Engine {
     await this.commit();
     const keys = taskIds.map((key) => ({ kind: 'task' as const, key }));
     return (await this.deps.log.readModels(sessionId, keys)).tasks;
+  }
+
+  async loadJob(sessionId: string, jobId: string) {
+    // A job changes through commands and other threads' turn ends: read as committed, like tasks.
+    await this.commit();
+    return (await this.deps.log.readModels(sessionId, [{ kind: 'job', key: jobId }])).jobs.get(jobId);
   }
 
   async grants(sessionId: string) {

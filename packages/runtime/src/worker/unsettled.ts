@@ -17,7 +17,8 @@ export interface UnsettledThread {
  * nothing that happened can give a worker anything to do, so nobody needs to claim it to find that out.
  */
 export async function unsettledThreads(db: Db, sessionId: string): Promise<UnsettledThread[]> {
-  const work = await sessionWork(db, sessionId);
+  // A turn waiting out a backoff (a job item's retry) is work to come: the session is not settled.
+  const work = await sessionWork(db, sessionId, { waiting: true });
   if (work.every((item) => item.holder)) return work.map(({ threadId, holder }) => ({ threadId, holder }));
   const leases = await sessionLeases(db, sessionId);
   const unsettled: UnsettledThread[] = [];

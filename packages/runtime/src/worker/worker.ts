@@ -1,6 +1,7 @@
 import { type OarError, oarError } from '@oar/protocol';
 import { runnerTurn } from '../agent-runners/host.js';
 import type { ArtifactRetention } from '../config/retention.js';
+import { JobChangedError, jobItemEnd, jobRaceBackoff, MAX_JOB_RETRIES } from '../facts/job-items.js';
 import { bothGuards, queueChanged, threadUnchanged } from '../facts/queue.js';
 import { MAX_TASK_RETRIES, TaskChangedError, taskTurnEnd } from '../facts/task-end.js';
 import { OarRuntimeError, runtimeClosing, toOarError } from '../kernel/errors.js';
@@ -11,7 +12,7 @@ import { Tracing } from '../log/tracing.js';
 import { advance } from '../loop/thread-runner.js';
 import { failTurn } from '../loop/turn-end.js';
 import { type Limiter, ProviderLimiter } from '../models/provider-limits.js';
-import { nextTurn, type ThreadState, type ThreadView } from '../read-models/thread-state.js';
+import { nextTurn, nextTurnNotBefore, type ThreadState, type ThreadView } from '../read-models/thread-state.js';
 import { sessionWork } from '../read-models/work.js';
 import { isStoreFault, isTransientStoreFault } from '../store/faults.js';
 import {
@@ -103,6 +104,8 @@ export class Worker {
   private readonly reconcileAsked = new Set<string>();
   /** Threads with work found while every driver was busy, oldest first: thread id → session id. */
   private readonly waiting = new Map<string, string>();
+  /** Threads whose next turn waits until a time (`kickLater`). */
+  private readonly timers = new Map<string, NodeJS.Timeout>();
   private closed = false;
   /** Draining: no new thread is claimed, and each driven thread stops after its current step. */
   private draining = false;
@@ -215,6 +218,30 @@ export class Worker {
     }
   }
 
+  /**
+   * Stop the driven thread's running work if an interrupt request for its turn is committed — as `look` does for a
+   * request another process wrote, for one this worker's own drivers wrote. One thread read, only when driven.
+   */
+  async actOnInterrupt(sessionId: string, threadId: string): Promise<void> {
+    const driver = this.drivers.get(threadId);
+    if (!driver || driver.controller.signal.aborted) return;
+    const thread = await this.deps.log.thread(sessionId, threadId);
+    if (interruptPending(thread) && !driver.controller.signal.aborted) {
+      driver.controller.abort(new Error(thread.interrupt?.reason ?? 'interrupted'));
+    }
+  }
+
+  /** Kick the thread once `ms` have passed (one timer per thread: a later call replaces it). */
+  private kickLater(sessionId: string, threadId: string, ms: number): void {
+    clearTimeout(this.timers.get(threadId));
+    const timer = setTimeout(() => {
+      this.timers.delete(threadId);
+      this.kick(sessionId, threadId);
+    }, ms);
+    timer.unref();
+    this.timers.set(threadId, timer);
+  }
+
   /** Make sure the thread is driven by this worker (unless another one holds it, or this one is full). */
   kick(sessionId: string, threadId: string): void {
     if (this.closed || this.draining) return;
@@ -291,7 +318,10 @@ export class Worker {
       clearInterval(driver.renewal);
       // Release before forgetting the driver: a kick in between finds the driver and sets `again` instead of
       // starting a second driver that would re-claim the lease this one is about to release.
-      if (fence && !driver.lost) await releaseLease(db, fence, idleSequence).catch(() => undefined);
+      if (fence && !driver.lost) {
+        const wakeAt = idleSequence > 0 ? driver.wakeAt : undefined;
+        await releaseLease(db, fence, idleSequence, wakeAt).catch(() => undefined);
+      }
       this.drivers.delete(threadId);
       // A kick that came while this driver was leaving: drive again (not after a failure, which would only repeat).
       if (driver.yielded && !this.closed && !this.draining) this.waiting.set(threadId, sessionId);
@@ -370,6 +400,16 @@ export class Worker {
       if (interruptPending(thread)) {
         await this.cancelTurn(engine, driver, thread);
         continue;
+      }
+      // The next turn waits (a job item's retry backoff): the thread is left idle and driven again when it may start.
+      const notBefore = thread.activeTurnId === undefined ? nextTurnNotBefore(thread) : undefined;
+      const waitMs = notBefore ? Date.parse(notBefore) - Date.now() : 0;
+      if (waitMs > 0) {
+        await engine.commit();
+        this.kickLater(sessionId, threadId, waitMs);
+        // On the released lease too: if this worker is gone by then, any other one's poll takes the thread up.
+        driver.wakeAt = Date.parse(notBefore as string);
+        return thread.lastSequence;
       }
       // Fair share: between two turns of one thread, threads that waited for a free driver go first. This one is
       // handed back (released, not idle, so any worker may claim it) and queues behind them here.
@@ -474,6 +514,7 @@ export class Worker {
     this.closed = true;
     this.unlisten();
     clearInterval(this.timer);
+    for (const timer of this.timers.values()) clearTimeout(timer);
     await this.sweeper?.stop();
     const closing = runtimeClosing();
     for (const driver of this.drivers.values()) driver.controller.abort(closing);
@@ -500,6 +541,8 @@ async function failUnstartable(engine: ThreadEngine, thread: ThreadView, error: 
   const pending = thread.turns.find((t) => t.turnId === next.turnId);
   for (let attempt = 1; ; attempt++) {
     const task = pending?.task ? await taskTurnEnd(engine, thread, pending, { status: 'failed', error }) : undefined;
+    // A job item's attempt that cannot start ends as any failed attempt does (facts/job-items.ts).
+    const job = pending ? await jobItemEnd(engine, thread, pending, { error }) : undefined;
     try {
       await engine.append(
         engine.sessionId,
@@ -507,12 +550,20 @@ async function failUnstartable(engine: ThreadEngine, thread: ThreadView, error: 
           ...(dequeued ? [queueChanged(thread, rest, 'dequeued', next.turnId)] : []),
           { type: 'turn.failed', threadId: thread.threadId, turnId: next.turnId, status: 'failed', payload: { error } },
           ...(task?.drafts ?? []),
+          ...(job?.drafts ?? []),
         ],
-        { guard: bothGuards(threadUnchanged(thread), task?.guard) as AppendGuard },
+        { guard: bothGuards(bothGuards(threadUnchanged(thread), task?.guard), job?.guard) as AppendGuard },
       );
+      for (const draft of job?.drafts ?? []) {
+        if (draft.type === 'turn.submitted' && draft.threadId) engine.wake(engine.sessionId, draft.threadId);
+      }
       return;
     } catch (failure) {
-      if (!(failure instanceof TaskChangedError) || attempt >= MAX_TASK_RETRIES) throw failure;
+      const raced =
+        (failure instanceof TaskChangedError && attempt < MAX_TASK_RETRIES) ||
+        (failure instanceof JobChangedError && attempt < MAX_JOB_RETRIES);
+      if (!raced) throw failure;
+      if (failure instanceof JobChangedError) await jobRaceBackoff(attempt);
     }
   }
 }

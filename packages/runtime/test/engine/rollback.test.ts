@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ArtifactRetentionSchema } from '../../src/config/retention.js';
 import { expireArtifacts } from '../../src/control-plane/retention.js';
-import type { AgentConfig } from '../../src/index.js';
+import type { AgentConfig, RollbackResult } from '../../src/index.js';
 import { assertEventsConform, assertSnapshotConforms } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, errorCode, ofType, payload, recordingModel } from './helpers.js';
@@ -63,6 +63,27 @@ async function threeTurns() {
     await rt.settled(sessionId);
   }
   return { rt, sessionId, threadId, turns, prompts: recording.prompts, workspace: h.workspace };
+}
+
+/** A rollback cut short by a crash after its start was recorded: only `history.rollback.started` is in the log. */
+async function startedOnly(
+  rt: Harness['runtime'],
+  at: { sessionId: string; threadId: string; rollbackId: string; plan: RollbackResult; kept: string },
+) {
+  const { plan } = at;
+  await rt.log.append(at.sessionId, [
+    {
+      type: 'history.rollback.started',
+      threadId: at.threadId,
+      payload: {
+        rollbackId: at.rollbackId,
+        targetTurnId: plan.targetTurnId,
+        keptThroughTurnId: at.kept,
+        removedTurns: plan.removedTurns,
+        files: plan.files.map(({ path, action, beforeRef }) => ({ path, action, ...(beforeRef ? { beforeRef } : {}) })),
+      },
+    },
+  ]);
 }
 
 describe('file versions', () => {
@@ -241,23 +262,7 @@ describe('rollback_thread', () => {
 
     // A crash after the start was recorded and one file written back: the thread is held, nothing starts.
     const plan = await rt.rollbackThread({ sessionId, turnId: turns[1] as string, dryRun: true });
-    await rt.log.append(sessionId, [
-      {
-        type: 'history.rollback.started',
-        threadId,
-        payload: {
-          rollbackId: 'rbk_cut',
-          targetTurnId: turns[1],
-          keptThroughTurnId: turns[0],
-          removedTurns: plan.removedTurns,
-          files: plan.files.map(({ path, action, beforeRef }) => ({
-            path,
-            action,
-            ...(beforeRef ? { beforeRef } : {}),
-          })),
-        },
-      },
-    ]);
+    await startedOnly(rt, { sessionId, threadId, rollbackId: 'rbk_cut', plan, kept: turns[0] as string });
     writeFileSync(join(workspace, 'notes.txt'), 'v1\n');
     const held = await rt.submitTurn({ sessionId, input: 'while held' });
     expect(held.status).toBe('accepted');
@@ -286,6 +291,35 @@ describe('rollback_thread', () => {
       [turns[0], 'completed'],
       [held.turnId, 'completed'],
     ]);
+  });
+
+  it('writes again a file a rollback cut short left half-written; anything else there is still a conflict', async () => {
+    const { rt, sessionId, threadId, turns, workspace } = await threeTurns();
+    const target = turns[1] as string;
+    // Torn while not resuming: only a rollback that set out to write the file back may take its beginning for its own.
+    writeFileSync(join(workspace, 'notes.txt'), 'v');
+    const refused = await rt.rollbackThread({ sessionId, turnId: target, dryRun: true });
+    expect(refused.conflicts).toEqual([expect.objectContaining({ path: 'notes.txt', reason: 'changed_outside' })]);
+    writeFileSync(join(workspace, 'notes.txt'), 'v3\n');
+    const plan = await rt.rollbackThread({ sessionId, turnId: target, dryRun: true });
+    await startedOnly(rt, { sessionId, threadId, rollbackId: 'rbk_torn', plan, kept: turns[0] as string });
+    // The crash came in the middle of writing notes.txt back: truncated, then part of its before-image ("v1\n").
+    writeFileSync(join(workspace, 'notes.txt'), 'something else');
+    expect((await rt.rollbackThread({ sessionId, turnId: target, dryRun: true })).conflicts).toEqual([
+      expect.objectContaining({ path: 'notes.txt', reason: 'changed_outside' }),
+    ]);
+    for (const torn of ['', 'v']) {
+      writeFileSync(join(workspace, 'notes.txt'), torn);
+      const planned = await rt.rollbackThread({ sessionId, turnId: target, dryRun: true });
+      expect(planned.conflicts).toEqual([]);
+      expect(planned.files).toContainEqual(
+        expect.objectContaining({ path: 'notes.txt', action: 'restore', expectedSha256: sha(torn) }),
+      );
+    }
+    const finished = await rt.rollbackThread({ sessionId, turnId: target });
+    expect(finished).toMatchObject({ status: 'completed', rollbackId: 'rbk_torn' });
+    expect(readFileSync(join(workspace, 'notes.txt'), 'utf8')).toBe('v1\n');
+    expect(existsSync(join(workspace, 'new.txt'))).toBe(false);
   });
 
   it('restores what a sub-agent delegated from a removed turn wrote; its thread is listed, not removed', async () => {

@@ -1,5 +1,6 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { type AgentConfig, OarRuntimeError } from '../../src/index.js';
+import { EventLog } from '../../src/log/event-log.js';
 import { assertEventsConform } from '../support/schemas.js';
 import { type Harness, harness } from './harness.js';
 import { act, allEvents, answer, errorCode, ofType, payload, waitForEvent } from './helpers.js';
@@ -81,7 +82,14 @@ describe('sub-agents driven by a client', () => {
     expect(await errorCode(rt.sendSubagentInput({ sessionId, subagentId: 'sub_research', input: 'x' }))).toBe(
       'thread_closed',
     );
+    // Reopened with its turn in one append: no crash can leave it open without the input.
+    const appends = vi.spyOn(EventLog.prototype, 'append');
     const reopened = await rt.resumeSubagent({ sessionId, subagentId: 'sub_research', input: 'One more thing.' });
+    const resumeAppends = appends.mock.calls.filter(([, drafts]) => drafts.some((d) => d.type === 'subagent.status'));
+    appends.mockRestore();
+    expect(resumeAppends.map(([, drafts]) => drafts.map((d) => d.type))).toEqual([
+      ['thread.updated', 'subagent.status', 'turn.submitted', 'subagent.input'],
+    ]);
     expect(reopened.turnId).toEqual(expect.any(String));
     await rt.settled(sessionId);
     expect((await subagent(sessionId, 'sub_research'))?.status).toBe('completed');

@@ -384,6 +384,27 @@ function configArb(noise: number) {
           ),
         }),
       ),
+      schedules: maybe(
+        fc.array(
+          fc.record(
+            {
+              scheduleId: fc.constantFrom('nightly', 'bad id!'),
+              cron: fc.constantFrom('0 3 * * *', '* * * * * *', 'every night'),
+              timezone: maybe(fc.constantFrom('Europe/Paris', 'Mars/Olympus')),
+              start: fc.constantFrom(
+                { kind: 'session', input: 'report' },
+                { kind: 'turn', sessionId: 'ses_x', input: 'ping' },
+                { kind: 'job', items: ['a'], prompt: '{{item}}' },
+                { kind: 'never' },
+              ),
+              catchUp: maybe(fc.constantFrom('skip', 'run_once', 'always')),
+              budget: maybe(fc.record({ session: fc.record({ tokens: fc.integer({ min: -1, max: 1000 }) }) })),
+            },
+            { requiredKeys: ['scheduleId', 'cron', 'start'] },
+          ),
+          { maxLength: 2 },
+        ),
+      ),
       ...(noise > 0 ? { extra: anything } : {}),
     },
     { requiredKeys: [] },
@@ -419,6 +440,7 @@ describe('config files never fail unstructured', () => {
         'hooks',
         'mcp',
         'runners',
+        'schedules',
       ].sort(),
     );
   });

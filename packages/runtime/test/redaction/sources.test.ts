@@ -34,7 +34,7 @@ afterEach(() => {
 
 describe('secretEnvNames', () => {
   it('always names the provider key variables, plus apiKeyEnv, headersEnv and secrets.env', () => {
-    expect(secretEnvNames({ models: {} })).toEqual(['ANTHROPIC_API_KEY', 'OPENAI_API_KEY']);
+    expect(secretEnvNames({ models: {} })).toEqual(['ANTHROPIC_API_KEY', 'COHERE_API_KEY', 'OPENAI_API_KEY']);
     expect(
       secretEnvNames({
         models: {
@@ -43,7 +43,7 @@ describe('secretEnvNames', () => {
         },
         secrets: { env: ['GITHUB_TOKEN', 'OPENAI_API_KEY'] },
       }),
-    ).toEqual(['ANTHROPIC_API_KEY', 'AZURE_KEY', 'GITHUB_TOKEN', 'LOCAL_KEY', 'OPENAI_API_KEY']);
+    ).toEqual(['ANTHROPIC_API_KEY', 'AZURE_KEY', 'COHERE_API_KEY', 'GITHUB_TOKEN', 'LOCAL_KEY', 'OPENAI_API_KEY']);
   });
 
   it('envSecrets reads the values, skipping unset and empty variables', () => {

@@ -69,7 +69,7 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
           codes.tool = await codeOf(() => api.tools.call('write', { filePath: 'x.txt', content: 'x' }));
           codes.history = await codeOf(() => api.history.page({ conversation_id: 'thr_someone_else' }));
           codes.artifact = await codeOf(() => api.artifacts.read_range('art_not_in_this_session'));
-          codes.notBuilt = await codeOf(() => api.call('models.rerank', { model_id: 'default', query: 'q' }));
+          codes.rerank = await codeOf(() => api.models.rerank('default', 'q', ['a']));
           codes.storage = await codeOf(() => api.storage.get('plugin', 'k'));
           codes.detail = await codeOf(() => api.tools.get_detail('write'));
           expect(ctx.resources.tools.map((t) => t.tool_name)).toEqual(['read']);
@@ -83,7 +83,7 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
       tool: 'unauthorized',
       history: 'unauthorized',
       artifact: 'not_found',
-      notBuilt: 'not_found',
+      rerank: 'unauthorized',
       storage: 'unauthorized',
       detail: 'not_found',
     });
@@ -97,7 +97,13 @@ describe('the per-run API proxy refuses what the run was not granted', () => {
         resource: 'thr_someone_else',
       }),
       expect.objectContaining({ action: 'artifacts.read_range', result: 'refused', code: 'not_found' }),
-      expect.objectContaining({ action: 'models.rerank', result: 'refused', code: 'not_found' }),
+      // The manifest asks for invoke and stream only.
+      expect.objectContaining({
+        action: 'models.rerank',
+        result: 'refused',
+        code: 'unauthorized',
+        resource: 'default',
+      }),
       expect.objectContaining({
         action: 'storage.get',
         result: 'refused',

@@ -119,6 +119,7 @@ describeStores('store contract', (factory) => {
         '0006_provider_limits',
         '0007_runner_storage',
         '0008_artifact_retention',
+        '0009_schedules',
       ]);
 
       const again = await db.open();

@@ -28,6 +28,7 @@ const ALL_MIGRATIONS = [
   '0006_provider_limits',
   '0007_runner_storage',
   '0008_artifact_retention',
+  '0009_schedules',
 ];
 
 async function appliedMigrations(store: Store): Promise<string[]> {

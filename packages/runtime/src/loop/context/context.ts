@@ -32,6 +32,7 @@ function compactSchema(schema: Record<string, unknown>): string {
 const OPERATION_LINES = [
   '- runtime expand_ref: a range of a stored output. Input: {"ref":"artifact://…|action:<id>.output","range":{"start_line","end_line","pattern"}}',
   '- runtime summarize / merge: one text of the outputs its context refs name. runtime wait / checkpoint: ordering points.',
+  '- runtime start_job: run a batch, one turn per item, and wait for it. Input: {"prompt":"… {{field}} …","items":[…]|"items_file":"x.jsonl"|"items_ref":"action:<id>.output","policy":{"concurrency","maxAttempts"}}',
   '- human ask_user: a question for the user; its answer is the output. human confirm: approve/deny. Input: {"question":"…"}',
 ];
 

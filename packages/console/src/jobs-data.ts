@@ -1,0 +1,164 @@
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { get } from './api';
+import { openStream, type StreamStatus } from './stream';
+import type { JobSummary } from './types';
+
+/**
+ * Jobs, live and cheap: a job's facts are events of its session, so the workspace feed (`GET /v1/events`, one
+ * `session.changed` per changed session, coalesced by the server) says when to read a job again — the read is one
+ * JSON request, throttled. Without that feed (an older server) the console polls, and only while a job runs.
+ */
+
+export interface Live<T> {
+  data?: T;
+  error?: unknown;
+  conn?: StreamStatus;
+  /** Read it again now (after an action, or "Try again"). */
+  reload(): void;
+  /** Take a fresher copy (the answer of cancel or retry) without a request. */
+  set(data: T): void;
+}
+
+export interface LiveOptions<T> {
+  /** Whether a change of this session can change the data (`data` is what is shown, if anything). */
+  watches(sessionId: string, data: T | undefined): boolean;
+  /** Whether anything may still change by itself: without the feed, polling stops once nothing is running. */
+  running(data: T): boolean;
+  /** The shortest time between two reads while changes keep coming. */
+  throttleMs?: number;
+  pollMs?: number;
+}
+
+export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
+  const [data, setData] = useState<T | undefined>(undefined);
+  const [error, setError] = useState<unknown>(undefined);
+  const [conn, setConn] = useState<StreamStatus | undefined>(undefined);
+  const current = useRef<T | undefined>(undefined);
+  // Bumped by `set`: a read that started before is older than the answer just shown, and is read again instead.
+  const generation = useRef(0);
+  const reload = useRef<() => void>(() => undefined);
+  const opts = useRef(options);
+  opts.current = options;
+
+  useEffect(() => {
+    let stopped = false;
+    let inFlight = false;
+    let again = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let poll: ReturnType<typeof setInterval> | undefined;
+    current.current = undefined;
+    setData(undefined);
+    setError(undefined);
+    const read = async () => {
+      if (inFlight) {
+        again = true;
+        return;
+      }
+      inFlight = true;
+      const started = generation.current;
+      try {
+        const next = await get<T>(path);
+        if (stopped) return;
+        if (started !== generation.current) {
+          again = true;
+          return;
+        }
+        current.current = next;
+        setData(next);
+        setError(undefined);
+      } catch (e) {
+        if (!stopped) setError(e);
+      } finally {
+        inFlight = false;
+        if (again && !stopped) {
+          again = false;
+          void read();
+        }
+      }
+    };
+    // Throttled, not debounced: a job whose items never pause is still read again every `throttleMs`.
+    const soon = () => {
+      timer ??= setTimeout(() => {
+        timer = undefined;
+        void read();
+      }, opts.current.throttleMs ?? 300);
+    };
+    reload.current = () => void read();
+    void read();
+    const stream = openStream('/v1/events', {
+      onMessage(type, message) {
+        // `sessions` opens every (re)connection: whatever happened while disconnected is read again.
+        if (type === 'sessions') soon();
+        else if (type === 'session.changed') {
+          const id = (message as { sessionId?: string } | undefined)?.sessionId;
+          if (id && opts.current.watches(id, current.current)) soon();
+        }
+      },
+      onState: setConn,
+      onUnavailable() {
+        setConn(undefined);
+        poll = setInterval(() => {
+          if (!current.current || opts.current.running(current.current)) void read();
+        }, opts.current.pollMs ?? 2000);
+      },
+    });
+    return () => {
+      stopped = true;
+      stream.close();
+      if (timer) clearTimeout(timer);
+      if (poll) clearInterval(poll);
+    };
+  }, [path]);
+
+  return {
+    data,
+    error,
+    conn,
+    reload: () => reload.current(),
+    set(next: T) {
+      generation.current++;
+      current.current = next;
+      setData(next);
+      setError(undefined);
+    },
+  };
+}
+
+/**
+ * The jobs of one session (`GET /v1/jobs?sessionId=`), read again when a `job.*` event of that session arrives on
+ * the session's own stream (`jobEvent`: the sequence of the latest) — at most twice a second, and no second stream
+ * for the session page.
+ */
+export function useSessionJobs(sessionId: string, jobEvent: number): { jobs?: JobSummary[]; error?: unknown } {
+  const [jobs, setJobs] = useState<JobSummary[] | undefined>(undefined);
+  const [error, setError] = useState<unknown>(undefined);
+  const [tick, setTick] = useState(0);
+  const timer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  useEffect(() => {
+    if (jobEvent === 0 || timer.current) return;
+    timer.current = setTimeout(() => {
+      timer.current = undefined;
+      setTick((n) => n + 1);
+    }, 500);
+  }, [jobEvent]);
+  useEffect(
+    () => () => {
+      if (timer.current) clearTimeout(timer.current);
+    },
+    [],
+  );
+  useEffect(() => {
+    let stopped = false;
+    get<{ jobs: JobSummary[] }>(`/v1/jobs?sessionId=${encodeURIComponent(sessionId)}`)
+      .then((r) => {
+        if (stopped) return;
+        setJobs(r.jobs);
+        setError(undefined);
+      })
+      .catch((e) => !stopped && setError(e));
+    return () => {
+      stopped = true;
+    };
+  }, [sessionId, tick]);
+  return { jobs, error };
+}
