@@ -47,6 +47,7 @@ const CONFLICTS = new Set([
   'rollback_conflict',
   'job_running',
   'job_nothing_to_retry',
+  'job_exists',
   'schedule_exists',
   'rollback_in_progress',
 ]);

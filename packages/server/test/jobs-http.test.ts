@@ -73,6 +73,17 @@ describe('jobs over HTTP', () => {
       body: { sessionId, items: ['x'], prompt: '{{item}}' },
     });
     expect([foreign.status, foreign.body.error.code]).toEqual([404, 'session_not_found']);
+    // A job id of this workspace's, chosen again by another workspace's key: taken, never shared.
+    const named = await server.json<JobView>('POST', '/v1/jobs', {
+      key: operator,
+      body: { jobId: 'job_shared-name', items: ['x'], prompt: '{{item}}' },
+    });
+    expect(named.status).toBe(201);
+    const taken = await server.json<{ error: { code: string } }>('POST', '/v1/jobs', {
+      key: other,
+      body: { jobId: 'job_shared-name', items: ['x'], prompt: '{{item}}' },
+    });
+    expect([taken.status, taken.body.error.code]).toEqual([409, 'job_exists']);
   });
 
   it('refuses a bad job with a structured error and records nothing; a finished job is not retried while running', async () => {

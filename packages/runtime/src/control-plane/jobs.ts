@@ -16,7 +16,7 @@ import { bothGuards, ThreadChangedError } from '../facts/queue.js';
 import { notFound, OarRuntimeError } from '../kernel/errors.js';
 import { newId } from '../kernel/ids.js';
 import type { AppendGuard, EventDraft } from '../log/draft.js';
-import { keyedModels } from '../log/read-model-rows.js';
+import { keyedModels, loadReadModels } from '../log/read-model-rows.js';
 import {
   isFinishedJob,
   isSettledItem,
@@ -39,6 +39,11 @@ import { createSession } from './sessions.js';
 const Id = z.string().min(1).max(256);
 
 export const StartJobInputSchema = z.strictObject({
+  /** The id to give the job: the same id again returns the job started first (a retried request starts one job). */
+  jobId: z
+    .string()
+    .regex(/^job_[A-Za-z0-9_-]{1,120}$/, 'job_ then 1-120 letters, digits, "_" or "-"')
+    .optional(),
   /** The session the job runs in (its binding, budgets and permissions); a new session when absent. */
   sessionId: Id.optional(),
   name: z.string().max(200).optional(),
@@ -79,6 +84,9 @@ const view = (job: JobState): JobView => ({ ...job, counts: jobCounts(job) });
 /** Start a job: its items' threads, its first items' turns, in one append. */
 export async function startJob(ctx: CommandContext, input: StartJobInput): Promise<JobView> {
   const inputs = fillTemplate(input.prompt, input.items);
+  // A chosen id makes the start idempotent: the same id again is the job started first.
+  const known = input.jobId ? await sameJob(ctx, input.jobId, input.workspaceId) : undefined;
+  if (known) return known;
   // A named session runs under its own binding: one given with it would be silently ignored.
   if (input.sessionId && input.binding) {
     throw new OarRuntimeError('invalid_input', 'binding is for a job in a new session: the named session has its own', {
@@ -103,7 +111,7 @@ export async function startJob(ctx: CommandContext, input: StartJobInput): Promi
         ...(input.workspaceId ? { workspaceId: input.workspaceId } : {}),
       })
     ).sessionId;
-  const jobId = newId('job');
+  const jobId = input.jobId ?? newId('job');
   const drafts = await jobStart({
     jobId,
     sessionId,
@@ -114,8 +122,34 @@ export async function startJob(ctx: CommandContext, input: StartJobInput): Promi
     ...(input.policy ? { policy: input.policy } : {}),
     ...(input.requestedBy ? { requestedBy: input.requestedBy } : {}),
   });
-  await ctx.append(sessionId, drafts);
+  try {
+    await ctx.append(sessionId, drafts, input.jobId ? { guard: jobAbsent(sessionId, jobId) } : {});
+  } catch (error) {
+    // Started at the same moment by another caller with the same id: that start is the job.
+    if (error instanceof JobExists) return getJob(ctx, { jobId });
+    throw error;
+  }
   return getJob(ctx, { jobId });
+}
+
+/** The job a chosen id names already, when it does; another workspace's job with that id is `job_exists`. */
+async function sameJob(ctx: CommandContext, jobId: string, workspaceId: string | undefined) {
+  const [row] = await keyedModels(ctx.log.store.db, 'job', { key: jobId });
+  if (!row) return undefined;
+  if (workspaceId && !(await keyedModels(ctx.log.store.db, 'job', { key: jobId, workspaceId })).length) {
+    throw new OarRuntimeError('job_exists', `job id "${jobId}" is taken`, { details: { jobId } });
+  }
+  return view(row.body as JobState);
+}
+
+class JobExists extends Error {}
+
+/** A guard: no job of the session has this id yet (two starts with one id cannot both land). */
+function jobAbsent(sessionId: string, jobId: string): AppendGuard {
+  return async (tx) => {
+    const models = await loadReadModels(tx, sessionId, [{ kind: 'job', key: jobId }]);
+    if (models.jobs.has(jobId)) throw new JobExists();
+  };
 }
 
 export async function getJob(ctx: CommandContext, input: JobIdInput): Promise<JobView> {

@@ -188,6 +188,7 @@ export const ERROR_CODES = {
   job_too_large: usage('A job takes at most 1,000 items (details: items, max): split the batch into several jobs.'),
   job_running: usage('Only a finished job is retried: cancel it first, or wait for it to finish.'),
   job_nothing_to_retry: usage('The job has no failed or cancelled item to run again.'),
+  job_exists: usage('A job of another workspace has the job id given: choose another.'),
   schedule_not_found: usage('No schedule has this id (in this workspace). `oar schedules list` lists them.'),
   schedule_exists: usage(
     'A schedule with this id already exists: choose another id, or remove the old schedule first.',

@@ -185,6 +185,9 @@ async function startWork(
   const job =
     (await port.jobOf(session.sessionId)) ??
     (await port.startJob({
+      // One job per firing: its id derived from the firing's session, so a second attempt (a claim taken over while
+      // the first worker was still starting it) finds the first's job instead of starting another.
+      jobId: `job_${sha256Hex(session.sessionId).slice(0, 24)}`,
       sessionId: session.sessionId,
       items: start.items,
       prompt: start.prompt,

@@ -463,3 +463,20 @@ describe('failFast', () => {
     );
   });
 });
+
+describe('a job id chosen by the caller', () => {
+  it('makes the start idempotent: the same id again, even at the same moment, is the job started first', async () => {
+    h = await harness({ steps: [answer('done')] });
+    const rt = h.runtime;
+    const { sessionId } = await rt.createSession();
+    const start = () => rt.jobs.start({ jobId: 'job_nightly-1', sessionId, items: ['a', 'b'], prompt: 'Do {{item}}' });
+    const [first, second] = await Promise.all([start(), start()]);
+    expect(second.jobId).toBe(first.jobId);
+    expect((await start()).jobId).toBe('job_nightly-1');
+    await finished(rt, 'job_nightly-1');
+    const events = await allEvents(h, sessionId);
+    expect(ofType(events, 'job.created')).toHaveLength(1);
+    expect(ofType(events, 'job.item.completed')).toHaveLength(2);
+    expect(await errorCode(rt.jobs.start({ jobId: 'not a job id', items: ['a'], prompt: 'x' }))).toBe('invalid_input');
+  });
+});
