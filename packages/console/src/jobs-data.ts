@@ -27,6 +27,12 @@ export interface LiveOptions<T> {
   /** The shortest time between two reads while changes keep coming. */
   throttleMs?: number;
   pollMs?: number;
+  /**
+   * When the data changes by itself, with no event to say so (a schedule's next cron time): epoch ms to read it
+   * again at (never sooner than `throttleMs`). A moment already past is read again with a backoff (1 s doubling up
+   * to 30 s): no worker may be firing.
+   */
+  wakeAt?(data: T): number | undefined;
 }
 
 export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
@@ -37,6 +43,7 @@ export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
   // Bumped by `set`: a read that started before is older than the answer just shown, and is read again instead.
   const generation = useRef(0);
   const reload = useRef<() => void>(() => undefined);
+  const arm = useRef<(data: T) => void>(() => undefined);
   const opts = useRef(options);
   opts.current = options;
 
@@ -46,6 +53,8 @@ export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
     let again = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     let poll: ReturnType<typeof setInterval> | undefined;
+    let wake: ReturnType<typeof setTimeout> | undefined;
+    let late = 0;
     current.current = undefined;
     setData(undefined);
     setError(undefined);
@@ -66,6 +75,7 @@ export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
         current.current = next;
         setData(next);
         setError(undefined);
+        arm.current(next);
       } catch (e) {
         if (!stopped) setError(e);
       } finally {
@@ -84,6 +94,20 @@ export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
       }, opts.current.throttleMs ?? 300);
     };
     reload.current = () => void read();
+    arm.current = (next: T) => {
+      if (wake) clearTimeout(wake);
+      wake = undefined;
+      const at = opts.current.wakeAt?.(next);
+      if (at === undefined || stopped) return;
+      const wait = at - Date.now();
+      late = wait > 0 ? 0 : late + 1;
+      const delay =
+        wait > 0 ? Math.max(wait, opts.current.throttleMs ?? 300) : Math.min(1000 * 2 ** (late - 1), 30_000);
+      wake = setTimeout(() => {
+        wake = undefined;
+        void read();
+      }, delay);
+    };
     void read();
     const stream = openStream('/v1/events', {
       onMessage(type, message) {
@@ -107,6 +131,7 @@ export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
       stream.close();
       if (timer) clearTimeout(timer);
       if (poll) clearInterval(poll);
+      if (wake) clearTimeout(wake);
     };
   }, [path]);
 
@@ -120,6 +145,7 @@ export function useLiveJson<T>(path: string, options: LiveOptions<T>): Live<T> {
       current.current = next;
       setData(next);
       setError(undefined);
+      arm.current(next);
     },
   };
 }

@@ -4,6 +4,8 @@ import { ApiError, get, getKey, setKey, whenUnauthorized } from './api';
 import { InboxScreen } from './inbox';
 import { JobScreen } from './job';
 import { JobsScreen } from './jobs';
+import { ScheduleScreen } from './schedule';
+import { SchedulesScreen } from './schedules';
 import { SessionScreen } from './session';
 import { SessionsScreen } from './sessions';
 import './styles.css';
@@ -80,12 +82,16 @@ function App() {
   if (!key) return <Login onKey={(k) => setState(k)} reason={reason} />;
   const m = path.match(/^\/sessions\/([^/]+)(?:\/(events|time|tasks|files|jobs))?\/?$/);
   const job = path.match(/^\/jobs\/([^/]+)\/?$/);
+  const schedule = path.match(/^\/schedules\/([^/]+)\/?$/);
   let screen = null;
   if (m?.[1]) {
     screen = <SessionScreen key={m[1]} sessionId={decodeURIComponent(m[1])} tab={m[2] ?? 'timeline'} params={params} />;
   } else if (job?.[1]) {
     screen = <JobScreen key={job[1]} jobId={decodeURIComponent(job[1])} />;
   } else if (path === '/jobs' || path === '/jobs/') screen = <JobsScreen />;
+  else if (schedule?.[1]) {
+    screen = <ScheduleScreen key={schedule[1]} scheduleId={decodeURIComponent(schedule[1])} />;
+  } else if (path === '/schedules' || path === '/schedules/') screen = <SchedulesScreen />;
   else if (path === '/inbox') screen = <InboxScreen />;
   else if (path === '/' || path === '') screen = <SessionsScreen />;
   else {
@@ -110,6 +116,9 @@ function App() {
           </Link>
           <Link href="/jobs" class={path.startsWith('/jobs') ? 'on' : ''}>
             Jobs
+          </Link>
+          <Link href="/schedules" class={path.startsWith('/schedules') ? 'on' : ''}>
+            Schedules
           </Link>
           <Link href="/inbox" class={path === '/inbox' ? 'on' : ''}>
             Approvals

@@ -252,3 +252,59 @@ export interface JobSummary {
 export interface Job extends JobSummary {
   items: JobItem[];
 }
+
+/** What a schedule's firing starts (docs/schedules.md): a turn in a session, a new session, or a job. */
+export interface ScheduleStart {
+  kind: 'turn' | 'session' | 'job';
+  /** kind turn: the session the turn runs in (and its thread, default the main one). */
+  sessionId?: string;
+  threadId?: string;
+  /** kind turn and session: the turn's text. */
+  input?: string;
+  title?: string;
+  agent?: string;
+  /** kind job: its items and prompt template. */
+  items?: unknown[];
+  prompt?: string;
+  name?: string;
+  policy?: Record<string, unknown>;
+}
+
+export type FiringStatus = 'claimed' | 'started' | 'queued' | 'skipped' | 'failed';
+
+/** One firing: a cron time of a schedule and what became of it. */
+export interface ScheduleFiring {
+  scheduleId: string;
+  /** The cron time (not the moment it ran). */
+  fireAt: string;
+  status: FiringStatus;
+  /** started: what it started. */
+  started?: { sessionId: string; threadId?: string; turnId?: string; jobId?: string };
+  /** skipped: `missed` or `overlap`; failed: the error's code; claimed: `catch_up` for a catch-up firing. */
+  reason?: string;
+  /** `count` (missed), `previous` (overlap), `missed` (a catch-up started), `error` (failed). */
+  details?: { count?: number; previous?: string; missed?: number; error?: { code?: string; message?: string } };
+  createdAt?: string;
+  updatedAt?: string;
+}
+
+/** A schedule as `GET /v1/schedules` lists it (the last firing) and `GET /v1/schedules/{id}` answers it (20). */
+export interface Schedule {
+  scheduleId: string;
+  cron: string;
+  /** An IANA time zone; absent: UTC. */
+  timezone?: string;
+  start: ScheduleStart;
+  catchUp: 'skip' | 'run_once';
+  overlap: 'skip' | 'queue' | 'cancel';
+  paused: boolean;
+  source: 'config' | 'api';
+  createdAt?: string;
+  updatedAt?: string;
+  lastFireAt?: string;
+  nextFireAt?: string;
+  /** The next cron times (up to 3; none while paused). */
+  nextFirings: string[];
+  /** The last firings, newest first. */
+  lastFirings: ScheduleFiring[];
+}

@@ -46,8 +46,13 @@ export function Link(props: { href: string; children: ComponentChildren; class?:
 
 // ---- states ----
 
-export function Status(props: { status: string; small?: boolean }) {
-  const l = look(props.status);
+/** A status pill; `looks`: another vocabulary's symbols and tones (schedules'), before the runtime's. */
+export function Status(props: {
+  status: string;
+  small?: boolean;
+  looks?: Record<string, { symbol: string; tone: string }>;
+}) {
+  const l = props.looks?.[props.status] ?? look(props.status);
   return (
     <span class={`status tone-${l.tone}${props.small ? ' small' : ''}`} data-status={props.status}>
       <span aria-hidden="true">{l.symbol}</span> {props.status.replace(/_/g, ' ')}
