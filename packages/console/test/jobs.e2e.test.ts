@@ -1,14 +1,10 @@
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-import { buildRuntime, OarConfigSchema, type Runtime } from '@oar/runtime';
-import { createLogger, type RunningServer, startServer } from '@oar/server';
-import { type Browser, chromium, type Page } from 'playwright-core';
+import { join } from 'node:path';
+import type { Runtime } from '@oar/runtime';
+import type { RunningServer } from '@oar/server';
+import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Job } from '../src/types.js';
+import { type ConsoleRun, chromiumAvailable, docImage, shots, startConsole } from './e2e-fixture.js';
 
 /**
  * Jobs in the console (issue 30 §1: "the console shows a job's items and their sessions"), end to end, in headless
@@ -19,41 +15,7 @@ import type { Job } from '../src/types.js';
  * to test-results/console/.
  */
 
-const CHROMIUM = process.env.OAR_CHROMIUM ?? '/usr/bin/chromium';
-const here = dirname(fileURLToPath(import.meta.url));
-const consoleDir = resolve(here, '..');
-const repo = resolve(here, '../../..');
-const shots = join(repo, 'test-results/console');
-/**
- * docs/console.md's pictures of the jobs list and a job, refreshed on request only, so a test run leaves the tree as
- * it was: OAR_WRITE_DOC_IMAGES=1 npx vitest run packages/console/test/jobs.e2e.test.ts
- */
-const docImage = (name: string, png: Buffer) => {
-  if (process.env.OAR_WRITE_DOC_IMAGES !== '1') return;
-  mkdirSync(join(repo, 'docs/images'), { recursive: true });
-  writeFileSync(join(repo, 'docs/images', name), png);
-};
-
-const available = existsSync(CHROMIUM);
-if (!available) {
-  if (process.env.CI) {
-    throw new Error(
-      `the console jobs end-to-end test needs Chromium at ${CHROMIUM} (Debian: apt-get install -y chromium); CI must not skip it`,
-    );
-  }
-  console.warn(
-    `\n⚠ SKIPPED: console jobs end-to-end test — no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set OAR_CHROMIUM)\n`,
-  );
-}
-
-const silent = () =>
-  createLogger({
-    destination: new Writable({
-      write(_chunk, _encoding, done) {
-        done();
-      },
-    }),
-  });
+const available = chromiumAvailable('jobs');
 
 /**
  * Every model call of an item's thread (call N of a thread is step N): an answer, except for an item whose prompt
@@ -69,72 +31,24 @@ const step = {
 };
 
 describe.skipIf(!available)('jobs in the console', () => {
-  let dir = '';
   let runtime: Runtime | undefined;
   let server: RunningServer | undefined;
   let key = '';
   let browser: Browser | undefined;
   let page: Page;
-  const errors: string[] = [];
+  let errors: string[] = [];
+  let run: ConsoleRun | undefined;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'oar-console-jobs-'));
-    // The console built from the sources under test, into this test's own directory (never a stale dist/).
-    const consoleDist = join(dir, 'console-dist');
-    execFileSync(
-      process.execPath,
-      [
-        resolve(repo, 'node_modules/vite/bin/vite.js'),
-        'build',
-        consoleDir,
-        '--outDir',
-        consoleDist,
-        '--emptyOutDir',
-        '--logLevel',
-        'silent',
-      ],
-      { stdio: 'ignore' },
-    );
-    expect(existsSync(join(consoleDist, 'index.html'))).toBe(true);
-    mkdirSync(shots, { recursive: true });
-    const workspace = join(dir, 'ws');
-    mkdirSync(workspace);
-    writeFileSync(join(dir, 'script.json'), JSON.stringify({ steps: Array(8).fill(step) }));
-    const config = OarConfigSchema.parse({ model: 'script:script.json' });
-    ({ runtime } = await buildRuntime(config, dir, {
-      cwd: dir,
-      env: {},
-      workspace,
-      worker: { sessions: 'all' },
-      store: join(dir, 'oar.db'),
-    }));
-    server = await startServer({ runtime, port: 0, consoleDir: consoleDist, logger: silent() });
-    key = server.createdAdminKey as string;
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-    });
-    page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
-    page.on('pageerror', (e) => errors.push(String(e)));
-    page.setDefaultTimeout(15_000);
+    run = await startConsole('oar-console-jobs-', Array(8).fill(step));
+    ({ runtime, server, key, browser, page, errors } = run);
   }, 120_000);
 
   afterAll(async () => {
-    await browser?.close();
-    await server?.close();
-    await runtime?.store.close();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await run?.close();
   });
 
-  async function guarded(name: string, steps: () => Promise<void>) {
-    try {
-      await steps();
-      expect(errors).toEqual([]);
-    } catch (error) {
-      await page.screenshot({ path: join(shots, `failure-${name}.png`), fullPage: true }).catch(() => undefined);
-      throw new Error(`${(error as Error).message}\npage errors: ${errors.join('; ') || 'none'}`, { cause: error });
-    }
-  }
+  const guarded = (name: string, steps: () => Promise<void>) => (run as ConsoleRun).guarded(name, steps);
 
   const job = (jobId: string) => (runtime as Runtime).jobs.get({ jobId }) as Promise<Job>;
   async function until(check: () => Promise<boolean>, what: string, ms = 15_000) {
